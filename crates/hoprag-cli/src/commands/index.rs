@@ -1,0 +1,142 @@
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use hoprag::corpus::{load_corpus, CorpusFormat, CorpusOptions, IngestReport, LoadedCorpus, SplitOptions};
+use hoprag::embed::{load_embedder, EmbedderSpec};
+use hoprag::index::{BuildOptions, BuildStats, Index, VectorIndexKind};
+
+use super::Context;
+
+#[derive(Args)]
+pub struct CorpusArgs {
+    /// Corpus: JSON list [{title, text}], JSONL, HotpotQA {title: [sentences]}, or a
+    /// folder of .txt/.md files.
+    #[arg(long, value_name = "FILE|DIR")]
+    corpus: PathBuf,
+    /// Force the corpus format instead of detecting it.
+    #[arg(long, value_parser = parse_format)]
+    format: Option<CorpusFormat>,
+    /// Folder corpora: passage size in words.
+    #[arg(long, default_value_t = SplitOptions::default().max_words)]
+    max_words: usize,
+    /// Folder corpora: words of overlap between consecutive passages.
+    #[arg(long, default_value_t = SplitOptions::default().overlap_words)]
+    overlap_words: usize,
+    /// Skip passages longer than this many bytes.
+    #[arg(long, default_value_t = CorpusOptions::default().max_passage_bytes)]
+    max_passage_bytes: usize,
+}
+
+fn parse_format(s: &str) -> Result<CorpusFormat, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| "expected json_list, jsonl, hotpot_qa or folder".to_string())
+}
+
+impl CorpusArgs {
+    fn load(&self, ctx: &Context) -> anyhow::Result<LoadedCorpus> {
+        let options = CorpusOptions {
+            format: self.format,
+            max_passage_bytes: self.max_passage_bytes,
+            split: SplitOptions { max_words: self.max_words, overlap_words: self.overlap_words },
+        };
+        let corpus = load_corpus(&self.corpus, &options)?;
+        print_ingest(ctx, &corpus.report, corpus.passages.len());
+        Ok(corpus)
+    }
+}
+
+#[derive(Args)]
+pub struct IndexArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Index directory to create.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// `minilm` (in-process, the default) or `openai:MODEL` (an OpenAI-compatible
+    /// endpoint; env HOPRAG_EMBED_BASE_URL, HOPRAG_EMBED_API_KEY).
+    #[arg(long, default_value = "minilm")]
+    embedder: EmbedderSpec,
+    /// Vector index: exact, hnsw, or auto (HNSW from 50,000 passages).
+    #[arg(long, default_value = "auto")]
+    vector_index: VectorIndexKind,
+    /// Replace an existing index at --out.
+    #[arg(long)]
+    force: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct AddArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Existing index directory.
+    #[arg(long, value_name = "DIR")]
+    index: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const SHOWN: usize = 10;
+
+pub fn print_ingest(ctx: &Context, report: &IngestReport, kept: usize) {
+    if ctx.json {
+        return;
+    }
+    eprintln!("{}", report.summary(kept));
+    for (label, list) in [("skipped", &report.skipped), ("duplicate", &report.duplicates), ("warning", &report.warnings)] {
+        for s in list.iter().take(SHOWN) {
+            eprintln!("  {label}: {}: {}", s.location, s.reason);
+        }
+        if list.len() > SHOWN {
+            eprintln!("  ... and {} more {label} entries (--json lists them all)", list.len() - SHOWN);
+        }
+    }
+}
+
+fn print_stats(ctx: &Context, dir: &std::path::Path, stats: &BuildStats, report: &IngestReport) -> anyhow::Result<()> {
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"index": dir, "stats": stats, "ingest": report}))?);
+    } else {
+        println!(
+            "index {}: {} passages ({} added) in {:.1}s (embedding {:.1}s, lexical {:.2}s, vectors {:.2}s, write {:.2}s), {:.1} MB on disk",
+            dir.display(),
+            stats.passages_total,
+            stats.passages_added,
+            stats.total_secs,
+            stats.embed_secs,
+            stats.lexical_secs,
+            stats.vector_secs,
+            stats.write_secs,
+            stats.bytes_on_disk as f64 / 1e6
+        );
+    }
+    Ok(())
+}
+
+pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
+    let corpus = args.corpus.load(ctx)?;
+    let embedder = load_embedder(&args.embedder, &ctx.config.embedder)?;
+    ctx.note(format!("embedding with {} ({} dimensions)", embedder.id(), embedder.dim()));
+    let options = BuildOptions { vector_index: args.vector_index, overwrite: args.force, ..Default::default() };
+    let source = args.corpus.corpus.display().to_string();
+    let stats = Index::build(&args.out, &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
+        .with_context(|| format!("building the index in {}", args.out.display()))?;
+    print_stats(ctx, &args.out, &stats, &corpus.report)
+}
+
+pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
+    let mut corpus = args.corpus.load(ctx)?;
+    let manifest = Index::open(&args.index)?.manifest;
+    let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &ctx.config.embedder)?;
+    let source = args.corpus.corpus.display().to_string();
+    let stats = Index::add(&args.index, &mut corpus, source, embedder.as_ref(), &ctx.progress)?;
+    if !ctx.json && (!corpus.report.duplicates.is_empty() || !corpus.report.warnings.is_empty()) {
+        eprintln!("against the existing index:");
+        print_ingest(ctx, &corpus.report, stats.passages_added);
+    }
+    print_stats(ctx, &args.index, &stats, &corpus.report)
+}

@@ -1,0 +1,48 @@
+pub mod eval;
+pub mod index;
+pub mod models;
+pub mod query;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use hoprag::Config;
+
+use crate::progress::Bars;
+
+/// What every command gets from the global flags.
+pub struct Context {
+    pub json: bool,
+    pub progress: Bars,
+    pub config: Config,
+}
+
+impl Context {
+    pub fn new(json: bool, quiet: bool, model_dir: Option<PathBuf>) -> Self {
+        let mut config = Config::default();
+        config.embedder.minilm_dir = model_dir;
+        config.embedder.openai = config.embedder.openai.with_env();
+        let visible = !quiet && !json && std::io::stderr().is_terminal();
+        Context { json, progress: Bars::new(visible), config }
+    }
+
+    /// Prints a status line on stderr unless output is JSON.
+    pub fn note(&self, line: impl AsRef<str>) {
+        if !self.json {
+            eprintln!("{}", line.as_ref());
+        }
+    }
+}
+
+pub fn methods(ctx: &Context) -> anyhow::Result<()> {
+    if ctx.json {
+        let list: Vec<_> =
+            hoprag::engine::METHODS.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        for (name, description) in hoprag::engine::METHODS {
+            println!("{name:<10} {description}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! `hoprag`: the command-line interface of the hoprag multi-hop retrieval engine.
+
+mod bench;
+mod commands;
+mod output;
+mod progress;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "hoprag", version, about = "Multi-hop retrieval for retrieval-augmented generation")]
+struct Cli {
+    /// No progress bars.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// Folder with MiniLM's model files (default: the model cache; env HOPRAG_MINILM_DIR).
+    #[arg(long, global = true, env = "HOPRAG_MINILM_DIR", value_name = "DIR")]
+    model_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build an index from a corpus file or folder.
+    Index(commands::index::IndexArgs),
+    /// Add passages to an existing index without rebuilding it.
+    Add(commands::index::AddArgs),
+    /// Retrieve passages for a question.
+    Query(commands::query::QueryArgs),
+    /// Evaluate methods on a dataset with gold passages.
+    Eval(commands::eval::EvalArgs),
+    /// List the models hoprag knows, or install one.
+    Models(commands::models::ModelsArgs),
+    /// List the retrieval methods.
+    Methods {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure index build and query speed on a corpus.
+    Bench(bench::BenchArgs),
+}
+
+impl Command {
+    /// Whether the command prints JSON (each command has its own `--json`: eval's takes
+    /// an optional output file).
+    fn json(&self) -> bool {
+        match self {
+            Command::Index(a) => a.json,
+            Command::Add(a) => a.json,
+            Command::Query(a) => a.json,
+            Command::Eval(a) => a.json_to_stdout(),
+            Command::Models(a) => a.json,
+            Command::Methods { json } => *json,
+            Command::Bench(a) => a.json,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let ctx = commands::Context::new(cli.command.json(), cli.quiet, cli.model_dir);
+    let result = match cli.command {
+        Command::Index(a) => commands::index::run_index(&ctx, a),
+        Command::Add(a) => commands::index::run_add(&ctx, a),
+        Command::Query(a) => commands::query::run(&ctx, a),
+        Command::Eval(a) => commands::eval::run(&ctx, a),
+        Command::Models(a) => commands::models::run(&ctx, a),
+        Command::Methods { .. } => commands::methods(&ctx),
+        Command::Bench(a) => bench::run(&ctx, a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

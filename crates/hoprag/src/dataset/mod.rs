@@ -1,0 +1,68 @@
+//! Questions with gold passages, read from the standard multi-hop benchmark formats and
+//! matched to the passages of an index.
+//!
+//! | format | gold | hop order | type |
+//! |---|---|---|---|
+//! | HippoRAG MuSiQue (v1/v2) | `paragraphs[].is_supporting` | `question_decomposition[].paragraph_support_idx` | hop count from the id prefix (`2hop`, `3hop`, ..) |
+//! | raw HotpotQA | distinct `supporting_facts` titles | unknown | `type` |
+//! | raw 2WikiMultiHopQA | distinct `supporting_facts` titles | unknown | `type` |
+//! | JSONL | `gold_titles` or `gold_ids`, in hop order | the list order | `type` |
+
+mod formats;
+mod matching;
+
+pub use formats::{load_dataset, DatasetFormat};
+pub use matching::{resolve_gold, GoldIssue, ResolvedDataset};
+
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::PassageIdx;
+
+/// A reference to a gold passage as the dataset states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GoldRef {
+    /// A passage id of the index.
+    Id(String),
+    /// A title, with the passage text where the dataset gives it (titles repeat in
+    /// MuSiQue, so text disambiguates).
+    Title { title: String, text: Option<String> },
+}
+
+impl GoldRef {
+    pub fn describe(&self) -> String {
+        match self {
+            GoldRef::Id(id) => format!("id {id:?}"),
+            GoldRef::Title { title, .. } => format!("title {title:?}"),
+        }
+    }
+}
+
+/// A question as read from a dataset file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Question {
+    pub id: String,
+    pub text: String,
+    /// Gold passages; in hop order when `hop_ordered`.
+    pub gold: Vec<GoldRef>,
+    pub hop_ordered: bool,
+    /// Question type for breakdowns (HotpotQA/2Wiki `type`, MuSiQue hop count).
+    pub qtype: Option<String>,
+    /// Reference answers (first is canonical), where the dataset has them.
+    pub answers: Vec<String>,
+}
+
+/// A question whose gold has been matched to index passages.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalQuestion {
+    pub id: String,
+    pub text: String,
+    /// Matched gold passages, in hop order when known.
+    pub gold: Vec<PassageIdx>,
+    /// Gold passages the dataset names, matched or not: the recall denominator, so an
+    /// unmatched gold passage counts as missed instead of vanishing.
+    pub gold_total: usize,
+    /// The last hop's gold passage, where hop order is known and it was matched.
+    pub last_hop: Option<PassageIdx>,
+    pub qtype: Option<String>,
+    pub answers: Vec<String>,
+}

@@ -1,0 +1,119 @@
+//! Text embedders: the [`Embedder`] seam, the in-process MiniLM default and any
+//! OpenAI-compatible `/v1/embeddings` endpoint.
+
+mod minilm;
+pub mod models;
+mod openai;
+
+pub use minilm::MiniLm;
+pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Whether a text is a query or a passage: some models embed them differently
+/// (instruction prefixes for NV-Embed-v2, E5, BGE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    Query,
+    Passage,
+}
+
+/// Turns texts into L2-normalised vectors, so that a dot product is a cosine.
+pub trait Embedder: Send + Sync {
+    /// Identifies the model (and anything else that changes the vectors); stored in the
+    /// index manifest so that queries are never embedded by a different model.
+    fn id(&self) -> &str;
+    fn dim(&self) -> usize;
+    /// Embeds a batch; the output has one vector per input, in order.
+    fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>>;
+
+    fn embed_one(&self, text: &str, kind: TextKind) -> Result<Vec<f32>> {
+        let mut v = self.embed(&[text.to_string()], kind)?;
+        v.pop().ok_or_else(|| Error::Embedding("embedder returned no vector".into()))
+    }
+}
+
+/// Which embedder to use, as written on the command line and in manifests:
+/// `minilm` or `openai:MODEL`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EmbedderSpec {
+    MiniLm,
+    OpenAi { model: String },
+}
+
+impl std::str::FromStr for EmbedderSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.split_once(':') {
+            None if s == "minilm" || s == MiniLm::ID => Ok(EmbedderSpec::MiniLm),
+            Some(("openai", model)) if !model.is_empty() => Ok(EmbedderSpec::OpenAi { model: model.to_string() }),
+            _ => Err(Error::Config(format!("unknown embedder {s:?}: expected `minilm` or `openai:MODEL`"))),
+        }
+    }
+}
+
+impl EmbedderSpec {
+    /// Recovers the spec from an embedder id stored in a manifest.
+    pub fn from_id(id: &str) -> Result<Self> {
+        id.parse()
+    }
+}
+
+/// Settings needed to construct an embedder; see [`crate::Config`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EmbedderSettings {
+    /// Folder holding MiniLM's `model.safetensors`, `tokenizer.json`, `config.json`;
+    /// defaults to the model cache.
+    pub minilm_dir: Option<std::path::PathBuf>,
+    pub openai: OpenAiEmbedderConfig,
+}
+
+/// Builds the embedder a spec names.
+pub fn load_embedder(spec: &EmbedderSpec, settings: &EmbedderSettings) -> Result<Arc<dyn Embedder>> {
+    Ok(match spec {
+        EmbedderSpec::MiniLm => {
+            let dir = match &settings.minilm_dir {
+                Some(d) => d.clone(),
+                None => models::require("minilm")?,
+            };
+            Arc::new(MiniLm::load(&dir)?)
+        }
+        EmbedderSpec::OpenAi { model } => {
+            let mut cfg = settings.openai.clone();
+            cfg.model = model.clone();
+            Arc::new(OpenAiEmbedder::new(cfg)?)
+        }
+    })
+}
+
+/// Embeds many texts in batches, calling `progress` with the number done after each.
+pub fn embed_all(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    kind: TextKind,
+    batch: usize,
+    progress: &dyn Fn(usize),
+) -> Result<Vec<Vec<f32>>> {
+    let mut out = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(batch.max(1)) {
+        out.extend(embedder.embed(chunk, kind)?);
+        progress(chunk.len());
+    }
+    Ok(out)
+}
+
+/// Scales a vector to unit length (left as is if zero).
+pub fn l2_normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

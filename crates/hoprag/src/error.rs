@@ -1,0 +1,52 @@
+//! The crate's error type. Every variant names the file, entry or field at fault so a
+//! user can fix their input without reading the source.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Input that cannot be used at all (as opposed to single entries, which are skipped
+    /// and reported).
+    #[error("{path}: {message}")]
+    Input { path: PathBuf, message: String },
+    #[error("index {path}: {message}")]
+    Index { path: PathBuf, message: String },
+    #[error("model: {0}")]
+    Model(String),
+    #[error("embedding: {0}")]
+    Embedding(String),
+    #[error("http {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    pub fn input(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Input { path: path.into(), message: message.into() }
+    }
+
+    pub fn index(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Index { path: path.into(), message: message.into() }
+    }
+}
+
+impl From<candle_core::Error> for Error {
+    fn from(e: candle_core::Error) -> Self {
+        Error::Model(e.to_string())
+    }
+}

@@ -1,0 +1,13 @@
+//! Evaluation: the papers' retrieval metrics, significance tests against a baseline,
+//! breakdowns by question type, and report formats (table, JSON, TREC run).
+
+mod metrics;
+mod report;
+mod runner;
+pub mod stats;
+mod trec;
+
+pub use metrics::{QueryMetrics, RankMetrics};
+pub use report::{EvalReport, MethodReport, PerQuery, TypeReport, VsBaseline};
+pub use runner::{evaluate, EvalOptions};
+pub use trec::{write_qrels, write_run};

@@ -1,0 +1,90 @@
+//! The evaluation report: one serialisable structure for the table, the JSON output and
+//! the TREC run.
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::GoldIssue;
+
+/// Metric values keyed by cutoff, as strings so the JSON reads `{"5": 0.598}`.
+pub type ByK = BTreeMap<String, f64>;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalReport {
+    pub dataset: String,
+    /// Questions evaluated.
+    pub n: usize,
+    pub ks: Vec<usize>,
+    pub index: String,
+    /// Gold passages the index does not hold (counted as missed).
+    pub unmatched_gold: Vec<GoldIssue>,
+    pub ambiguous_gold: Vec<GoldIssue>,
+    pub baseline: Option<String>,
+    /// Keyed by method name, in the order asked for (a BTreeMap would sort them).
+    pub methods: IndexMap<String, MethodReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MethodReport {
+    pub recall: ByK,
+    pub full: ByK,
+    pub any: ByK,
+    pub last_hop: ByK,
+    /// Questions whose last hop is known (LastHop's denominator).
+    pub last_hop_n: usize,
+    pub by_type: BTreeMap<String, TypeReport>,
+    pub latency_ms: Latency,
+    pub per_query: Vec<PerQuery>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_baseline: Option<VsBaseline>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TypeReport {
+    pub n: usize,
+    pub recall: ByK,
+    pub full: ByK,
+    pub any: ByK,
+    pub last_hop: ByK,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PerQuery {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub qtype: Option<String>,
+    pub gold: Vec<String>,
+    /// Passage ids, best first, down to the largest cutoff.
+    pub retrieved: Vec<String>,
+    pub scores: Vec<f32>,
+    pub recall: ByK,
+    pub full: BTreeMap<String, bool>,
+    pub last_hop: BTreeMap<String, bool>,
+    pub latency_ms: f64,
+}
+
+/// Paired comparison with the baseline method on the same questions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VsBaseline {
+    pub baseline: String,
+    /// Questions where the method's R@5 is higher / lower / equal.
+    pub wins: u64,
+    pub losses: u64,
+    pub ties: u64,
+    /// One-sided exact sign test on those wins and losses.
+    pub sign_p: f64,
+    /// LastHop@5 discordant pairs: only the method / only the baseline finds it.
+    pub last_hop_only_method: u64,
+    pub last_hop_only_baseline: u64,
+    /// Exact McNemar test on LastHop@5 (1.0 where no last hop is known).
+    pub mcnemar_p: f64,
+}

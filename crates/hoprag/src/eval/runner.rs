@@ -1,0 +1,238 @@
+//! Runs methods over a dataset and aggregates the metrics.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use indexmap::IndexMap;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::metrics::QueryMetrics;
+use super::report::{ByK, EvalReport, Latency, MethodReport, PerQuery, TypeReport, VsBaseline};
+use super::stats::{mcnemar_exact, sign_test};
+use crate::corpus::PassageIdx;
+use crate::dataset::{EvalQuestion, ResolvedDataset};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalOptions {
+    /// Cutoffs, e.g. 2, 5, 10, 15.
+    pub ks: Vec<usize>,
+    /// Method every other method is compared with (W/L/T, sign test, McNemar).
+    pub baseline: Option<String>,
+    /// Dataset name for the report.
+    pub dataset: String,
+}
+
+/// The cutoff of the paired tests (the papers compare at R@5 and LastHop@5).
+const PAIRED_K: usize = 5;
+
+struct Run {
+    ranked: Vec<Vec<(PassageIdx, f32)>>,
+    latency_ms: Vec<f64>,
+}
+
+/// Evaluates `methods` on the resolved questions.
+pub fn evaluate(
+    engine: &Engine,
+    data: &ResolvedDataset,
+    methods: &[String],
+    options: &EvalOptions,
+    progress: &dyn Progress,
+) -> Result<EvalReport> {
+    let mut ks = options.ks.clone();
+    ks.sort_unstable();
+    ks.dedup();
+    if ks.is_empty() || ks[0] == 0 {
+        return Err(Error::Config("cutoffs (--k) must be positive".into()));
+    }
+    let depth = ks.last().copied().unwrap_or(PAIRED_K).max(PAIRED_K);
+    let texts: Vec<String> = data.questions.iter().map(|q| q.text.clone()).collect();
+    let queries = engine.embed_queries(&texts, progress)?;
+
+    let mut names: Vec<String> = methods.to_vec();
+    if let Some(b) = &options.baseline {
+        if !names.contains(b) {
+            names.push(b.clone());
+        }
+    }
+    let mut runs: IndexMap<String, Run> = IndexMap::new();
+    for name in &names {
+        let retriever = engine.retriever(name)?;
+        progress.start(&format!("retrieving: {name}"), queries.len() as u64);
+        let results: Result<Vec<(Vec<(PassageIdx, f32)>, f64)>> = queries
+            .par_iter()
+            .zip(&data.questions)
+            .map(|(query, q)| {
+                let t = Instant::now();
+                let r = retriever
+                    .retrieve(query, depth)
+                    .map_err(|e| Error::Other(format!("{name} on question {}: {e}", q.id)))?;
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                progress.advance(1);
+                Ok((r.hits.into_iter().map(|h| (h.passage, h.score)).collect(), ms))
+            })
+            .collect();
+        progress.finish();
+        let (ranked, latency_ms) = results?.into_iter().unzip();
+        runs.insert(name.clone(), Run { ranked, latency_ms });
+    }
+
+    let passage_id = |i: PassageIdx| engine.index.passage(i).id.clone();
+    let metrics: IndexMap<&str, Vec<QueryMetrics>> = runs
+        .iter()
+        .map(|(name, run)| {
+            let m = data
+                .questions
+                .iter()
+                .zip(&run.ranked)
+                .map(|(q, r)| QueryMetrics::compute(q, &ranked_ids(r), &ks))
+                .collect();
+            (name.as_str(), m)
+        })
+        .collect();
+
+    let mut report_methods = IndexMap::new();
+    for (name, run) in &runs {
+        let m = &metrics[name.as_str()];
+        let per_query = data
+            .questions
+            .iter()
+            .zip(&run.ranked)
+            .zip(m)
+            .zip(&run.latency_ms)
+            .map(|(((q, r), qm), &ms)| PerQuery {
+                id: q.id.clone(),
+                qtype: q.qtype.clone(),
+                gold: q.gold.iter().map(|&g| passage_id(g)).collect(),
+                retrieved: r.iter().map(|&(p, _)| passage_id(p)).collect(),
+                scores: r.iter().map(|&(_, s)| s).collect(),
+                recall: qm.at.iter().map(|(k, x)| (k.to_string(), x.recall)).collect(),
+                full: qm.at.iter().map(|(k, x)| (k.to_string(), x.full)).collect(),
+                last_hop: qm.at.iter().filter_map(|(k, x)| x.last_hop.map(|l| (k.to_string(), l))).collect(),
+                latency_ms: ms,
+            })
+            .collect();
+        let all: Vec<usize> = (0..data.questions.len()).collect();
+        let agg = aggregate(m, &all, &ks);
+        let mut by_type: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, q) in data.questions.iter().enumerate() {
+            by_type.entry(q.qtype.clone().unwrap_or_else(|| "untyped".into())).or_default().push(i);
+        }
+        let by_type = by_type
+            .into_iter()
+            .map(|(t, idx)| {
+                let a = aggregate(m, &idx, &ks);
+                (t, TypeReport { n: idx.len(), recall: a.recall, full: a.full, any: a.any, last_hop: a.last_hop })
+            })
+            .collect();
+        let vs_baseline = match &options.baseline {
+            Some(b) if b != name => Some(paired(b, &data.questions, &runs[name], &runs[b])),
+            _ => None,
+        };
+        report_methods.insert(
+            name.clone(),
+            MethodReport {
+                recall: agg.recall,
+                full: agg.full,
+                any: agg.any,
+                last_hop: agg.last_hop,
+                last_hop_n: agg.last_hop_n,
+                by_type,
+                latency_ms: latency(&run.latency_ms),
+                per_query,
+                vs_baseline,
+            },
+        );
+    }
+    Ok(EvalReport {
+        dataset: options.dataset.clone(),
+        n: data.questions.len(),
+        ks,
+        index: engine.index.root().display().to_string(),
+        unmatched_gold: data.unmatched.clone(),
+        ambiguous_gold: data.ambiguous.clone(),
+        baseline: options.baseline.clone(),
+        methods: report_methods,
+    })
+}
+
+fn ranked_ids(r: &[(PassageIdx, f32)]) -> Vec<PassageIdx> {
+    r.iter().map(|&(p, _)| p).collect()
+}
+
+struct Aggregate {
+    recall: ByK,
+    full: ByK,
+    any: ByK,
+    last_hop: ByK,
+    last_hop_n: usize,
+}
+
+fn aggregate(m: &[QueryMetrics], idx: &[usize], ks: &[usize]) -> Aggregate {
+    let mean = |f: &dyn Fn(&QueryMetrics) -> Option<f64>| -> Option<f64> {
+        let vals: Vec<f64> = idx.iter().filter_map(|&i| f(&m[i])).collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    };
+    let mut a = Aggregate {
+        recall: ByK::new(),
+        full: ByK::new(),
+        any: ByK::new(),
+        last_hop: ByK::new(),
+        last_hop_n: idx.iter().filter(|&&i| m[i].at.first().is_some_and(|(_, x)| x.last_hop.is_some())).count(),
+    };
+    let b = |x: bool| if x { 1.0 } else { 0.0 };
+    for &k in ks {
+        let key = k.to_string();
+        let at = |q: &QueryMetrics| *q.get(k).expect("metrics computed at every cutoff");
+        if let Some(v) = mean(&|q| Some(at(q).recall)) {
+            a.recall.insert(key.clone(), v);
+            a.full.insert(key.clone(), mean(&|q| Some(b(at(q).full))).unwrap_or(0.0));
+            a.any.insert(key.clone(), mean(&|q| Some(b(at(q).any))).unwrap_or(0.0));
+        }
+        if let Some(v) = mean(&|q| at(q).last_hop.map(b)) {
+            a.last_hop.insert(key, v);
+        }
+    }
+    a
+}
+
+fn latency(ms: &[f64]) -> Latency {
+    if ms.is_empty() {
+        return Latency::default();
+    }
+    let mut s = ms.to_vec();
+    s.sort_by(f64::total_cmp);
+    let pct = |p: f64| s[((p * (s.len() - 1) as f64).round() as usize).min(s.len() - 1)];
+    Latency { mean: s.iter().sum::<f64>() / s.len() as f64, p50: pct(0.5), p99: pct(0.99) }
+}
+
+fn paired(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &Run) -> VsBaseline {
+    let (mut wins, mut losses, mut ties, mut only_m, mut only_b) = (0, 0, 0, 0, 0);
+    for ((q, m), b) in questions.iter().zip(&method.ranked).zip(&base.ranked) {
+        let mm = super::metrics::rank_metrics(q, &ranked_ids(m), PAIRED_K);
+        let bm = super::metrics::rank_metrics(q, &ranked_ids(b), PAIRED_K);
+        match mm.recall.partial_cmp(&bm.recall) {
+            Some(std::cmp::Ordering::Greater) => wins += 1,
+            Some(std::cmp::Ordering::Less) => losses += 1,
+            _ => ties += 1,
+        }
+        match (mm.last_hop, bm.last_hop) {
+            (Some(true), Some(false)) => only_m += 1,
+            (Some(false), Some(true)) => only_b += 1,
+            _ => {}
+        }
+    }
+    VsBaseline {
+        baseline: baseline.to_string(),
+        wins,
+        losses,
+        ties,
+        sign_p: sign_test(wins, losses),
+        last_hop_only_method: only_m,
+        last_hop_only_baseline: only_b,
+        mcnemar_p: mcnemar_exact(only_m, only_b),
+    }
+}

@@ -1,0 +1,206 @@
+//! Lexical retrieval: the [`LexicalIndex`] seam and its tantivy BM25 implementation.
+
+use std::path::Path;
+
+use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{doc, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term};
+
+use crate::corpus::PassageIdx;
+use crate::error::{Error, Result};
+
+/// Scores passages against a text query by term statistics.
+pub trait LexicalIndex: Send + Sync {
+    /// The best `k` passages with their scores, best first.
+    fn search(&self, query: &str, k: usize) -> Result<Vec<(PassageIdx, f32)>>;
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+const TOKENIZER: &str = "hoprag_en";
+/// Writer heap for index builds: tantivy's minimum per thread is 15 MB; more only
+/// postpones segment flushes.
+const WRITER_HEAP: usize = 128 << 20;
+
+/// BM25 over `title + newline + text` with tantivy (k1 = 1.2, b = 0.75). Analysis:
+/// split on non-alphanumerics, drop tokens over 40 bytes, lowercase, fold accents,
+/// remove English stop words (as bm25s and Pyserini do for these benchmarks).
+pub struct TantivyBm25 {
+    searcher: Searcher,
+    // Kept so the searcher's segments stay open.
+    _reader: IndexReader,
+    index: tantivy::Index,
+    text: Field,
+    /// Passage index of each document, per segment (a fast-field column).
+    pids: Vec<Column<u64>>,
+    len: usize,
+}
+
+fn schema() -> (Schema, Field, Field) {
+    let mut b = Schema::builder();
+    let pid = b.add_u64_field("pid", FAST);
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer(TOKENIZER)
+        .set_index_option(IndexRecordOption::WithFreqs);
+    let text = b.add_text_field("text", TextOptions::default().set_indexing_options(indexing));
+    (b.build(), pid, text)
+}
+
+fn register_tokenizer(index: &tantivy::Index) -> Result<()> {
+    let stop = StopWordFilter::new(Language::English)
+        .ok_or_else(|| Error::Other("tantivy has no English stop-word list".into()))?;
+    let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .filter(stop)
+        .build();
+    index.tokenizers().register(TOKENIZER, analyzer);
+    Ok(())
+}
+
+fn tantivy_err(dir: &Path) -> impl Fn(tantivy::TantivyError) -> Error + '_ {
+    move |e| Error::index(dir, format!("lexical index: {e}"))
+}
+
+impl TantivyBm25 {
+    /// Creates the index in `dir` with the given texts; passage `i` is `texts[i]`.
+    pub fn create(dir: &Path, texts: &[String], progress: &dyn Fn(usize)) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let (schema, _, _) = schema();
+        let index = tantivy::Index::create_in_dir(dir, schema).map_err(tantivy_err(dir))?;
+        register_tokenizer(&index)?;
+        Self::append(&index, dir, 0, texts, progress)
+    }
+
+    /// Adds texts as passages `first, first + 1, ..` to the index in `dir`.
+    pub fn add(dir: &Path, first: PassageIdx, texts: &[String], progress: &dyn Fn(usize)) -> Result<()> {
+        let index = tantivy::Index::open_in_dir(dir).map_err(tantivy_err(dir))?;
+        register_tokenizer(&index)?;
+        Self::append(&index, dir, first, texts, progress)
+    }
+
+    fn append(
+        index: &tantivy::Index,
+        dir: &Path,
+        first: PassageIdx,
+        texts: &[String],
+        progress: &dyn Fn(usize),
+    ) -> Result<()> {
+        let (_, pid, text) = schema();
+        let mut writer: IndexWriter = index.writer(WRITER_HEAP).map_err(tantivy_err(dir))?;
+        for (i, t) in texts.iter().enumerate() {
+            writer
+                .add_document(doc!(pid => first as u64 + i as u64, text => t.as_str()))
+                .map_err(tantivy_err(dir))?;
+            if i % 1024 == 1023 {
+                progress(1024);
+            }
+        }
+        progress(texts.len() % 1024);
+        writer.commit().map_err(tantivy_err(dir))?;
+        writer.wait_merging_threads().map_err(tantivy_err(dir))?;
+        Ok(())
+    }
+
+    pub fn open(dir: &Path) -> Result<Self> {
+        let err = tantivy_err(dir);
+        let index = tantivy::Index::open_in_dir(dir).map_err(&err)?;
+        register_tokenizer(&index)?;
+        let text = index.schema().get_field("text").map_err(&err)?;
+        let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(&err)?;
+        let searcher = reader.searcher();
+        let pids = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.fast_fields().u64("pid"))
+            .collect::<tantivy::Result<Vec<_>>>()
+            .map_err(&err)?;
+        let len = searcher.num_docs() as usize;
+        Ok(TantivyBm25 { searcher, _reader: reader, index, text, pids, len })
+    }
+
+    /// The analysed, de-duplicated query terms.
+    fn terms(&self, query: &str) -> Result<Vec<Term>> {
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(self.text)
+            .map_err(|e| Error::Other(format!("lexical index: {e}")))?;
+        let mut stream = analyzer.token_stream(query);
+        let mut terms: Vec<Term> = Vec::new();
+        while stream.advance() {
+            let term = Term::from_field_text(self.text, &stream.token().text);
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+        }
+        Ok(terms)
+    }
+}
+
+impl LexicalIndex for TantivyBm25 {
+    fn search(&self, query: &str, k: usize) -> Result<Vec<(PassageIdx, f32)>> {
+        let terms = self.terms(query)?;
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        // A disjunction of term queries is exactly BM25: the sum of each term's score.
+        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+            .into_iter()
+            .map(|t| (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs)) as Box<dyn Query>))
+            .collect();
+        let top = self
+            .searcher
+            .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(k))
+            .map_err(|e| Error::Other(format!("lexical search: {e}")))?;
+        top.into_iter()
+            .map(|(score, addr)| {
+                let pid = self.pids[addr.segment_ord as usize]
+                    .first(addr.doc_id)
+                    .ok_or_else(|| Error::Other("lexical index document without a passage id".into()))?;
+                Ok((pid as PassageIdx, score))
+            })
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_by_bm25_and_maps_passage_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts: Vec<String> = [
+            "Varn River\nThe Varn river flows east.",
+            "Quillfort\nA port city on the bay.",
+            "Skell\nThe Skell is a tributary of the Orlane river.",
+        ]
+        .map(String::from)
+        .to_vec();
+        TantivyBm25::create(dir.path(), &texts, &|_| {}).unwrap();
+        TantivyBm25::add(dir.path(), 3, &["Émile\nA river pilot.".to_string()], &|_| {}).unwrap();
+        let idx = TantivyBm25::open(dir.path()).unwrap();
+        assert_eq!(idx.len(), 4);
+        let hits = idx.search("Which port city is on the bay?", 5).unwrap();
+        assert_eq!(hits[0].0, 1);
+        let hits = idx.search("emile", 5).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].0, 3, "accents are folded");
+        let hits = idx.search("river", 5).unwrap();
+        assert_eq!(hits.len(), 3);
+        assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
+        assert!(idx.search("the of a", 5).unwrap().is_empty(), "stop words only");
+    }
+}

@@ -1,0 +1,39 @@
+//! The index manifest: what was built, from what, with which embedder.
+
+use serde::{Deserialize, Serialize};
+
+use super::vector::{HnswParams, VectorIndexKind};
+
+/// Bumped whenever the on-disk layout changes incompatibly.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub hoprag_version: String,
+    pub embedder: EmbedderInfo,
+    /// SHA-256 over every passage's id, title and text, in index order.
+    pub corpus_checksum: String,
+    pub counts: Counts,
+    pub vector_index: VectorIndexKind,
+    pub hnsw: HnswParams,
+    /// Corpus files or folders the passages came from, in the order they were added.
+    pub sources: Vec<String>,
+    /// Seconds since the Unix epoch.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedderInfo {
+    pub id: String,
+    pub dim: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Counts {
+    pub passages: usize,
+    /// Entries skipped or dropped as duplicates over all builds and additions.
+    pub skipped: usize,
+    pub duplicates: usize,
+}

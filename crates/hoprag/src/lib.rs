@@ -1,0 +1,31 @@
+//! hoprag: a multi-hop retrieval engine for retrieval-augmented generation.
+//!
+//! The crate is organised by seam, one folder per idea:
+//! - [`corpus`]: passages and the loaders that turn files into them;
+//! - [`dataset`]: questions with gold passages, from the standard benchmark formats;
+//! - [`embed`]: the [`Embedder`](embed::Embedder) trait, the in-process MiniLM model and
+//!   OpenAI-compatible endpoints, and the local model cache;
+//! - [`index`]: the on-disk index directory, with its [`LexicalIndex`](index::LexicalIndex)
+//!   and [`VectorIndex`](index::VectorIndex) seams;
+//! - [`fusion`]: rank and score fusion pieces shared by the methods;
+//! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
+//! - [`eval`]: the papers' metrics, significance tests and report formats.
+
+pub mod config;
+pub mod corpus;
+pub mod dataset;
+pub mod embed;
+pub mod engine;
+pub mod error;
+pub mod eval;
+pub mod fusion;
+pub mod http;
+pub mod index;
+pub mod progress;
+pub mod retrieve;
+pub mod text;
+
+pub use config::Config;
+pub use corpus::{Passage, PassageIdx};
+pub use engine::Engine;
+pub use error::{Error, Result};

@@ -1,0 +1,33 @@
+//! BM25 baseline: the lexical index alone.
+
+use std::sync::Arc;
+
+use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+use crate::error::Result;
+use crate::index::Index;
+
+pub struct Bm25 {
+    index: Arc<Index>,
+}
+
+impl Bm25 {
+    pub fn new(index: Arc<Index>) -> Self {
+        Bm25 { index }
+    }
+}
+
+impl Retriever for Bm25 {
+    fn name(&self) -> &str {
+        "bm25"
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        let mut trace = Trace::default();
+        let list = trace.step("bm25", || {
+            let l = self.index.lexical().search(&query.text, k)?;
+            let d = list_detail(&l);
+            Ok((l, d))
+        })?;
+        Ok(Retrieval { hits: hits(list), trace })
+    }
+}

@@ -1,0 +1,58 @@
+//! Dense baseline: nearest passages to the query embedding.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+use crate::embed::{Embedder, TextKind};
+use crate::error::Result;
+use crate::index::VectorIndex;
+
+pub struct Dense {
+    vectors: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+}
+
+impl Dense {
+    pub fn new(vectors: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> Self {
+        Dense { vectors, embedder }
+    }
+}
+
+/// The query's embedding: the one supplied, or computed now (as a traced step).
+pub(crate) fn query_embedding(embedder: &dyn Embedder, query: &Query, trace: &mut Trace) -> Result<Arc<Vec<f32>>> {
+    match &query.embedding {
+        Some(e) => Ok(e.clone()),
+        None => trace.step("embed query", || {
+            Ok((Arc::new(embedder.embed_one(&query.text, TextKind::Query)?), json!({"embedder": embedder.id()})))
+        }),
+    }
+}
+
+/// Dense search as a traced step; shared by every method that starts from the vector list.
+pub(crate) fn dense_search(
+    vectors: &dyn VectorIndex,
+    embedding: &[f32],
+    k: usize,
+    trace: &mut Trace,
+) -> Result<Vec<(crate::PassageIdx, f32)>> {
+    trace.step("dense", || {
+        let l = vectors.search(embedding, k)?;
+        let d = json!({"index": vectors.kind(), "top": list_detail(&l)});
+        Ok((l, d))
+    })
+}
+
+impl Retriever for Dense {
+    fn name(&self) -> &str {
+        "dense"
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        let mut trace = Trace::default();
+        let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
+        let list = dense_search(self.vectors.as_ref(), &q, k, &mut trace)?;
+        Ok(Retrieval { hits: hits(list), trace })
+    }
+}

@@ -1,0 +1,67 @@
+//! Test helpers: a deterministic embedder, paths to shared data, a fixture server.
+#![allow(dead_code)]
+
+pub mod fixture;
+
+use std::path::PathBuf;
+
+use hoprag::embed::{l2_normalize, Embedder, TextKind};
+use hoprag::Result;
+
+/// Bag-of-words feature hashing: deterministic, instant, and similar texts get similar
+/// vectors, which is all index tests need.
+pub struct HashEmbedder {
+    pub id: String,
+    pub dim: usize,
+}
+
+impl HashEmbedder {
+    pub fn new() -> Self {
+        HashEmbedder { id: "minilm".into(), dim: 64 }
+    }
+}
+
+impl Embedder for HashEmbedder {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn embed(&self, texts: &[String], _: TextKind) -> Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; self.dim];
+                for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2) {
+                    let h = w.to_lowercase().bytes().fold(1469598103934665603u64, |h, b| {
+                        (h ^ b as u64).wrapping_mul(1099511628211)
+                    });
+                    v[(h % self.dim as u64) as usize] += 1.0;
+                }
+                v[0] += 0.01; // never the zero vector
+                l2_normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `../shared/data` beside the checkout, if present.
+pub fn shared_data() -> Option<PathBuf> {
+    let p = repo_root().join("../shared/data");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not found", p.display());
+        None
+    }
+}
+
+pub fn demo() -> PathBuf {
+    repo_root().join("demo")
+}

@@ -1,0 +1,88 @@
+//! The evaluation harness end to end on a corpus whose BM25 rankings are known by hand.
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use common::HashEmbedder;
+use hoprag::corpus::{LoadedCorpus, Passage};
+use hoprag::dataset::{load_dataset, resolve_gold};
+use hoprag::eval::{evaluate, write_qrels, write_run, EvalOptions};
+use hoprag::index::{BuildOptions, Index};
+use hoprag::progress::Silent;
+use hoprag::{Config, Engine};
+
+fn p(id: &str, title: &str, text: &str) -> Passage {
+    Passage { id: id.into(), title: title.into(), text: text.into() }
+}
+
+#[test]
+fn metrics_tests_and_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = LoadedCorpus {
+        passages: vec![
+            p("a", "Alpha", "alpha alpha"),
+            p("b", "Beta", "beta words"),
+            p("c", "Gamma", "gamma words"),
+            p("d", "Delta", "delta words"),
+        ],
+        ..Default::default()
+    };
+    Index::build(dir.path(), &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
+    let engine =
+        Engine::new(Arc::new(Index::open(dir.path()).unwrap()), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let mut f = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
+    // q1: BM25 finds only Alpha (R@2 = 1/2, last hop Beta missed).
+    // q2: BM25 finds Beta and Gamma (R@2 = 1, last hop Gamma found).
+    // q3: one gold title is not in the corpus (R@2 = 1/2 at best, Full never).
+    writeln!(f, r#"{{"id": "q1", "question": "alpha", "gold_titles": ["Alpha", "Beta"], "type": "x"}}"#).unwrap();
+    writeln!(f, r#"{{"id": "q2", "question": "beta gamma", "gold_titles": ["Beta", "Gamma"], "type": "x"}}"#).unwrap();
+    writeln!(f, r#"{{"id": "q3", "question": "delta", "gold_titles": ["Delta", "Nowhere"], "type": "y"}}"#).unwrap();
+    let (_, questions) = load_dataset(f.path()).unwrap();
+    let data = resolve_gold(&questions, engine.index.passages());
+    assert_eq!(data.unmatched.len(), 1);
+    let options = EvalOptions { ks: vec![2, 1], baseline: Some("dense".into()), dataset: "toy".into() };
+    let methods = vec!["bm25".to_string()];
+    let report = evaluate(&engine, &data, &methods, &options, &Silent).unwrap();
+    assert_eq!(report.ks, vec![1, 2], "sorted");
+    assert_eq!(report.n, 3);
+    let bm25 = &report.methods["bm25"];
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(bm25.recall["2"], (0.5 + 1.0 + 0.5) / 3.0));
+    assert!(close(bm25.full["2"], 1.0 / 3.0));
+    assert!(close(bm25.any["2"], 1.0));
+    // The last hop is known for q1 and q2 only (q3's last gold is unmatched).
+    assert_eq!(bm25.last_hop_n, 2);
+    assert!(close(bm25.last_hop["2"], 0.5));
+    assert_eq!(bm25.by_type["x"].n, 2);
+    assert!(close(bm25.by_type["x"].recall["2"], 0.75));
+    let vs = bm25.vs_baseline.as_ref().unwrap();
+    assert_eq!(vs.wins + vs.losses + vs.ties, 3);
+    assert!(report.methods.contains_key("dense"), "the baseline is evaluated too");
+    assert!(report.methods["dense"].vs_baseline.is_none());
+
+    let json = serde_json::to_value(&report).unwrap();
+    for key in ["recall", "full", "any", "last_hop", "by_type", "per_query", "vs_baseline"] {
+        assert!(json["methods"]["bm25"].get(key).is_some(), "missing {key}");
+    }
+    for key in ["wins", "losses", "ties", "sign_p", "mcnemar_p"] {
+        assert!(json["methods"]["bm25"]["vs_baseline"].get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(json["dataset"], "toy");
+    assert_eq!(json["n"], 3);
+    let pq = &json["methods"]["bm25"]["per_query"][0];
+    assert_eq!(pq["id"], "q1");
+    assert_eq!(pq["retrieved"][0], "a");
+
+    let run = dir.path().join("run.trec");
+    write_run(&report, &run).unwrap();
+    let text = std::fs::read_to_string(&run).unwrap();
+    let first = text.lines().next().unwrap();
+    let fields: Vec<&str> = first.split(' ').collect();
+    assert_eq!(fields.len(), 6);
+    assert_eq!((fields[0], fields[1], fields[2], fields[3], fields[5]), ("q1", "Q0", "a", "1", "bm25"));
+    let qrels = dir.path().join("gold.qrels");
+    write_qrels(&report, &qrels).unwrap();
+    assert!(std::fs::read_to_string(&qrels).unwrap().contains("q2 0 c 1"));
+}

@@ -1,0 +1,156 @@
+//! Index build, reopen, query, add, and the failure modes around them.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::HashEmbedder;
+use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
+use hoprag::index::{BuildOptions, Index, VectorIndexKind};
+use hoprag::progress::Silent;
+use hoprag::retrieve::Query;
+use hoprag::{Config, Engine};
+
+fn demo_corpus() -> LoadedCorpus {
+    load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap()
+}
+
+fn build(dir: &std::path::Path, kind: VectorIndexKind) -> LoadedCorpus {
+    let corpus = demo_corpus();
+    let opts = BuildOptions { vector_index: kind, ..Default::default() };
+    Index::build(dir, &corpus, vec!["demo".into()], &HashEmbedder::new(), &opts, &Silent).unwrap();
+    corpus
+}
+
+#[test]
+fn build_open_and_query_every_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = build(dir.path(), VectorIndexKind::Auto);
+    let index = Index::open(dir.path()).unwrap();
+    assert_eq!(index.len(), corpus.passages.len());
+    assert_eq!(index.manifest.counts.passages, corpus.passages.len());
+    assert_eq!(index.manifest.vector_index, VectorIndexKind::Exact);
+    assert_eq!(index.manifest.corpus_checksum, hoprag::index::checksum(&corpus.passages));
+    let engine = Engine::new(Arc::new(index), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let q = Query::new("Who founded Ardent Ironworks?");
+    for method in ["bm25", "dense", "hybrid"] {
+        let r = engine.retriever(method).unwrap().retrieve(&q, 5).unwrap();
+        assert_eq!(r.hits.len(), 5, "{method}");
+        assert!(r.hits.windows(2).all(|w| w[0].score >= w[1].score), "{method} is sorted");
+        assert!(!r.trace.steps.is_empty());
+        let top = engine.index.passage(r.hits[0].passage);
+        assert_eq!(top.title, "Ardent Ironworks", "{method}");
+    }
+    assert!(engine.retriever("nope").is_err());
+}
+
+#[test]
+fn hnsw_agrees_with_exact_on_a_small_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), VectorIndexKind::Hnsw);
+    let index = Index::open(dir.path()).unwrap();
+    assert_eq!(index.manifest.vector_index, VectorIndexKind::Hnsw);
+    let e = HashEmbedder::new();
+    let q = hoprag::embed::Embedder::embed_one(&e, "Varn lighthouse", hoprag::embed::TextKind::Query).unwrap();
+    let a = index.exact_index();
+    let exact = hoprag::index::VectorIndex::search(&a, &q, 5).unwrap();
+    let approx = index.vector_index().search(&q, 5).unwrap();
+    assert_eq!(exact.iter().map(|x| x.0).collect::<Vec<_>>(), approx.iter().map(|x| x.0).collect::<Vec<_>>());
+    for (x, y) in exact.iter().zip(&approx) {
+        assert!((x.1 - y.1).abs() < 1e-4);
+    }
+}
+
+#[test]
+fn adding_passages_extends_without_rebuilding() {
+    for kind in [VectorIndexKind::Exact, VectorIndexKind::Hnsw] {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = build(dir.path(), kind);
+        let before = Index::open(dir.path()).unwrap();
+        let old_gen = before.generation_dir().to_path_buf();
+        let mut new = LoadedCorpus {
+            passages: vec![
+                Passage { id: "x1".into(), title: "Zephyr Quarry".into(), text: "Zephyr Quarry supplied granite.".into() },
+                corpus.passages[0].clone(), // already indexed: dropped as a duplicate
+            ],
+            ..Default::default()
+        };
+        let stats = Index::add(dir.path(), &mut new, "more".into(), &HashEmbedder::new(), &Silent).unwrap();
+        assert_eq!(stats.passages_added, 1);
+        assert_eq!(new.report.duplicates.len(), 1);
+        let after = Index::open(dir.path()).unwrap();
+        assert_eq!(after.len(), before.len() + 1);
+        assert_ne!(after.generation_dir(), old_gen);
+        // The reader that opened before the addition still sees its complete generation.
+        assert_eq!(before.lexical().len(), before.len());
+        let hits = after.lexical().search("granite quarry", 3).unwrap();
+        assert_eq!(after.passage(hits[0].0).id, "x1");
+        let q = hoprag::embed::Embedder::embed_one(
+            &HashEmbedder::new(),
+            "Zephyr Quarry supplied granite.",
+            hoprag::embed::TextKind::Query,
+        )
+        .unwrap();
+        let dense = after.vector_index().search(&q, 1).unwrap();
+        assert_eq!(after.passage(dense[0].0).id, "x1", "{kind:?}");
+        assert_eq!(after.manifest.sources, vec!["demo".to_string(), "more".to_string()]);
+        assert_eq!(after.manifest.corpus_checksum, hoprag::index::checksum(after.passages()));
+    }
+}
+
+#[test]
+fn other_embedder_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), VectorIndexKind::Auto);
+    let index = Index::open(dir.path()).unwrap();
+    let other = HashEmbedder { id: "openai:text-embedding-3-small".into(), dim: 1536 };
+    let err = index.check_embedder(&other).unwrap_err().to_string();
+    assert!(err.contains("built with embedder minilm") && err.contains("openai:text-embedding-3-small"), "{err}");
+    let mut new = LoadedCorpus {
+        passages: vec![Passage { id: "y".into(), title: "T".into(), text: "t".into() }],
+        ..Default::default()
+    };
+    assert!(Index::add(dir.path(), &mut new, "x".into(), &other, &Silent).is_err());
+}
+
+#[test]
+fn interrupted_build_leaves_no_index_and_existing_index_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    // An embedder that fails half-way stands in for an interruption.
+    struct Failing;
+    impl hoprag::embed::Embedder for Failing {
+        fn id(&self) -> &str {
+            "minilm"
+        }
+        fn dim(&self) -> usize {
+            64
+        }
+        fn embed(&self, _: &[String], _: hoprag::embed::TextKind) -> hoprag::Result<Vec<Vec<f32>>> {
+            Err(hoprag::Error::Embedding("interrupted".into()))
+        }
+    }
+    let corpus = demo_corpus();
+    let root = dir.path().join("idx");
+    assert!(Index::build(&root, &corpus, vec![], &Failing, &BuildOptions::default(), &Silent).is_err());
+    let err = Index::open(&root).err().expect("no index was published").to_string();
+    assert!(err.contains("no index here"), "{err}");
+    // No temporary folder is left behind either.
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
+
+    build(&root, VectorIndexKind::Auto);
+    let again = Index::build(&root, &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent);
+    assert!(again.unwrap_err().to_string().contains("--force"));
+    let overwrite = BuildOptions { overwrite: true, ..Default::default() };
+    assert!(Index::build(&root, &corpus, vec![], &Failing, &overwrite, &Silent).is_err());
+    assert_eq!(Index::open(&root).unwrap().len(), corpus.passages.len(), "old index still served");
+}
+
+#[test]
+fn corrupt_index_files_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), VectorIndexKind::Auto);
+    let gen = Index::open(dir.path()).unwrap().generation_dir().to_path_buf();
+    std::fs::write(gen.join("vectors.f32"), [0u8; 10]).unwrap();
+    let err = Index::open(dir.path()).err().unwrap().to_string();
+    assert!(err.contains("vectors.f32"), "{err}");
+}

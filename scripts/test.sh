@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite. Installs the default embedder first (tests check it against
+# reference vectors); reads ../shared/data where present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --quiet -p hoprag-cli
+./target/debug/hoprag models fetch minilm
+cargo test --workspace
