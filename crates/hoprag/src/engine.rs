@@ -62,13 +62,10 @@ impl Engine {
     /// Queries with their embeddings computed in batches.
     pub fn embed_queries(&self, texts: &[String], progress: &dyn crate::progress::Progress) -> Result<Vec<Query>> {
         progress.start("embedding questions", texts.len() as u64);
-        let vectors =
-            crate::embed::embed_all(self.embedder.as_ref(), texts, TextKind::Query, 64, &|n| progress.advance(n as u64));
+        let vectors = crate::embed::embed_all(self.embedder.as_ref(), texts, TextKind::Query, 64, &|n| {
+            progress.advance(n as u64)
+        });
         progress.finish();
-        Ok(texts
-            .iter()
-            .zip(vectors?)
-            .map(|(t, v)| Query { text: t.clone(), embedding: Some(Arc::new(v)) })
-            .collect())
+        Ok(texts.iter().zip(vectors?).map(|(t, v)| Query { text: t.clone(), embedding: Some(Arc::new(v)) }).collect())
     }
 }

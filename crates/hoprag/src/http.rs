@@ -56,12 +56,12 @@ pub fn post_json(
                 let status = resp.status();
                 let text = resp.text().unwrap_or_default();
                 if status.is_success() {
-                    return serde_json::from_str(&text)
-                        .map(|body| Response { body, retries: attempt })
-                        .map_err(|e| Error::Http {
+                    return serde_json::from_str(&text).map(|body| Response { body, retries: attempt }).map_err(|e| {
+                        Error::Http {
                             url: url.to_string(),
                             message: format!("answer is not JSON ({e}): {}", snippet(&text)),
-                        });
+                        }
+                    });
                 }
                 let message = format!("status {status}: {}", snippet(&text));
                 if status.as_u16() != 429 && !status.is_server_error() {

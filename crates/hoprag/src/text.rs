@@ -5,10 +5,7 @@ use unicode_segmentation::UnicodeSegmentation;
 /// Splits text into sentences on Unicode sentence boundaries (UAX #29), trimmed, empty
 /// pieces dropped.
 pub fn sentences(text: &str) -> Vec<&str> {
-    text.split_sentence_bounds()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect()
+    text.split_sentence_bounds().map(str::trim).filter(|s| !s.is_empty()).collect()
 }
 
 /// Number of whitespace-separated words.
@@ -28,9 +25,8 @@ pub fn join_sentences<S: AsRef<str>>(parts: &[S]) -> String {
     let mut out = String::new();
     for part in parts {
         let part = part.as_ref();
-        let needs_space = !out.is_empty()
-            && !out.ends_with(char::is_whitespace)
-            && !part.starts_with(char::is_whitespace);
+        let needs_space =
+            !out.is_empty() && !out.ends_with(char::is_whitespace) && !part.starts_with(char::is_whitespace);
         if needs_space {
             out.push(' ');
         }

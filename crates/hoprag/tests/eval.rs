@@ -31,7 +31,8 @@ fn metrics_tests_and_formats() {
     };
     Index::build(dir.path(), &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
     let engine =
-        Engine::new(Arc::new(Index::open(dir.path()).unwrap()), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+        Engine::new(Arc::new(Index::open(dir.path()).unwrap()), Arc::new(HashEmbedder::new()), Config::default())
+            .unwrap();
     let mut f = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
     // q1: BM25 finds only Alpha (R@2 = 1/2, last hop Beta missed).
     // q2: BM25 finds Beta and Gamma (R@2 = 1, last hop Gamma found).

@@ -32,7 +32,7 @@ fn build_open_and_query_every_baseline() {
     assert_eq!(index.manifest.vector_index, VectorIndexKind::Exact);
     assert_eq!(index.manifest.corpus_checksum, hoprag::index::checksum(&corpus.passages));
     let engine = Engine::new(Arc::new(index), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
-    let q = Query::new("Who founded Ardent Ironworks?");
+    let q = Query::new("Ardent Ironworks: a foundry and engineering company established in 1851");
     for method in ["bm25", "dense", "hybrid"] {
         let r = engine.retriever(method).unwrap().retrieve(&q, 5).unwrap();
         assert_eq!(r.hits.len(), 5, "{method}");
@@ -70,7 +70,11 @@ fn adding_passages_extends_without_rebuilding() {
         let old_gen = before.generation_dir().to_path_buf();
         let mut new = LoadedCorpus {
             passages: vec![
-                Passage { id: "x1".into(), title: "Zephyr Quarry".into(), text: "Zephyr Quarry supplied granite.".into() },
+                Passage {
+                    id: "x1".into(),
+                    title: "Zephyr Quarry".into(),
+                    text: "Zephyr Quarry supplied granite.".into(),
+                },
                 corpus.passages[0].clone(), // already indexed: dropped as a duplicate
             ],
             ..Default::default()

@@ -70,7 +70,8 @@ fn retries_server_errors_and_rate_limits() {
 
 #[test]
 fn gives_up_with_a_clear_error() {
-    let server = Fixture::start(|r| if r.n == 0 { Reply::json(embeddings(&r.body)) } else { Reply::status(503, "down") });
+    let server =
+        Fixture::start(|r| if r.n == 0 { Reply::json(embeddings(&r.body)) } else { Reply::status(503, "down") });
     let e = OpenAiEmbedder::new(config(&server.base_url)).unwrap();
     let err = e.embed(&["x".to_string()], TextKind::Passage).unwrap_err().to_string();
     assert!(err.contains("503") && err.contains("gave up after 3 retries"), "{err}");

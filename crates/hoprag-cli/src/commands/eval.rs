@@ -90,7 +90,8 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(r: &EvalReport) {
-    let at = |m: &std::collections::BTreeMap<String, f64>, k: usize| m.get(&k.to_string()).map_or("-".into(), |v| pct(*v));
+    let at =
+        |m: &std::collections::BTreeMap<String, f64>, k: usize| m.get(&k.to_string()).map_or("-".into(), |v| pct(*v));
     let mut header: Vec<String> = vec!["method".into()];
     header.extend(r.ks.iter().map(|k| format!("R@{k}")));
     header.extend(r.ks.iter().map(|k| format!("Full@{k}")));

@@ -87,7 +87,9 @@ pub fn print_ingest(ctx: &Context, report: &IngestReport, kept: usize) {
         return;
     }
     eprintln!("{}", report.summary(kept));
-    for (label, list) in [("skipped", &report.skipped), ("duplicate", &report.duplicates), ("warning", &report.warnings)] {
+    for (label, list) in
+        [("skipped", &report.skipped), ("duplicate", &report.duplicates), ("warning", &report.warnings)]
+    {
         for s in list.iter().take(SHOWN) {
             eprintln!("  {label}: {}: {}", s.location, s.reason);
         }
@@ -99,7 +101,10 @@ pub fn print_ingest(ctx: &Context, report: &IngestReport, kept: usize) {
 
 fn print_stats(ctx: &Context, dir: &std::path::Path, stats: &BuildStats, report: &IngestReport) -> anyhow::Result<()> {
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"index": dir, "stats": stats, "ingest": report}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"index": dir, "stats": stats, "ingest": report}))?
+        );
     } else {
         println!(
             "index {}: {} passages ({} added) in {:.1}s (embedding {:.1}s, lexical {:.2}s, vectors {:.2}s, write {:.2}s), {:.1} MB on disk",

@@ -8,7 +8,7 @@ pub struct ModelsArgs {
     #[command(subcommand)]
     action: Option<ModelsAction>,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
@@ -46,7 +46,14 @@ pub fn run(ctx: &Context, args: ModelsArgs) -> anyhow::Result<()> {
                 println!("model cache: {}", models::cache_dir().display());
                 for (m, present, dir) in rows {
                     let state = if present { "present" } else { "missing" };
-                    println!("{:<10} {:<8} {}  ({}; package {})", m.name, state, dir.display(), m.description, m.package);
+                    println!(
+                        "{:<10} {:<8} {}  ({}; package {})",
+                        m.name,
+                        state,
+                        dir.display(),
+                        m.description,
+                        m.package
+                    );
                 }
             }
         }

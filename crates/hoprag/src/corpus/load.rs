@@ -193,8 +193,7 @@ fn kind(v: &Value) -> &'static str {
 
 fn read_json(path: &Path) -> Result<Value> {
     let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_reader(BufReader::new(file))
-        .map_err(|e| Error::input(path, format!("invalid JSON: {e}")))
+    serde_json::from_reader(BufReader::new(file)).map_err(|e| Error::input(path, format!("invalid JSON: {e}")))
 }
 
 fn load_json_list(path: &Path, sink: &mut Sink) -> Result<()> {

@@ -100,17 +100,11 @@ pub struct LoadedCorpus {
 impl LoadedCorpus {
     /// Adds a passage unless it duplicates one already present; ids are kept unique by
     /// suffixing, which is reported.
-    pub(crate) fn push(
-        &mut self,
-        seen: &mut Dedup,
-        passage: Passage,
-        location: String,
-    ) {
+    pub(crate) fn push(&mut self, seen: &mut Dedup, passage: Passage, location: String) {
         match seen.check(&passage) {
-            Verdict::Duplicate(first) => self.report.duplicates.push(Skipped {
-                location,
-                reason: format!("exact duplicate of passage {first}"),
-            }),
+            Verdict::Duplicate(first) => {
+                self.report.duplicates.push(Skipped { location, reason: format!("exact duplicate of passage {first}") })
+            }
             Verdict::IdClash => {
                 let mut n = 2;
                 let id = loop {

@@ -70,9 +70,9 @@ mod tests {
 
     #[test]
     fn long_sentence_is_its_own_passage_and_no_overlap_terminates() {
-        let text = "a b c d e f g h. i j.";
+        let text = "A b c d e f g h. I j.";
         let opts = SplitOptions { max_words: 3, overlap_words: 0 };
-        assert_eq!(split_document(text, &opts), vec!["a b c d e f g h.", "i j."]);
+        assert_eq!(split_document(text, &opts), vec!["A b c d e f g h.", "I j."]);
     }
 
     #[test]

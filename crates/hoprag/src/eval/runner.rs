@@ -29,8 +29,11 @@ pub struct EvalOptions {
 /// The cutoff of the paired tests (the papers compare at R@5 and LastHop@5).
 const PAIRED_K: usize = 5;
 
+/// A ranked list of passages with scores, best first.
+type Ranked = Vec<(PassageIdx, f32)>;
+
 struct Run {
-    ranked: Vec<Vec<(PassageIdx, f32)>>,
+    ranked: Vec<Ranked>,
     latency_ms: Vec<f64>,
 }
 
@@ -62,7 +65,7 @@ pub fn evaluate(
     for name in &names {
         let retriever = engine.retriever(name)?;
         progress.start(&format!("retrieving: {name}"), queries.len() as u64);
-        let results: Result<Vec<(Vec<(PassageIdx, f32)>, f64)>> = queries
+        let results: Result<Vec<(Ranked, f64)>> = queries
             .par_iter()
             .zip(&data.questions)
             .map(|(query, q)| {

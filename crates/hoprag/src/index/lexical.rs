@@ -46,9 +46,7 @@ pub struct TantivyBm25 {
 fn schema() -> (Schema, Field, Field) {
     let mut b = Schema::builder();
     let pid = b.add_u64_field("pid", FAST);
-    let indexing = TextFieldIndexing::default()
-        .set_tokenizer(TOKENIZER)
-        .set_index_option(IndexRecordOption::WithFreqs);
+    let indexing = TextFieldIndexing::default().set_tokenizer(TOKENIZER).set_index_option(IndexRecordOption::WithFreqs);
     let text = b.add_text_field("text", TextOptions::default().set_indexing_options(indexing));
     (b.build(), pid, text)
 }
@@ -97,9 +95,7 @@ impl TantivyBm25 {
         let (_, pid, text) = schema();
         let mut writer: IndexWriter = index.writer(WRITER_HEAP).map_err(tantivy_err(dir))?;
         for (i, t) in texts.iter().enumerate() {
-            writer
-                .add_document(doc!(pid => first as u64 + i as u64, text => t.as_str()))
-                .map_err(tantivy_err(dir))?;
+            writer.add_document(doc!(pid => first as u64 + i as u64, text => t.as_str())).map_err(tantivy_err(dir))?;
             if i % 1024 == 1023 {
                 progress(1024);
             }
@@ -115,7 +111,8 @@ impl TantivyBm25 {
         let index = tantivy::Index::open_in_dir(dir).map_err(&err)?;
         register_tokenizer(&index)?;
         let text = index.schema().get_field("text").map_err(&err)?;
-        let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(&err)?;
+        let reader: IndexReader =
+            index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(&err)?;
         let searcher = reader.searcher();
         let pids = searcher
             .segment_readers()
@@ -129,10 +126,8 @@ impl TantivyBm25 {
 
     /// The analysed, de-duplicated query terms.
     fn terms(&self, query: &str) -> Result<Vec<Term>> {
-        let mut analyzer = self
-            .index
-            .tokenizer_for_field(self.text)
-            .map_err(|e| Error::Other(format!("lexical index: {e}")))?;
+        let mut analyzer =
+            self.index.tokenizer_for_field(self.text).map_err(|e| Error::Other(format!("lexical index: {e}")))?;
         let mut stream = analyzer.token_stream(query);
         let mut terms: Vec<Term> = Vec::new();
         while stream.advance() {

@@ -55,7 +55,12 @@ pub struct BuildOptions {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { vector_index: VectorIndexKind::Auto, hnsw: HnswParams::default(), embed_batch: 256, overwrite: false }
+        BuildOptions {
+            vector_index: VectorIndexKind::Auto,
+            hnsw: HnswParams::default(),
+            embed_batch: 256,
+            overwrite: false,
+        }
     }
 }
 
@@ -164,11 +169,9 @@ impl Index {
         let vpath = generation.join(VECTORS);
         let bytes = fs::read(&vpath).map_err(|e| Error::io(&vpath, e))?;
         let dim = manifest.embedder.dim;
-        let vectors = Matrix::from_le_bytes(dim, &bytes)
-            .filter(|m| m.rows() == passages.len())
-            .ok_or_else(|| {
-                Error::index(root, format!("{VECTORS} does not hold {} vectors of dimension {dim}", passages.len()))
-            })?;
+        let vectors = Matrix::from_le_bytes(dim, &bytes).filter(|m| m.rows() == passages.len()).ok_or_else(|| {
+            Error::index(root, format!("{VECTORS} does not hold {} vectors of dimension {dim}", passages.len()))
+        })?;
         let vectors = Arc::new(vectors);
         let lexical = TantivyBm25::open(&generation.join(LEXICAL))?;
         if lexical.len() != passages.len() {
@@ -191,7 +194,10 @@ impl Index {
         progress: &dyn Progress,
     ) -> Result<BuildStats> {
         if current_generation(root).is_ok() && !options.overwrite {
-            return Err(Error::index(root, "an index already exists here; pass --force to replace it or use `hoprag add`"));
+            return Err(Error::index(
+                root,
+                "an index already exists here; pass --force to replace it or use `hoprag add`",
+            ));
         }
         if corpus.passages.is_empty() {
             return Err(Error::index(root, "the corpus has no usable passages; nothing to index"));
@@ -339,7 +345,12 @@ fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {
     r
 }
 
-fn embed_passages(embedder: &dyn Embedder, texts: &[String], batch: usize, progress: &dyn Progress) -> Result<Vec<f32>> {
+fn embed_passages(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    batch: usize,
+    progress: &dyn Progress,
+) -> Result<Vec<f32>> {
     progress.start("embedding passages", texts.len() as u64);
     let vectors = embed_all(embedder, texts, TextKind::Passage, batch, &|n| progress.advance(n as u64));
     progress.finish();

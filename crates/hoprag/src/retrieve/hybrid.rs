@@ -20,7 +20,12 @@ pub struct Hybrid {
 }
 
 impl Hybrid {
-    pub fn new(index: Arc<Index>, vectors: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>, params: HybridParams) -> Self {
+    pub fn new(
+        index: Arc<Index>,
+        vectors: Arc<dyn VectorIndex>,
+        embedder: Arc<dyn Embedder>,
+        params: HybridParams,
+    ) -> Self {
         Hybrid { index, vectors, embedder, params }
     }
 }

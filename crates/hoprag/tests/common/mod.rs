@@ -34,9 +34,10 @@ impl Embedder for HashEmbedder {
             .map(|t| {
                 let mut v = vec![0.0f32; self.dim];
                 for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2) {
-                    let h = w.to_lowercase().bytes().fold(1469598103934665603u64, |h, b| {
-                        (h ^ b as u64).wrapping_mul(1099511628211)
-                    });
+                    let h = w
+                        .to_lowercase()
+                        .bytes()
+                        .fold(1469598103934665603u64, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
                     v[(h % self.dim as u64) as usize] += 1.0;
                 }
                 v[0] += 0.01; // never the zero vector

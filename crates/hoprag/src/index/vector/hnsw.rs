@@ -60,9 +60,7 @@ impl HnswIndex {
     /// Inserts rows `first..` of the matrix (rows before are already in the graph).
     pub fn add(&self, matrix: &Matrix, first: PassageIdx) -> Result<()> {
         let n = matrix.rows();
-        self.index
-            .reserve_capacity_and_threads(n, rayon::current_num_threads())
-            .map_err(err)?;
+        self.index.reserve_capacity_and_threads(n, rayon::current_num_threads()).map_err(err)?;
         (first as usize..n)
             .into_par_iter()
             .try_for_each(|i| self.index.add(i as u64, matrix.row(i as PassageIdx)).map_err(err))

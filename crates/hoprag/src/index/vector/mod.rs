@@ -83,11 +83,7 @@ impl Matrix {
     }
 
     pub fn rows(&self) -> usize {
-        if self.dim == 0 {
-            0
-        } else {
-            self.data.len() / self.dim
-        }
+        self.data.len().checked_div(self.dim).unwrap_or(0)
     }
 
     pub fn row(&self, i: PassageIdx) -> &[f32] {
