@@ -29,10 +29,14 @@ enum Command {
     Index(commands::index::IndexArgs),
     /// Add passages to an existing index without rebuilding it.
     Add(commands::index::AddArgs),
+    /// Build the entity graph of an index from triples (imported or extracted).
+    Graph(commands::graph::GraphArgs),
     /// Retrieve passages for a question.
     Query(commands::query::QueryArgs),
     /// Evaluate methods on a dataset with gold passages.
     Eval(commands::eval::EvalArgs),
+    /// Grid-search a method's parameters on a tune split, then evaluate once on test.
+    Tune(commands::tune::TuneArgs),
     /// List the models hoprag knows, or install one.
     Models(commands::models::ModelsArgs),
     /// List the retrieval methods.
@@ -52,8 +56,10 @@ impl Command {
         match self {
             Command::Index(a) => a.json,
             Command::Add(a) => a.json,
+            Command::Graph(a) => a.json,
             Command::Query(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
+            Command::Tune(a) => a.json,
             Command::Models(a) => a.json,
             Command::Methods { json } => *json,
             Command::Bench(a) => a.json,
@@ -68,8 +74,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Index(a) => commands::index::run_index(&ctx, a),
         Command::Add(a) => commands::index::run_add(&ctx, a),
+        Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),
         Command::Eval(a) => commands::eval::run(&ctx, a),
+        Command::Tune(a) => commands::tune::run(&ctx, a),
         Command::Models(a) => commands::models::run(&ctx, a),
         Command::Methods { .. } => commands::methods(&ctx),
         Command::Bench(a) => bench::run(&ctx, a),

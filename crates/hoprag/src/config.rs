@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::embed::EmbedderSettings;
 use crate::fusion::RRF_K;
+use crate::graph::GraphOptions;
+use crate::retrieve::{PhaseGraphParams, PprMethodParams};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -12,6 +14,9 @@ pub struct Config {
     pub embedder: EmbedderSettings,
     pub hybrid: HybridParams,
     pub dense: DenseParams,
+    pub graph: GraphOptions,
+    pub ppr: PprMethodParams,
+    pub phasegraph: PhaseGraphParams,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -1,17 +1,20 @@
 //! The engine: an opened index, its embedder, and the methods that run on them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::config::Config;
 use crate::embed::{load_embedder, Embedder, EmbedderSpec, TextKind};
 use crate::error::{Error, Result};
+use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
-use crate::retrieve::{Bm25, Dense, Hybrid, Query, Retriever};
+use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, Retriever};
 
 pub struct Engine {
     pub index: Arc<Index>,
     pub embedder: Arc<dyn Embedder>,
     pub config: Config,
+    /// The index's entity graph with its query-time structures, loaded on first use.
+    graph: OnceLock<Option<Arc<GraphContext>>>,
 }
 
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
@@ -19,6 +22,8 @@ pub const METHODS: &[(&str, &str)] = &[
     ("bm25", "BM25 over title + text (tantivy)"),
     ("dense", "nearest passages to the query embedding"),
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
+    ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
+    ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
 ];
 
 impl Engine {
@@ -32,7 +37,17 @@ impl Engine {
 
     pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
-        Ok(Engine { index, embedder, config })
+        Ok(Engine { index, embedder, config, graph: OnceLock::new() })
+    }
+
+    /// The same index, embedder and loaded graph under another configuration (for
+    /// tuning: nothing is reloaded).
+    pub fn with_config(&self, config: Config) -> Engine {
+        let graph = OnceLock::new();
+        if let Some(g) = self.graph.get() {
+            let _ = graph.set(g.clone());
+        }
+        Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, graph }
     }
 
     /// The vector index methods search: the index's own, or an exact scan when the
@@ -52,10 +67,31 @@ impl Engine {
             "bm25" => Box::new(Bm25::new(index)),
             "dense" => Box::new(Dense::new(self.vectors(), embedder)),
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
+            "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
+            "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
                 return Err(Error::Config(format!("unknown method {other:?}; known: {}", known.join(", "))));
             }
+        })
+    }
+
+    /// The index's graph, or an error saying how to build one.
+    pub fn graph(&self) -> Result<Arc<GraphContext>> {
+        let loaded = self.graph.get_or_init(|| match self.index.graph() {
+            Ok(Some(g)) => Some(Arc::new(GraphContext::new(Arc::new(g)))),
+            Ok(None) => None,
+            Err(e) => {
+                log::error!("{e}");
+                None
+            }
+        });
+        loaded.clone().ok_or_else(|| {
+            Error::index(
+                self.index.root(),
+                "this method needs an entity graph; add one with `hoprag graph --index DIR --triples OPENIE.json` \
+                 or `--extract heuristic`",
+            )
         })
     }
 

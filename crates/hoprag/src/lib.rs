@@ -8,6 +8,7 @@
 //! - [`index`]: the on-disk index directory, with its [`LexicalIndex`](index::LexicalIndex)
 //!   and [`VectorIndex`](index::VectorIndex) seams;
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
+//! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats.
 
@@ -19,8 +20,10 @@ pub mod engine;
 pub mod error;
 pub mod eval;
 pub mod fusion;
+pub mod graph;
 pub mod http;
 pub mod index;
+pub mod llm;
 pub mod progress;
 pub mod retrieve;
 pub mod text;

@@ -114,7 +114,15 @@ fn print_report(r: &EvalReport) {
     println!("{}", table(&header, &rows));
 
     if let Some(base) = &r.baseline {
-        let header = ["method", "vs", "W/L/T on R@5", "sign p", "LastHop@5 only method/only base", "McNemar p"];
+        let header = [
+            "method",
+            "vs",
+            "W/L/T on R@5",
+            "sign p",
+            "LastHop@5 only method/only base",
+            "McNemar p",
+            "LastHop wins/losses at each k",
+        ];
         let rows: Vec<Vec<String>> = r
             .methods
             .iter()
@@ -127,6 +135,13 @@ fn print_report(r: &EvalReport) {
                     format!("{:.4}", v.sign_p),
                     format!("{}/{}", v.last_hop_only_method, v.last_hop_only_baseline),
                     format!("{:.4}", v.mcnemar_p),
+                    r.ks.iter()
+                        .map(|k| {
+                            let k = k.to_string();
+                            format!("@{k} {}/{}", v.last_hop_wins[&k], v.last_hop_losses[&k])
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" "),
                 ])
             })
             .collect();

@@ -63,6 +63,9 @@ pub struct IndexArgs {
     /// Replace an existing index at --out.
     #[arg(long)]
     force: bool,
+    /// Also build the entity graph (for ppr and phasegraph).
+    #[command(flatten)]
+    graph: super::graph::TripleSource,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -130,7 +133,11 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let source = args.corpus.corpus.display().to_string();
     let stats = Index::build(&args.out, &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
         .with_context(|| format!("building the index in {}", args.out.display()))?;
-    print_stats(ctx, &args.out, &stats, &corpus.report)
+    print_stats(ctx, &args.out, &stats, &corpus.report)?;
+    if args.graph.is_set() {
+        super::graph::build_and_attach(ctx, &args.out, &args.graph)?;
+    }
+    Ok(())
 }
 
 pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
@@ -139,6 +146,12 @@ pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
     let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &ctx.config.embedder)?;
     let source = args.corpus.corpus.display().to_string();
     let stats = Index::add(&args.index, &mut corpus, source, embedder.as_ref(), &ctx.progress)?;
+    if let Some(g) = &manifest.graph {
+        ctx.note(format!(
+            "note: the entity graph covers the first {} passages; rebuild it with `hoprag graph` to include the new ones",
+            g.passages
+        ));
+    }
     if !ctx.json && (!corpus.report.duplicates.is_empty() || !corpus.report.warnings.is_empty()) {
         eprintln!("against the existing index:");
         print_ingest(ctx, &corpus.report, stats.passages_added);

@@ -1,7 +1,9 @@
 pub mod eval;
+pub mod graph;
 pub mod index;
 pub mod models;
 pub mod query;
+pub mod tune;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -6,8 +6,9 @@ mod report;
 mod runner;
 pub mod stats;
 mod trec;
+pub mod tune;
 
 pub use metrics::{QueryMetrics, RankMetrics};
 pub use report::{EvalReport, MethodReport, PerQuery, TypeReport, VsBaseline};
-pub use runner::{evaluate, EvalOptions};
+pub use runner::{evaluate, evaluate_queries, EvalOptions};
 pub use trec::{write_qrels, write_run};

@@ -87,4 +87,9 @@ pub struct VsBaseline {
     pub last_hop_only_baseline: u64,
     /// Exact McNemar test on LastHop@5 (1.0 where no last hop is known).
     pub mcnemar_p: f64,
+    /// At every cutoff: questions whose last hop only the method finds (PhaseGraph's
+    /// GraphWin when the baseline is the vector-only method) ...
+    pub last_hop_wins: BTreeMap<String, u64>,
+    /// ... and questions whose last hop only the baseline finds (GraphLoss).
+    pub last_hop_losses: BTreeMap<String, u64>,
 }

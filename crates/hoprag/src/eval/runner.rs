@@ -45,15 +45,31 @@ pub fn evaluate(
     options: &EvalOptions,
     progress: &dyn Progress,
 ) -> Result<EvalReport> {
+    let texts: Vec<String> = data.questions.iter().map(|q| q.text.clone()).collect();
+    let queries = engine.embed_queries(&texts, progress)?;
+    evaluate_queries(engine, data, &queries, methods, options, progress)
+}
+
+/// Like [`evaluate`], with the questions' queries (and embeddings) already computed, in
+/// the order of `data.questions`: tuning reuses them across settings.
+pub fn evaluate_queries(
+    engine: &Engine,
+    data: &ResolvedDataset,
+    queries: &[crate::retrieve::Query],
+    methods: &[String],
+    options: &EvalOptions,
+    progress: &dyn Progress,
+) -> Result<EvalReport> {
     let mut ks = options.ks.clone();
     ks.sort_unstable();
     ks.dedup();
     if ks.is_empty() || ks[0] == 0 {
         return Err(Error::Config("cutoffs (--k) must be positive".into()));
     }
+    if queries.len() != data.questions.len() {
+        return Err(Error::Other("one query per question is needed".into()));
+    }
     let depth = ks.last().copied().unwrap_or(PAIRED_K).max(PAIRED_K);
-    let texts: Vec<String> = data.questions.iter().map(|q| q.text.clone()).collect();
-    let queries = engine.embed_queries(&texts, progress)?;
 
     let mut names: Vec<String> = methods.to_vec();
     if let Some(b) = &options.baseline {
@@ -132,7 +148,7 @@ pub fn evaluate(
             })
             .collect();
         let vs_baseline = match &options.baseline {
-            Some(b) if b != name => Some(paired(b, &data.questions, &runs[name], &runs[b])),
+            Some(b) if b != name => Some(paired(b, &data.questions, &runs[name], &runs[b], &ks)),
             _ => None,
         };
         report_methods.insert(
@@ -212,7 +228,23 @@ fn latency(ms: &[f64]) -> Latency {
     Latency { mean: s.iter().sum::<f64>() / s.len() as f64, p50: pct(0.5), p99: pct(0.99) }
 }
 
-fn paired(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &Run) -> VsBaseline {
+fn paired(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &Run, ks: &[usize]) -> VsBaseline {
+    let mut last_hop_wins = BTreeMap::new();
+    let mut last_hop_losses = BTreeMap::new();
+    for &k in ks {
+        let (mut w, mut l) = (0, 0);
+        for ((q, m), b) in questions.iter().zip(&method.ranked).zip(&base.ranked) {
+            let mm = super::metrics::rank_metrics(q, &ranked_ids(m), k).last_hop;
+            let bm = super::metrics::rank_metrics(q, &ranked_ids(b), k).last_hop;
+            match (mm, bm) {
+                (Some(true), Some(false)) => w += 1,
+                (Some(false), Some(true)) => l += 1,
+                _ => {}
+            }
+        }
+        last_hop_wins.insert(k.to_string(), w);
+        last_hop_losses.insert(k.to_string(), l);
+    }
     let (mut wins, mut losses, mut ties, mut only_m, mut only_b) = (0, 0, 0, 0, 0);
     for ((q, m), b) in questions.iter().zip(&method.ranked).zip(&base.ranked) {
         let mm = super::metrics::rank_metrics(q, &ranked_ids(m), PAIRED_K);
@@ -237,5 +269,7 @@ fn paired(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &Run) 
         last_hop_only_method: only_m,
         last_hop_only_baseline: only_b,
         mcnemar_p: mcnemar_exact(only_m, only_b),
+        last_hop_wins,
+        last_hop_losses,
     }
 }

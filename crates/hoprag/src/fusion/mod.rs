@@ -1,6 +1,10 @@
 //! Fusion of ranked lists. Each piece works on plain `(passage, score)` lists so any two
 //! rankers can be combined.
 
+mod calibrate;
+
+pub use calibrate::{boltzmann, fuse_two, normalize, pit, FusionParams, Normalization, Operator, Temperature};
+
 use std::collections::HashMap;
 
 use crate::corpus::PassageIdx;

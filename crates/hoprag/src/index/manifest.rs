@@ -19,6 +19,9 @@ pub struct Manifest {
     pub hnsw: HnswParams,
     /// Corpus files or folders the passages came from, in the order they were added.
     pub sources: Vec<String>,
+    /// The entity graph, when one has been attached.
+    #[serde(default)]
+    pub graph: Option<GraphInfo>,
     /// Seconds since the Unix epoch.
     pub created_at: u64,
     pub updated_at: u64,
@@ -36,4 +39,14 @@ pub struct Counts {
     /// Entries skipped or dropped as duplicates over all builds and additions.
     pub skipped: usize,
     pub duplicates: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GraphInfo {
+    /// Where the triples came from: an OpenIE file, `heuristic`, or `llm:MODEL`.
+    pub source: String,
+    /// Passages the graph covers; passages added later have no entities until the graph
+    /// is rebuilt.
+    pub passages: usize,
+    pub stats: crate::graph::GraphStats,
 }

@@ -19,7 +19,7 @@ mod manifest;
 pub mod vector;
 
 pub use lexical::{LexicalIndex, TantivyBm25};
-pub use manifest::{Counts, EmbedderInfo, Manifest, FORMAT_VERSION};
+pub use manifest::{Counts, EmbedderInfo, GraphInfo, Manifest, FORMAT_VERSION};
 pub use vector::{ExactIndex, HnswIndex, HnswParams, Matrix, VectorIndex, VectorIndexKind};
 
 use std::fs;
@@ -42,6 +42,7 @@ const PASSAGES: &str = "passages.jsonl";
 const VECTORS: &str = "vectors.f32";
 const LEXICAL: &str = "lexical";
 const HNSW: &str = "hnsw.usearch";
+const GRAPH: &str = "graph";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildOptions {
@@ -243,6 +244,7 @@ impl Index {
             vector_index: kind,
             hnsw: options.hnsw,
             sources,
+            graph: None,
             created_at: now,
             updated_at: now,
         };
@@ -315,6 +317,11 @@ impl Index {
             })?;
         }
 
+        if old.manifest.graph.is_some() {
+            // The graph still describes the old passages; the new ones join it when it
+            // is rebuilt (`hoprag graph`).
+            link_tree(&old.generation.join(GRAPH), &dir.join(GRAPH))?;
+        }
         let mut all = old.passages.clone();
         all.extend(new.passages.iter().cloned());
         let mut manifest = old.manifest.clone();
@@ -335,6 +342,42 @@ impl Index {
         stats.total_secs = started.elapsed().as_secs_f64();
         stats.bytes_on_disk = dir_size(&current_generation(root)?);
         Ok(stats)
+    }
+}
+
+impl Index {
+    /// The entity graph stored with this generation, if any.
+    pub fn graph(&self) -> Result<Option<crate::graph::EntityGraph>> {
+        if self.manifest.graph.is_none() {
+            return Ok(None);
+        }
+        crate::graph::EntityGraph::load(&self.generation.join(GRAPH), self.manifest.embedder.dim).map(Some)
+    }
+
+    /// Attaches (or replaces) the entity graph: a new generation shares every other file
+    /// with the current one (hard links) and is published atomically.
+    pub fn attach_graph(root: &Path, graph: &crate::graph::EntityGraph, source: String) -> Result<()> {
+        let old = Index::open(root)?;
+        let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))?;
+        let dir = tmp.path().to_path_buf();
+        for entry in fs::read_dir(&old.generation).map_err(|e| Error::io(&old.generation, e))? {
+            let name = entry.map_err(|e| Error::io(&old.generation, e))?.file_name();
+            if name == GRAPH || name == MANIFEST {
+                continue;
+            }
+            let (src, dst) = (old.generation.join(&name), dir.join(&name));
+            if src.is_dir() {
+                link_tree(&src, &dst)?;
+            } else if fs::hard_link(&src, &dst).is_err() {
+                fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+            }
+        }
+        graph.save(&dir.join(GRAPH))?;
+        let mut manifest = old.manifest.clone();
+        manifest.graph = Some(GraphInfo { source, passages: old.len(), stats: graph.stats.clone() });
+        manifest.updated_at = unix_now();
+        write_json(&dir.join(MANIFEST), &manifest)?;
+        publish(root, tmp)
     }
 }
 

@@ -3,10 +3,14 @@
 mod bm25;
 mod dense;
 mod hybrid;
+mod phasegraph;
+mod ppr;
 
 pub use bm25::Bm25;
 pub use dense::Dense;
 pub use hybrid::Hybrid;
+pub use phasegraph::{PhaseGraph, PhaseGraphParams};
+pub use ppr::{PassageScoring, Ppr, PprMethodParams};
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,5 +1,9 @@
 //! Small text utilities shared by loaders, splitters and (later) entity extraction.
 
+mod entities;
+
+pub use entities::{surface_entities, EntitySpan, SpanKind};
+
 use unicode_segmentation::UnicodeSegmentation;
 
 /// Splits text into sentences on Unicode sentence boundaries (UAX #29), trimmed, empty

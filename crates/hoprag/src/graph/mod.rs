@@ -1,0 +1,140 @@
+//! The knowledge graph: triples aligned to passages, normalised entity nodes, and the
+//! entity graph that Personalized PageRank walks (entity–entity edges from triples,
+//! passage–entity edges, and synonym edges between entities with similar embeddings).
+
+mod build;
+mod heuristic;
+pub mod linking;
+mod normalize;
+mod openie;
+pub mod ppr;
+
+pub use build::{GraphOptions, GraphStats};
+pub use heuristic::extract_heuristic;
+pub use normalize::normalize_entity;
+pub use openie::import_openie;
+
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::PassageIdx;
+use crate::index::Matrix;
+
+/// A (subject, predicate, object) statement; it belongs to exactly one passage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Triple {
+    pub passage: PassageIdx,
+    pub subject: String,
+    pub predicate: String,
+    pub object: String,
+}
+
+impl Triple {
+    /// The text a triple is embedded and searched by: "subject predicate object".
+    pub fn text(&self) -> String {
+        format!("{} {} {}", self.subject, self.predicate, self.object)
+    }
+}
+
+/// What an extractor or importer produced for a corpus.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Extraction {
+    pub triples: Vec<Triple>,
+    /// Entity mentions per passage (also those in no triple).
+    pub entities: Vec<Vec<String>>,
+    pub report: ExtractReport,
+}
+
+impl Extraction {
+    pub fn new(passages: usize) -> Self {
+        Extraction { triples: Vec::new(), entities: vec![Vec::new(); passages], report: ExtractReport::default() }
+    }
+}
+
+/// Counts of what could not be used; nothing is dropped silently.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ExtractReport {
+    pub docs: usize,
+    pub malformed_triples: usize,
+    pub malformed_entities: usize,
+    /// Triples whose subject or object normalises to nothing, or to the same entity.
+    pub degenerate_triples: usize,
+    pub malformed_examples: Vec<String>,
+    pub unmatched_docs: Vec<String>,
+}
+
+/// Kind of an entity–entity edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    Relation,
+    Synonym,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Edge {
+    pub a: u32,
+    pub b: u32,
+    pub weight: f32,
+    pub kind: EdgeKind,
+}
+
+/// The entity graph of an index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EntityGraph {
+    /// Normalised names; the node id of an entity is its position.
+    pub entities: Vec<String>,
+    /// A surface form of each entity, for display and embedding.
+    pub labels: Vec<String>,
+    /// Entities mentioned by each passage.
+    pub passage_entities: Vec<Vec<u32>>,
+    /// Entity–entity edges, each once (a < b), relation weights summed over triples.
+    pub edges: Vec<Edge>,
+    pub triples: Vec<Triple>,
+    /// (subject, object) entity ids of each triple, where both normalise to entities.
+    pub triple_entities: Vec<Option<(u32, u32)>>,
+    pub stats: GraphStats,
+    #[serde(skip)]
+    pub entity_vectors: Matrix,
+    #[serde(skip)]
+    pub triple_vectors: Matrix,
+    #[serde(skip)]
+    entity_index: std::collections::HashMap<String, u32>,
+}
+
+impl EntityGraph {
+    pub fn entity_id(&self, normalised: &str) -> Option<u32> {
+        self.entity_index.get(normalised).copied()
+    }
+
+    pub(crate) fn reindex(&mut self) {
+        self.entity_index = self.entities.iter().enumerate().map(|(i, e)| (e.clone(), i as u32)).collect();
+    }
+
+    /// Passages that mention each entity (inverse of `passage_entities`).
+    pub fn entity_passages(&self) -> Vec<Vec<PassageIdx>> {
+        let mut out = vec![Vec::new(); self.entities.len()];
+        for (p, ents) in self.passage_entities.iter().enumerate() {
+            for &e in ents {
+                out[e as usize].push(p as PassageIdx);
+            }
+        }
+        out
+    }
+}
+
+/// What query-time graph methods need, built once per opened index.
+pub struct GraphContext {
+    pub linker: linking::Linker,
+    pub ppr: ppr::PprGraph,
+}
+
+impl GraphContext {
+    pub fn new(graph: std::sync::Arc<EntityGraph>) -> Self {
+        let ppr = ppr::PprGraph::from_entity_graph(&graph);
+        GraphContext { linker: linking::Linker::new(graph), ppr }
+    }
+
+    pub fn graph(&self) -> &EntityGraph {
+        &self.linker.graph
+    }
+}

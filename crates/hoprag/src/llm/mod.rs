@@ -1,0 +1,192 @@
+//! Large language models: the [`Llm`] seam every LLM stage of hoprag calls, an
+//! OpenAI-compatible chat client, an on-disk response cache, token accounting and
+//! lenient JSON extraction from model output.
+//!
+//! The usual stack is `Meter` → [`CachedLlm`] → [`OpenAiChat`]: the meter counts what a
+//! query (or a whole run) cost, the cache makes re-runs free and reproducible, and the
+//! client talks to the server with retries and a concurrency limit.
+//!
+//! ```no_run
+//! use hoprag::llm::{CachedLlm, ChatRequest, Llm, LlmStats, Message, Meter, OpenAiChat, OpenAiChatConfig};
+//!
+//! let client = OpenAiChat::new(OpenAiChatConfig::default().with_env())?;
+//! let llm = CachedLlm::in_default_dir(client)?;
+//! let totals = LlmStats::new();
+//! let meter = Meter::with_totals(&llm, &totals);
+//! let request = ChatRequest { json: true, ..ChatRequest::new(vec![Message::user("Name two rivers as a JSON list.")]) };
+//! let answer = meter.chat(&request)?;
+//! let rivers = meter.parse_json(&answer.text).ok(); // failures are counted, never a panic
+//! println!("{rivers:?} {:?}", meter.snapshot().tokens());
+//! # Ok::<(), hoprag::Error>(())
+//! ```
+
+mod cache;
+mod json;
+mod limit;
+mod openai;
+mod stats;
+
+pub use cache::{cache_key, default_cache_dir, CachedLlm};
+pub use json::{parse_lenient, ParseFailure};
+pub use openai::{OpenAiChat, OpenAiChatConfig};
+pub use stats::{LlmStats, LlmStatsSnapshot, Meter};
+
+use std::ops::{Add, AddAssign};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// A chat model. Implementations are shared between threads and must not assume calls
+/// arrive one at a time.
+pub trait Llm: Send + Sync {
+    /// Identifies the model and anything else that changes its answers; part of the
+    /// response cache key.
+    fn id(&self) -> &str;
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse>;
+}
+
+impl<L: Llm + ?Sized> Llm for &L {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        (**self).chat(request)
+    }
+}
+
+impl<L: Llm + ?Sized> Llm for Box<L> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        (**self).chat(request)
+    }
+}
+
+impl<L: Llm + ?Sized> Llm for Arc<L> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        (**self).chat(request)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Message { role: Role::System, content: content.into() }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Message { role: Role::User, content: content.into() }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// One chat completion to ask for. Every field is part of the cache key, so two requests
+/// that differ anywhere never share an answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    /// 0 by default: stages want the model's best answer, and runs should repeat.
+    pub temperature: f32,
+    pub max_tokens: Option<u32>,
+    /// Sequences at which the server stops generating.
+    pub stop: Vec<String>,
+    /// Ask the server for a JSON object (`response_format`), where the client is
+    /// configured to; the answer is still parsed leniently, as servers differ.
+    pub json: bool,
+    /// Sampling seed, for servers that honour one. Identical requests share one cached
+    /// answer, so several samples at a temperature above 0 need distinct seeds.
+    pub seed: Option<u64>,
+}
+
+impl Default for ChatRequest {
+    fn default() -> Self {
+        ChatRequest {
+            messages: Vec::new(),
+            temperature: 0.0,
+            max_tokens: None,
+            stop: Vec::new(),
+            json: false,
+            seed: None,
+        }
+    }
+}
+
+impl ChatRequest {
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest { messages, ..ChatRequest::default() }
+    }
+
+    /// A single user message.
+    pub fn user(prompt: impl Into<String>) -> Self {
+        ChatRequest::new(vec![Message::user(prompt)])
+    }
+}
+
+/// Tokens as the server counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+impl Add for Usage {
+    type Output = Usage;
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+        }
+    }
+}
+
+impl AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The model's answer, untrusted: parse it with [`parse_lenient`] or
+    /// [`Meter::parse_json`].
+    pub text: String,
+    /// What the answer cost when the server produced it; for a cached answer, that
+    /// original cost (nothing was spent on it now).
+    pub usage: Usage,
+    /// Served from the response cache, without a call to the server.
+    pub cached: bool,
+    /// Attempts beyond the first that the call needed.
+    pub retries: u32,
+    /// Wall time of the call, retries and back-off included, queueing for a
+    /// concurrency slot excluded.
+    pub latency_ms: f64,
+}

@@ -1,0 +1,88 @@
+//! PhaseGraph: calibrated fusion of the dense list with a capped PPR list (the paper's
+//! §3 and §7.2). Percentile-rank each list, weight by Boltzmann probabilities with an
+//! automatic temperature, mix with α, and add β for passages both lists found.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::dense::{dense_search, query_embedding};
+use super::ppr::{graph_scores, PprMethodParams};
+use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+use crate::embed::Embedder;
+use crate::error::Result;
+use crate::fusion::{fuse_two, FusionParams, Normalization, Operator, Temperature};
+use crate::graph::GraphContext;
+use crate::index::VectorIndex;
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PhaseGraphParams {
+    /// Vector list length N_v (10 in the paper).
+    pub n_v: usize,
+    /// Cap on the graph list ("divergent top-k", 30 in the paper's full-corpus setting).
+    pub dk: usize,
+    pub fusion: FusionParams,
+    pub graph: PprMethodParams,
+}
+
+impl Default for PhaseGraphParams {
+    fn default() -> Self {
+        PhaseGraphParams {
+            n_v: 10,
+            dk: 30,
+            fusion: FusionParams {
+                normalization: Normalization::Pit,
+                operator: Operator::Boltzmann,
+                temperature: Temperature::Auto,
+                alpha: 0.7,
+                beta: 1.0,
+            },
+            graph: PprMethodParams::default(),
+        }
+    }
+}
+
+pub struct PhaseGraph {
+    graph: Arc<GraphContext>,
+    vectors: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+    params: PhaseGraphParams,
+}
+
+impl PhaseGraph {
+    pub fn new(
+        graph: Arc<GraphContext>,
+        vectors: Arc<dyn VectorIndex>,
+        embedder: Arc<dyn Embedder>,
+        params: PhaseGraphParams,
+    ) -> Self {
+        PhaseGraph { graph, vectors, embedder, params }
+    }
+}
+
+impl Retriever for PhaseGraph {
+    fn name(&self) -> &str {
+        "phasegraph"
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        let p = &self.params;
+        let mut trace = Trace::default();
+        let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
+        // The vector list is never shorter than what the caller asked for.
+        let vector = dense_search(self.vectors.as_ref(), &q, p.n_v.max(k), &mut trace)?;
+        let graph = graph_scores(&self.graph, self.embedder.as_ref(), query, &q, &p.graph, p.dk, &mut trace)?
+            .unwrap_or_default();
+        let mut fused = trace.step("calibrated fusion", || {
+            let f = fuse_two(&vector, &graph, &p.fusion);
+            let both = vector.iter().filter(|v| graph.iter().any(|g| g.0 == v.0)).count();
+            let d = json!({"params": p.fusion, "vector": vector.len(), "graph": graph.len(), "in_both": both,
+                           "top": list_detail(&f)});
+            Ok((f, d))
+        })?;
+        fused.truncate(k);
+        Ok(Retrieval { hits: hits(fused), trace })
+    }
+}
