@@ -13,6 +13,9 @@ pub struct EvalArgs {
     /// Index directory.
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
+    /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    settings: Vec<String>,
     /// Questions with gold: HippoRAG MuSiQue, raw HotpotQA, raw 2WikiMultiHopQA, or JSONL.
     #[arg(long, value_name = "FILE")]
     dataset: PathBuf,
@@ -46,7 +49,7 @@ impl EvalArgs {
 }
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config.clone())?;
+    let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
     if let Some(n) = args.limit {
         questions.truncate(n);

@@ -48,3 +48,15 @@ pub fn methods(ctx: &Context) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Applies `--set PATH=VALUE` overrides (dotted configuration paths, e.g.
+/// `phasegraph.fusion.alpha=0.5`; values are JSON, or text if they do not parse).
+pub fn apply_settings(config: &Config, settings: &[String]) -> anyhow::Result<Config> {
+    let mut parsed = Vec::new();
+    for s in settings {
+        let (path, value) = s.split_once('=').ok_or_else(|| anyhow::anyhow!("--set {s:?}: expected PATH=VALUE"))?;
+        let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        parsed.push((path.trim().to_string(), value));
+    }
+    Ok(hoprag::eval::tune::with_settings(config, &parsed)?)
+}

@@ -11,6 +11,9 @@ pub struct QueryArgs {
     /// Index directory.
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
+    /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    settings: Vec<String>,
     /// Retrieval method (`hoprag methods` lists them).
     #[arg(long, default_value = "hybrid")]
     method: String,
@@ -28,7 +31,7 @@ pub struct QueryArgs {
 }
 
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config.clone())?;
+    let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
     if ctx.json {
