@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::embed::EmbedderSettings;
 use crate::fusion::RRF_K;
 use crate::graph::GraphOptions;
+use crate::llm::OpenAiChatConfig;
 use crate::retrieve::{PhaseGraphParams, PprMethodParams};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -17,6 +18,10 @@ pub struct Config {
     pub graph: GraphOptions,
     pub ppr: PprMethodParams,
     pub phasegraph: PhaseGraphParams,
+    /// The chat model of the LLM stages (query NER). None is used while `model` is
+    /// empty; the CLI fills it from `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL` and
+    /// `HOPRAG_LLM_API_KEY`.
+    pub llm: OpenAiChatConfig,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

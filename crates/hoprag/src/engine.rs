@@ -5,14 +5,18 @@ use std::sync::{Arc, OnceLock};
 use crate::config::Config;
 use crate::embed::{load_embedder, Embedder, EmbedderSpec, TextKind};
 use crate::error::{Error, Result};
+use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
+use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
 use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, Retriever};
 
 pub struct Engine {
     pub index: Arc<Index>,
     pub embedder: Arc<dyn Embedder>,
     pub config: Config,
+    /// The chat model of the LLM stages, if one is configured (see [`Engine::llm`]).
+    llm: Option<Arc<dyn Llm>>,
     /// The index's entity graph with its query-time structures, loaded on first use.
     graph: OnceLock<Option<Arc<GraphContext>>>,
 }
@@ -35,19 +39,41 @@ impl Engine {
         Self::new(Arc::new(index), embedder, config)
     }
 
+    /// Also sets up the LLM of `config.llm` when it names a model (no server is
+    /// contacted until a method asks it something).
     pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
-        Ok(Engine { index, embedder, config, graph: OnceLock::new() })
+        let llm = llm_from_config(&config.llm)?;
+        Ok(Engine { index, embedder, config, llm, graph: OnceLock::new() })
     }
 
-    /// The same index, embedder and loaded graph under another configuration (for
-    /// tuning: nothing is reloaded).
+    /// The chat model of the LLM stages: the one [`Engine::with_llm`] gave, else the
+    /// OpenAI-compatible endpoint of `config.llm` behind the response cache.
+    pub fn llm(&self) -> Option<&Arc<dyn Llm>> {
+        self.llm.as_ref()
+    }
+
+    /// The same engine with `llm` as its chat model.
+    pub fn with_llm(mut self, llm: Arc<dyn Llm>) -> Engine {
+        self.llm = Some(llm);
+        // A graph loaded already has the previous model in its linker: rebuild its
+        // query-time structures (from memory) around the new one.
+        if let Some(Some(loaded)) = self.graph.take() {
+            let mut context = GraphContext::new(loaded.linker.graph.clone());
+            context.linker.set_llm(self.llm.clone());
+            let _ = self.graph.set(Some(Arc::new(context)));
+        }
+        self
+    }
+
+    /// The same index, embedder, LLM and loaded graph under another configuration (for
+    /// tuning: nothing is reloaded, and `config.llm` is not read again).
     pub fn with_config(&self, config: Config) -> Engine {
         let graph = OnceLock::new();
         if let Some(g) = self.graph.get() {
             let _ = graph.set(g.clone());
         }
-        Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, graph }
+        Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, llm: self.llm.clone(), graph }
     }
 
     /// The vector index methods search: the index's own, or an exact scan when the
@@ -63,6 +89,15 @@ impl Engine {
     /// The retrieval method called `name`.
     pub fn retriever(&self, name: &str) -> Result<Box<dyn Retriever>> {
         let (index, embedder) = (self.index.clone(), self.embedder.clone());
+        // Checked here, so that a run fails before its first question rather than on it.
+        let link = match name {
+            "ppr" => Some(&self.config.ppr.link),
+            "phasegraph" => Some(&self.config.phasegraph.graph.link),
+            _ => None,
+        };
+        if link.is_some_and(|l| l.mentions && l.ner == NerMode::Llm) && self.llm.is_none() {
+            return Err(Error::Config(format!("method {name}: {}", NO_LLM_FOR_NER)));
+        }
         Ok(match name {
             "bm25" => Box::new(Bm25::new(index)),
             "dense" => Box::new(Dense::new(self.vectors(), embedder)),
@@ -79,7 +114,11 @@ impl Engine {
     /// The index's graph, or an error saying how to build one.
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         let loaded = self.graph.get_or_init(|| match self.index.graph() {
-            Ok(Some(g)) => Some(Arc::new(GraphContext::new(Arc::new(g)))),
+            Ok(Some(g)) => {
+                let mut context = GraphContext::new(Arc::new(g));
+                context.linker.set_llm(self.llm.clone());
+                Some(Arc::new(context))
+            }
             Ok(None) => None,
             Err(e) => {
                 log::error!("{e}");
@@ -90,7 +129,7 @@ impl Engine {
             Error::index(
                 self.index.root(),
                 "this method needs an entity graph; add one with `hoprag graph --index DIR --triples OPENIE.json` \
-                 or `--extract heuristic`",
+                 or `--extract heuristic|llm`",
             )
         })
     }
@@ -104,4 +143,21 @@ impl Engine {
         progress.finish();
         Ok(texts.iter().zip(vectors?).map(|(t, v)| Query { text: t.clone(), embedding: Some(Arc::new(v)) }).collect())
     }
+}
+
+/// The OpenAI-compatible client `config` describes, behind the response cache (so that
+/// evaluations re-run for free), or none while it names no model.
+fn llm_from_config(config: &OpenAiChatConfig) -> Result<Option<Arc<dyn Llm>>> {
+    if config.model.trim().is_empty() {
+        return Ok(None);
+    }
+    let client = OpenAiChat::new(config.clone())?;
+    Ok(Some(match CachedLlm::in_default_dir(client) {
+        Ok(cached) => Arc::new(cached),
+        // Answers only cost more without the cache; a query should not fail over it.
+        Err(e) => {
+            log::warn!("LLM answers will not be cached: {e}");
+            Arc::new(OpenAiChat::new(config.clone())?)
+        }
+    }))
 }

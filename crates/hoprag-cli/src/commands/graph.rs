@@ -2,8 +2,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use hoprag::embed::{load_embedder, EmbedderSpec};
-use hoprag::graph::{extract_heuristic, import_openie, EntityGraph, Extraction, GraphOptions};
+use hoprag::graph::{
+    extract_heuristic, extract_llm, import_openie, EntityGraph, Extraction, GraphOptions, LlmExtractOptions,
+    LlmExtractReport,
+};
 use hoprag::index::Index;
+use hoprag::llm::{CachedLlm, OpenAiChat};
 
 use super::Context;
 
@@ -11,6 +15,10 @@ use super::Context;
 pub enum Extractor {
     /// LLM-free: title, capitalised spans, numbers and dates; triples from entity pairs.
     Heuristic,
+    /// One call per passage to an OpenAI-compatible chat model for its entities and
+    /// triples (env HOPRAG_LLM_BASE_URL, HOPRAG_LLM_MODEL, HOPRAG_LLM_API_KEY). Answers
+    /// are cached, so an interrupted run resumes where it stopped when run again.
+    Llm,
 }
 
 /// Where the triples come from (shared by `hoprag index` and `hoprag graph`).
@@ -22,6 +30,13 @@ pub struct TripleSource {
     /// Extract triples from the passages.
     #[arg(long, value_enum)]
     pub extract: Option<Extractor>,
+    /// --extract llm: the chat endpoint, e.g. http://127.0.0.1:8000/v1 (overrides
+    /// HOPRAG_LLM_BASE_URL).
+    #[arg(long, value_name = "URL")]
+    pub llm_base_url: Option<String>,
+    /// --extract llm: the model to ask (overrides HOPRAG_LLM_MODEL).
+    #[arg(long, value_name = "MODEL")]
+    pub llm_model: Option<String>,
     /// Cosine from which two entities are linked as synonyms.
     #[arg(long, default_value_t = GraphOptions::default().synonym_threshold)]
     pub synonym_threshold: f32,
@@ -47,7 +62,7 @@ pub struct GraphArgs {
 
 pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
     if !args.source.is_set() {
-        anyhow::bail!("say where the triples come from: --triples OPENIE.json or --extract heuristic");
+        anyhow::bail!("say where the triples come from: --triples OPENIE.json or --extract heuristic|llm");
     }
     build_and_attach(ctx, &args.index, &args.source)
 }
@@ -55,9 +70,15 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
 /// Builds the graph for the index at `dir` and attaches it as a new generation.
 pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> anyhow::Result<()> {
     let index = Index::open(dir)?;
+    let mut llm_report = None;
     let (extraction, label): (Extraction, String) = match (&source.triples, source.extract) {
         (Some(path), _) => (import_openie(path, index.passages())?, path.display().to_string()),
         (None, Some(Extractor::Heuristic)) => (extract_heuristic(index.passages()), "heuristic".to_string()),
+        (None, Some(Extractor::Llm)) => {
+            let (extraction, report, model) = llm_extraction(ctx, &index, source)?;
+            llm_report = Some(report);
+            (extraction, format!("llm:{model}"))
+        }
         (None, None) => anyhow::bail!("no triple source given"),
     };
     let r = &extraction.report;
@@ -81,7 +102,8 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     Index::attach_graph(dir, &graph, label)?;
     let s = &graph.stats;
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "extraction": report}))?);
+        let out = serde_json::json!({"stats": s, "extraction": report, "llm": llm_report});
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
             "graph: {} entities, {} triples ({} degenerate), {} relation edges, {} synonym links, {} passage-entity \
@@ -99,4 +121,71 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
         );
     }
     Ok(())
+}
+
+/// `--extract llm`: the configured model (flags over env) behind the response cache, one
+/// call per passage, and the cost report.
+fn llm_extraction(
+    ctx: &Context,
+    index: &Index,
+    source: &TripleSource,
+) -> anyhow::Result<(Extraction, LlmExtractReport, String)> {
+    let mut config = ctx.config.llm.clone();
+    if let Some(url) = &source.llm_base_url {
+        config.base_url = url.clone();
+    }
+    if let Some(model) = &source.llm_model {
+        config.model = model.clone();
+    }
+    if config.model.trim().is_empty() {
+        anyhow::bail!(
+            "--extract llm needs a chat model: --llm-model NAME or HOPRAG_LLM_MODEL, served at --llm-base-url URL or \
+             HOPRAG_LLM_BASE_URL (now {})",
+            config.base_url
+        );
+    }
+    let model = config.model.clone();
+    let options = LlmExtractOptions { concurrency: config.max_concurrency, ..Default::default() };
+    let client = OpenAiChat::new(config)?;
+    let url = client.url().to_string();
+    // The cache is what makes the run resumable: every answer is on disk as soon as it
+    // arrives, so running the command again only asks for what is missing.
+    let llm = CachedLlm::in_default_dir(client)?;
+    ctx.note(format!(
+        "extracting triples from {} passages with {model} at {url}; answers cached in {} (an interrupted run resumes \
+         from there)",
+        index.len(),
+        llm.dir().display()
+    ));
+    let (extraction, report) = extract_llm(index.passages(), &llm, &options, &ctx.progress)?;
+    let s = &report.llm;
+    ctx.note(format!(
+        "{model} answered {} of {} passages: {} calls ({} from the cache, {} retries, {} failed); tokens spent {} \
+         prompt + {} completion, from the cache {} prompt + {} completion; {} answers unparseable",
+        report.answered,
+        report.passages,
+        s.calls,
+        s.cache_hits,
+        s.retries,
+        s.errors,
+        s.tokens_spent.prompt_tokens,
+        s.tokens_spent.completion_tokens,
+        s.tokens_from_cache.prompt_tokens,
+        s.tokens_from_cache.completion_tokens,
+        s.parse_failures
+    ));
+    for failure in s.parse_failure_examples.iter().take(3) {
+        ctx.note(format!("  unparseable: {failure}"));
+    }
+    for failure in report.failure_examples.iter().take(3) {
+        ctx.note(format!("  failed: {failure}"));
+    }
+    if report.failed_passages > 0 {
+        ctx.note(format!(
+            "warning: {} passages have no triples because their calls failed; run the same command again to ask for \
+             them (the answered ones come from the cache)",
+            report.failed_passages
+        ));
+    }
+    Ok((extraction, report, model))
 }

@@ -24,6 +24,7 @@ impl Context {
         let mut config = Config::default();
         config.embedder.minilm_dir = model_dir;
         config.embedder.openai = config.embedder.openai.with_env();
+        config.llm = config.llm.with_env();
         let visible = !quiet && !json && std::io::stderr().is_terminal();
         Context { json, progress: Bars::new(visible), config }
     }

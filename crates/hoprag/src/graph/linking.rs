@@ -13,13 +13,33 @@ use super::{normalize_entity, EntityGraph};
 use crate::embed::{Embedder, TextKind};
 use crate::error::Result;
 use crate::index::{ExactIndex, VectorIndex};
+use crate::llm::Llm;
 use crate::text::surface_entities;
+
+/// Where the query's mentions come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NerMode {
+    /// Surface spans: capitalised runs, numbers, dates. No model, no cost.
+    #[default]
+    Heuristic,
+    /// The named entities an LLM finds in the question (HippoRAG's query NER); needs
+    /// the engine's LLM.
+    Llm,
+}
+
+/// Why a method set to LLM query NER cannot run, and how to fix it.
+pub(crate) const NO_LLM_FOR_NER: &str = "LLM query NER (link.ner = \"llm\") needs an LLM, and none is configured: set \
+     HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or llm.base_url and llm.model in the configuration), or use \
+     link.ner = \"heuristic\"";
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LinkParams {
     /// Link mentions found in the query text.
     pub mentions: bool,
+    /// How mentions are found in the query text.
+    pub ner: NerMode,
     /// Seed the entities of the nearest triples (HippoRAG 2 fact retrieval).
     pub facts: bool,
     /// A mention without an exact match links to its nearest entity at or above this
@@ -34,7 +54,14 @@ pub struct LinkParams {
 
 impl Default for LinkParams {
     fn default() -> Self {
-        LinkParams { mentions: true, facts: true, mention_threshold: 0.8, fact_top_k: 5, specificity: true }
+        LinkParams {
+            mentions: true,
+            ner: NerMode::Heuristic,
+            facts: true,
+            mention_threshold: 0.8,
+            fact_top_k: 5,
+            specificity: true,
+        }
     }
 }
 
@@ -50,12 +77,14 @@ pub struct LinkedEntity {
     pub similarity: f32,
 }
 
-/// Search structures over a graph's entity and triple embeddings, built once per engine.
+/// Search structures over a graph's entity and triple embeddings, built once per engine,
+/// and the LLM that finds query mentions under [`NerMode::Llm`].
 pub struct Linker {
     pub graph: Arc<EntityGraph>,
     entities: ExactIndex,
     triples: ExactIndex,
     passages_per_entity: Vec<usize>,
+    llm: Option<Arc<dyn Llm>>,
 }
 
 impl Linker {
@@ -63,7 +92,18 @@ impl Linker {
         let entities = ExactIndex::new(Arc::new(graph.entity_vectors.clone()));
         let triples = ExactIndex::new(Arc::new(graph.triple_vectors.clone()));
         let passages_per_entity = graph.entity_passages().iter().map(|p| p.len().max(1)).collect();
-        Linker { graph, entities, triples, passages_per_entity }
+        Linker { graph, entities, triples, passages_per_entity, llm: None }
+    }
+
+    /// The model for [`NerMode::Llm`]. It lives here, beside the graph, because every
+    /// graph method links through this linker (the engine sets it when it loads the
+    /// graph).
+    pub fn set_llm(&mut self, llm: Option<Arc<dyn Llm>>) {
+        self.llm = llm;
+    }
+
+    pub fn llm(&self) -> Option<&Arc<dyn Llm>> {
+        self.llm.as_ref()
     }
 
     /// Links mentions (given, or found in `query` by the surface extractor) and facts.
@@ -120,5 +160,19 @@ impl Linker {
     fn linked(&self, e: u32, w: f64, via: &'static str, evidence: String, sim: f32, p: &LinkParams) -> LinkedEntity {
         let weight = if p.specificity { w / self.passages_per_entity[e as usize] as f64 } else { w };
         LinkedEntity { entity: e, label: self.graph.labels[e as usize].clone(), weight, via, evidence, similarity: sim }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ner_mode_is_heuristic_unless_set() {
+        let default: LinkParams = serde_json::from_str("{}").unwrap();
+        assert_eq!(default.ner, NerMode::Heuristic);
+        let llm: LinkParams = serde_json::from_str(r#"{"ner": "llm"}"#).unwrap();
+        assert_eq!(llm.ner, NerMode::Llm);
+        assert_eq!(serde_json::to_value(llm).unwrap()["ner"], "llm");
     }
 }

@@ -5,12 +5,14 @@
 mod build;
 mod heuristic;
 pub mod linking;
+mod llm_extract;
 mod normalize;
 mod openie;
 pub mod ppr;
 
 pub use build::{GraphOptions, GraphStats};
 pub use heuristic::extract_heuristic;
+pub use llm_extract::{extract_llm, query_ner, LlmExtractOptions, LlmExtractReport};
 pub use normalize::normalize_entity;
 pub use openie::import_openie;
 

@@ -10,11 +10,12 @@ use super::dense::{dense_search, query_embedding};
 use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
-use crate::error::Result;
-use crate::graph::linking::LinkParams;
+use crate::error::{Error, Result};
+use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
 use crate::graph::ppr::PprParams;
-use crate::graph::GraphContext;
+use crate::graph::{query_ner, GraphContext};
 use crate::index::VectorIndex;
+use crate::llm::Meter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,8 +55,12 @@ pub(crate) fn graph_scores(
     depth: usize,
     trace: &mut Trace,
 ) -> Result<Option<Vec<(PassageIdx, f32)>>> {
+    let mentions = match params.link.ner {
+        NerMode::Llm if params.link.mentions => Some(llm_mentions(ctx, query, trace)?),
+        _ => None,
+    };
     let seeds = trace.step("link entities", || {
-        let linked = ctx.linker.link(&query.text, embedding, None, embedder, &params.link)?;
+        let linked = ctx.linker.link(&query.text, embedding, mentions.as_deref(), embedder, &params.link)?;
         let detail = json!(linked);
         Ok((linked, detail))
     })?;
@@ -83,6 +88,26 @@ pub(crate) fn graph_scores(
         Ok((scored, detail))
     })?;
     Ok(Some(list))
+}
+
+/// The question's named entities from the linker's LLM (HippoRAG's query NER), with the
+/// mentions and what they cost in the trace.
+fn llm_mentions(ctx: &GraphContext, query: &Query, trace: &mut Trace) -> Result<Vec<String>> {
+    let llm = ctx.linker.llm().ok_or_else(|| Error::Config(NO_LLM_FOR_NER.into()))?;
+    trace.step("query ner", || {
+        let meter = Meter::new(llm.as_ref());
+        let mentions = query_ner(&meter, &query.text)?;
+        let s = meter.snapshot();
+        let detail = json!({
+            "model": llm.id(),
+            "mentions": mentions,
+            "cached": s.cache_hits > 0,
+            "tokens": s.tokens(),
+            "tokens_spent": s.tokens_spent,
+            "parse_failures": s.parse_failure_examples,
+        });
+        Ok((mentions, detail))
+    })
 }
 
 pub struct Ppr {

@@ -1,0 +1,415 @@
+//! LLM triple extraction and query NER.
+//!
+//! [`extract_llm`] asks a chat model, once per passage, for the passage's named entities
+//! and the facts between them in one JSON answer (a joint NER + triple prompt in the
+//! spirit of GEAR's appendix J.1; the instructions and the one-shot demonstration are
+//! hoprag's own). [`query_ner`] asks for the named entities of a question, which
+//! HippoRAG links to the graph instead of surface spans.
+//!
+//! Model output is untrusted. Answers are parsed with the lenient parser; a triple that
+//! is not three non-empty strings is counted and skipped, an answer with no usable JSON
+//! leaves its passage without triples and is counted, and a call that still fails after
+//! the client's retries is counted and the run goes on. Only a run in which no call
+//! succeeds is an error.
+//!
+//! Resuming: wrap the client in [`CachedLlm`](crate::llm::CachedLlm), as `hoprag graph
+//! --extract llm` does. Each answer is stored the moment it arrives, so after an
+//! interruption (or a server outage that failed some calls) the same command picks up
+//! where it stopped: answered passages come from the cache at no cost and only the rest
+//! reach the server.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Extraction, Triple};
+use crate::corpus::{Passage, PassageIdx};
+use crate::error::{Error, Result};
+use crate::llm::{ChatRequest, Llm, LlmStatsSnapshot, Message, Meter, ParseFailure};
+use crate::progress::Progress;
+
+/// Examples of malformed triples and failed calls kept for the report; the rest are only
+/// counted.
+const MAX_EXAMPLES: usize = 20;
+
+/// With this many failed calls and not one success, the server is taken to be down and
+/// the remaining passages are not tried: waiting out every call's retries would take
+/// hours on a large corpus and could not succeed.
+const GIVE_UP_AFTER: usize = 16;
+
+const EXTRACT_INSTRUCTIONS: &str = "\
+You turn encyclopedia-style passages into knowledge-graph facts.
+
+Read the passage and answer with one JSON object with two keys:
+- \"entities\": every named entity the passage mentions (people, organisations, places, \
+works, events, dates, amounts and other specific things), each written as in the passage;
+- \"triples\": the facts the passage states, each a list [subject, relation, object]. \
+Subjects and objects should be entities from your list wherever possible; the relation is \
+a short verb phrase.
+
+Replace pronouns with the entity they stand for, so that every triple makes sense on its \
+own. State only what the passage says. Answer with the JSON object alone.";
+
+const EXTRACT_DEMO_PASSAGE: &str = "\
+Title: Harrowgate Lighthouse
+Passage: Harrowgate Lighthouse is a granite tower on the northern cape of Velloria Island. \
+It was designed by the engineer Tomas Brekke and first lit in 1872. Since 1994 the tower \
+has housed a small maritime museum run by the Velloria Historical Society.";
+
+const EXTRACT_DEMO_ANSWER: &str = r#"{"entities": ["Harrowgate Lighthouse", "Velloria Island", "Tomas Brekke", "1872", "1994", "Velloria Historical Society"],
+ "triples": [["Harrowgate Lighthouse", "stands on", "Velloria Island"],
+             ["Harrowgate Lighthouse", "designed by", "Tomas Brekke"],
+             ["Tomas Brekke", "was", "engineer"],
+             ["Harrowgate Lighthouse", "first lit in", "1872"],
+             ["Harrowgate Lighthouse", "houses a maritime museum since", "1994"],
+             ["Velloria Historical Society", "runs the museum in", "Harrowgate Lighthouse"]]}"#;
+
+const NER_INSTRUCTIONS: &str = "\
+List the named entities in a question: the people, organisations, places, works, events, \
+dates and other specific things it names, each written as in the question. Do not answer \
+the question. Answer with one JSON object {\"entities\": [...]}; the list is empty if the \
+question names nothing.";
+
+const NER_DEMO_QUESTION: &str =
+    "In which year was the engineer who designed Harrowgate Lighthouse born, and did he ever visit Oslo?";
+
+const NER_DEMO_ANSWER: &str = r#"{"entities": ["Harrowgate Lighthouse", "Oslo"]}"#;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LlmExtractOptions {
+    /// Passages in flight at once. The client's own concurrency limit still applies, so
+    /// set this to it (more threads would only wait for a slot).
+    pub concurrency: usize,
+    /// Cap on an answer's length, against a model that never stops; an answer cut off
+    /// by it does not parse and is counted.
+    pub max_tokens: Option<u32>,
+}
+
+impl Default for LlmExtractOptions {
+    fn default() -> Self {
+        LlmExtractOptions { concurrency: 8, max_tokens: Some(2048) }
+    }
+}
+
+/// What an LLM extraction run cost and what it could not use (malformed triples and
+/// entities are in the [`ExtractReport`](super::ExtractReport)).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmExtractReport {
+    /// The [`Llm::id`] that answered.
+    pub model: String,
+    pub passages: usize,
+    /// Passages whose answer held usable JSON.
+    pub answered: usize,
+    /// Passages whose answer held no usable JSON: they have no triples.
+    pub unparsed_passages: usize,
+    /// Passages whose call failed after its retries (or was not made once the server
+    /// looked down): they have no triples, and a re-run asks for them again.
+    pub failed_passages: usize,
+    /// The first few failures, `PASSAGE_ID: error`.
+    pub failure_examples: Vec<String>,
+    /// Calls, cache hits, tokens spent now and served from the cache, parse failures.
+    pub llm: LlmStatsSnapshot,
+}
+
+/// What one passage's call came to.
+enum Outcome {
+    Parsed(Parsed),
+    Unparsed,
+    Failed(String),
+}
+
+#[derive(Default)]
+struct Parsed {
+    entities: Vec<String>,
+    triples: Vec<(String, String, String)>,
+    malformed_entities: usize,
+    /// Each malformed triple as the model wrote it.
+    malformed_triples: Vec<String>,
+}
+
+/// Extracts entities and triples from every passage with one call each, `concurrency`
+/// passages at a time, in passage order whatever the order of the answers.
+pub fn extract_llm(
+    passages: &[Passage],
+    llm: &dyn Llm,
+    options: &LlmExtractOptions,
+    progress: &dyn Progress,
+) -> Result<(Extraction, LlmExtractReport)> {
+    let meter = Meter::new(llm);
+    let succeeded = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.concurrency.max(1))
+        .thread_name(|i| format!("hoprag-llm-extract-{i}"))
+        .build()
+        .map_err(|e| Error::Other(format!("LLM extraction threads: {e}")))?;
+
+    progress.start("LLM triple extraction", passages.len() as u64);
+    let outcomes: Vec<Outcome> = pool.install(|| {
+        passages
+            .par_iter()
+            .map(|passage| {
+                let outcome = if succeeded.load(Ordering::SeqCst) == 0 && failed.load(Ordering::SeqCst) >= GIVE_UP_AFTER
+                {
+                    Outcome::Failed("not tried: every earlier call failed".into())
+                } else {
+                    match meter.chat(&extraction_request(passage, options)) {
+                        Ok(answer) => {
+                            succeeded.fetch_add(1, Ordering::SeqCst);
+                            match meter.parse_json(&answer.text) {
+                                Ok(value) => parse_extraction(&value).unwrap_or_else(|reason| {
+                                    meter.stats().record_parse_failure(&ParseFailure {
+                                        reason: reason.to_string(),
+                                        snippet: answer.text.chars().take(160).collect(),
+                                    });
+                                    Outcome::Unparsed
+                                }),
+                                Err(_) => Outcome::Unparsed,
+                            }
+                        }
+                        Err(e) => {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            let message = e.to_string();
+                            first_error.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(message.clone());
+                            Outcome::Failed(message)
+                        }
+                    }
+                };
+                progress.advance(1);
+                outcome
+            })
+            .collect()
+    });
+    progress.finish();
+
+    let mut out = Extraction::new(passages.len());
+    let mut report = LlmExtractReport { model: llm.id().to_string(), passages: passages.len(), ..Default::default() };
+    for (i, (passage, outcome)) in passages.iter().zip(outcomes).enumerate() {
+        match outcome {
+            Outcome::Parsed(parsed) => {
+                report.answered += 1;
+                out.report.docs += 1;
+                out.report.malformed_entities += parsed.malformed_entities;
+                out.report.malformed_triples += parsed.malformed_triples.len();
+                for bad in parsed.malformed_triples {
+                    if out.report.malformed_examples.len() < MAX_EXAMPLES {
+                        out.report.malformed_examples.push(format!("{}: {bad}", passage.id));
+                    }
+                }
+                out.entities[i] = parsed.entities;
+                out.triples.extend(parsed.triples.into_iter().map(|(subject, predicate, object)| Triple {
+                    passage: i as PassageIdx,
+                    subject,
+                    predicate,
+                    object,
+                }));
+            }
+            Outcome::Unparsed => report.unparsed_passages += 1,
+            Outcome::Failed(message) => {
+                report.failed_passages += 1;
+                if report.failure_examples.len() < MAX_EXAMPLES {
+                    report.failure_examples.push(format!("{}: {message}", passage.id));
+                }
+            }
+        }
+    }
+    report.llm = meter.snapshot();
+
+    if !passages.is_empty() && succeeded.load(Ordering::SeqCst) == 0 {
+        let first = first_error.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or_default();
+        return Err(Error::Other(format!(
+            "LLM triple extraction with {}: no call succeeded ({} failed, {} not tried); the first error: {first}",
+            report.model,
+            failed.load(Ordering::SeqCst),
+            passages.len() - failed.load(Ordering::SeqCst)
+        )));
+    }
+    Ok((out, report))
+}
+
+/// The request for one passage: instructions, the demonstration as a previous turn, then
+/// the passage. Everything in it is part of the cache key, so it depends on nothing but
+/// the passage and the options.
+fn extraction_request(passage: &Passage, options: &LlmExtractOptions) -> ChatRequest {
+    let title = passage.title.trim();
+    let prompt = if title.is_empty() {
+        format!("Passage: {}", passage.text.trim())
+    } else {
+        format!("Title: {title}\nPassage: {}", passage.text.trim())
+    };
+    ChatRequest {
+        json: true,
+        max_tokens: options.max_tokens,
+        ..ChatRequest::new(vec![
+            Message::system(EXTRACT_INSTRUCTIONS),
+            Message::user(EXTRACT_DEMO_PASSAGE),
+            Message::assistant(EXTRACT_DEMO_ANSWER),
+            Message::user(prompt),
+        ])
+    }
+}
+
+/// Reads `{"entities": [...], "triples": [[s, p, o], ...]}`; a bare list is taken as
+/// the triples. Other shapes are an unusable answer.
+fn parse_extraction(value: &Value) -> Result<Outcome, &'static str> {
+    let (entities, triples) = match value {
+        Value::Object(map) => {
+            let entities = map.get("entities");
+            let triples = map.get("triples");
+            if entities.is_none() && triples.is_none() {
+                return Err("the answer has neither `entities` nor `triples`");
+            }
+            (entities, triples)
+        }
+        Value::Array(_) => (None, Some(value)),
+        _ => return Err("the answer is not a JSON object"),
+    };
+    let mut parsed = Parsed::default();
+    let mut seen_entities = HashSet::new();
+    for e in entities.map(as_list).unwrap_or_default() {
+        match text(e) {
+            Some(s) => {
+                if seen_entities.insert(s.clone()) {
+                    parsed.entities.push(s);
+                }
+            }
+            None => parsed.malformed_entities += 1,
+        }
+    }
+    let mut seen_triples = HashSet::new();
+    for t in triples.map(as_list).unwrap_or_default() {
+        match triple(t) {
+            // The same statement twice in a passage adds nothing.
+            Some(t) => {
+                if seen_triples.insert(t.clone()) {
+                    parsed.triples.push(t);
+                }
+            }
+            None => parsed.malformed_triples.push(t.to_string()),
+        }
+    }
+    Ok(Outcome::Parsed(parsed))
+}
+
+/// A list's items; a lone value where a list belongs is one item (a malformed one, for
+/// anything but a string).
+fn as_list(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+/// A non-empty string, trimmed; numbers (years, amounts) are accepted as their text.
+fn text(v: &Value) -> Option<String> {
+    let s = match v {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    (!s.is_empty()).then_some(s)
+}
+
+fn triple(v: &Value) -> Option<(String, String, String)> {
+    match v.as_array()?.as_slice() {
+        [s, p, o] => Some((text(s)?, text(p)?, text(o)?)),
+        _ => None,
+    }
+}
+
+/// The named entities of `question`, as the model wrote them, duplicates removed.
+///
+/// An answer with no usable list is counted as a parse failure in `meter`'s own stats
+/// (unparseable output also in its totals) and gives no entities; a failed call is an
+/// error.
+pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
+    let request = ChatRequest {
+        json: true,
+        max_tokens: Some(256),
+        ..ChatRequest::new(vec![
+            Message::system(NER_INSTRUCTIONS),
+            Message::user(NER_DEMO_QUESTION),
+            Message::assistant(NER_DEMO_ANSWER),
+            Message::user(question.trim()),
+        ])
+    };
+    let answer = meter.chat(&request)?;
+    let Ok(value) = meter.parse_json(&answer.text) else {
+        return Ok(Vec::new());
+    };
+    // `{"entities": [...]}` as asked, a bare list, or an object under another key.
+    let list = match &value {
+        Value::Array(items) => Some(items),
+        Value::Object(map) => {
+            map.get("entities").and_then(Value::as_array).or_else(|| map.values().find_map(Value::as_array))
+        }
+        _ => None,
+    };
+    let Some(list) = list else {
+        meter.stats().record_parse_failure(&ParseFailure {
+            reason: "the answer holds no list of entities".into(),
+            snippet: answer.text.chars().take(160).collect(),
+        });
+        return Ok(Vec::new());
+    };
+    let mut seen = HashSet::new();
+    Ok(list.iter().filter_map(text).filter(|e| seen.insert(e.to_lowercase())).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parsed(v: Value) -> Parsed {
+        match parse_extraction(&v) {
+            Ok(Outcome::Parsed(p)) => p,
+            _ => panic!("expected a parsed answer for {v}"),
+        }
+    }
+
+    #[test]
+    fn triples_must_be_three_non_empty_strings() {
+        let p = parsed(json!({
+            "entities": ["Harrowgate Lighthouse", " ", 7, null, "Harrowgate Lighthouse"],
+            "triples": [["A", "built in", 1872], ["A", "x"], ["", "y", "z"], ["A", ["nested"], "B"],
+                        "A is B", ["A", "built in", 1872], [" B ", "near", "C"]]
+        }));
+        assert_eq!(p.entities, ["Harrowgate Lighthouse", "7"]);
+        assert_eq!(p.malformed_entities, 2);
+        let a = |s: &str, p: &str, o: &str| (s.to_string(), p.to_string(), o.to_string());
+        assert_eq!(p.triples, [a("A", "built in", "1872"), a("B", "near", "C")]);
+        assert_eq!(p.malformed_triples.len(), 4);
+        assert_eq!(p.malformed_triples[0], r#"["A","x"]"#);
+    }
+
+    #[test]
+    fn shapes_other_than_the_asked_one() {
+        assert_eq!(parsed(json!([["A", "r", "B"]])).triples.len(), 1, "a bare list is the triples");
+        assert!(parsed(json!({"entities": ["A"]})).triples.is_empty(), "no facts is an answer");
+        assert!(parse_extraction(&json!({"answer": "A"})).is_err());
+        assert!(parse_extraction(&json!("A r B")).is_err());
+    }
+
+    #[test]
+    fn requests_depend_only_on_the_passage() {
+        let p = Passage { id: "x".into(), title: " T ".into(), text: "Body.\n".into() };
+        let r = extraction_request(&p, &LlmExtractOptions::default());
+        assert_eq!(r, extraction_request(&p.clone(), &LlmExtractOptions::default()));
+        assert_eq!(r.messages.len(), 4);
+        assert_eq!(r.messages[3].content, "Title: T\nPassage: Body.");
+        assert!(r.json);
+        let demo = crate::llm::parse_lenient(EXTRACT_DEMO_ANSWER).unwrap();
+        let demo = parsed(demo);
+        assert!(demo.malformed_triples.is_empty() && demo.triples.len() == 6, "the demonstration is well formed");
+        assert!(crate::llm::parse_lenient(NER_DEMO_ANSWER).unwrap()["entities"].is_array());
+    }
+}
