@@ -86,7 +86,7 @@ struct Bandwidth {
     ratio_to_bound: f64,
 }
 
-fn peak_rss_mb() -> f64 {
+pub fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))

@@ -1,6 +1,7 @@
 //! `hoprag bench`: speed measurements, each against the peer its target is stated for,
 //! measured in the same run.
 
+mod graph;
 mod index;
 mod ppr;
 
@@ -21,6 +22,8 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// Index build and query latency on a corpus (vs memory bandwidth, exact vs HNSW).
     Index(index::IndexBench),
+    /// Entity-graph build time and memory with heuristic triples.
+    Graph(graph::GraphBench),
     /// Personalized PageRank latency (vs python-igraph's PRPACK on the same graph and seeds).
     Ppr(ppr::PprBench),
 }
@@ -29,6 +32,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Index(a) => index::run(ctx, a),
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
+        BenchWhat::Graph(a) => graph::run(ctx, a),
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use super::{Embedder, TextKind};
 use crate::error::{Error, Result};
@@ -23,9 +23,11 @@ impl MiniLm {
     /// sentence-transformers' `max_seq_length` for this model (the bundled
     /// tokenizer.json says 128; the published vectors use 256).
     pub const MAX_TOKENS: usize = 256;
-    /// Texts per forward pass: large enough to keep both cores on matrix products,
-    /// small enough that padding to the longest text in the batch stays cheap.
-    const BATCH: usize = 32;
+    /// Tokens per forward pass (texts x longest text): batches of short texts (entity
+    /// names, triples) hold many more texts than batches of passages, which keeps the
+    /// matrix products large enough to use both cores well.
+    const BATCH_TOKENS: usize = 8192;
+    const MAX_BATCH: usize = 32;
 
     /// Loads the model from a folder with `config.json`, `tokenizer.json` and
     /// `model.safetensors`.
@@ -51,7 +53,6 @@ impl MiniLm {
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: Self::MAX_TOKENS, ..Default::default() }))
             .map_err(|e| Error::Model(format!("tokenizer: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
         let device = Device::Cpu;
         // SAFETY: the weights file is memory-mapped read-only; hoprag never writes it,
         // and the model cache is not modified while an index is in use.
@@ -60,19 +61,22 @@ impl MiniLm {
         Ok(MiniLm { model, tokenizer, dim: config.hidden_size, device })
     }
 
-    fn forward(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| Error::Embedding(format!("tokenizer: {e}")))?;
+    /// One forward pass over encodings of similar length, padded here to the longest.
+    fn forward(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>> {
         let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.len());
-        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {
-            encodings.iter().flat_map(|e| f(e).iter().copied()).collect()
+        let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
+        let padded = |f: &dyn Fn(&Encoding) -> &[u32]| -> Vec<u32> {
+            let mut out = Vec::with_capacity(n * len);
+            for e in encodings {
+                let row = f(e);
+                out.extend_from_slice(row);
+                out.resize(out.len() + len - row.len(), 0);
+            }
+            out
         };
-        let ids = Tensor::from_vec(flat(&|e| e.get_ids()), (n, len), &self.device)?;
-        let type_ids = Tensor::from_vec(flat(&|e| e.get_type_ids()), (n, len), &self.device)?;
-        let mask = Tensor::from_vec(flat(&|e| e.get_attention_mask()), (n, len), &self.device)?;
+        let ids = Tensor::from_vec(padded(&|e| e.get_ids()), (n, len), &self.device)?;
+        let type_ids = Tensor::from_vec(padded(&|e| e.get_type_ids()), (n, len), &self.device)?;
+        let mask = Tensor::from_vec(padded(&|e| e.get_attention_mask()), (n, len), &self.device)?;
         let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dim)
@@ -93,16 +97,29 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[String], _kind: TextKind) -> Result<Vec<Vec<f32>>> {
-        // Batch texts of similar length together so little compute goes to padding,
-        // then restore the caller's order.
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Embedding(format!("tokenizer: {e}")))?;
+        // Batch texts of similar token length together so little compute goes to
+        // padding, then restore the caller's order.
         let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
+        order.sort_by_key(|&i| encodings[i].len());
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(Self::BATCH) {
-            let batch: Vec<String> = chunk.iter().map(|&i| texts[i].clone()).collect();
-            for (&i, v) in chunk.iter().zip(self.forward(&batch)?) {
+        let mut start = 0;
+        while start < order.len() {
+            let mut end = start + 1;
+            while end < order.len()
+                && end - start < Self::MAX_BATCH
+                && (end - start + 1) * encodings[order[end]].len() <= Self::BATCH_TOKENS
+            {
+                end += 1;
+            }
+            let batch: Vec<&Encoding> = order[start..end].iter().map(|&i| &encodings[i]).collect();
+            for (&i, v) in order[start..end].iter().zip(self.forward(&batch)?) {
                 out[i] = v;
             }
+            start = end;
         }
         Ok(out)
     }
