@@ -2,15 +2,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{normalize_entity, Edge, EdgeKind, EntityGraph, Extraction};
-use crate::embed::{embed_all, Embedder, TextKind};
+use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::index::{ExactIndex, HnswIndex, Matrix, VectorIndex, VectorIndexKind};
+use crate::index::{embed_passages, ExactIndex, HnswIndex, Matrix, VectorIndex, VectorIndexKind};
 use crate::progress::Progress;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -108,15 +109,12 @@ impl EntityGraph {
         }
 
         let t = Instant::now();
-        progress.start("embedding entities", labels.len() as u64);
-        let ev = embed_all(embedder, &labels, TextKind::Passage, 256, &|n| progress.advance(n as u64));
-        progress.finish();
-        let entity_vectors = Matrix::from_flat(embedder.dim(), ev?.into_iter().flatten().collect());
+        let dim = embedder.dim();
+        let entity_vectors =
+            Arc::new(Matrix::from_flat(dim, embed_passages(embedder, &labels, 256, "embedding entities", progress)?));
         let texts: Vec<String> = extraction.triples.iter().map(|t| t.text()).collect();
-        progress.start("embedding triples", texts.len() as u64);
-        let tv = embed_all(embedder, &texts, TextKind::Passage, 256, &|n| progress.advance(n as u64));
-        progress.finish();
-        let triple_vectors = Matrix::from_flat(embedder.dim(), tv?.into_iter().flatten().collect());
+        let triple_vectors =
+            Arc::new(Matrix::from_flat(dim, embed_passages(embedder, &texts, 256, "embedding triples", progress)?));
         let embed_secs = t.elapsed().as_secs_f64();
 
         progress.start("synonym links", 0);
@@ -182,8 +180,8 @@ impl EntityGraph {
                 .filter(|m| m.rows() == rows)
                 .ok_or_else(|| Error::input(&p, format!("expected {rows} vectors of dimension {dim}")))
         };
-        g.entity_vectors = read(ENTITY_VECTORS, g.entities.len())?;
-        g.triple_vectors = read(TRIPLE_VECTORS, g.triples.len())?;
+        g.entity_vectors = Arc::new(read(ENTITY_VECTORS, g.entities.len())?);
+        g.triple_vectors = Arc::new(read(TRIPLE_VECTORS, g.triples.len())?);
         g.reindex();
         Ok(g)
     }
@@ -191,13 +189,13 @@ impl EntityGraph {
 
 /// Links each entity to its nearest neighbours at or above the threshold, searching
 /// through a vector index (exact below the HNSW threshold), never all pairs.
-fn synonym_edges(vectors: &Matrix, options: &GraphOptions) -> Result<Vec<Edge>> {
+fn synonym_edges(vectors: &Arc<Matrix>, options: &GraphOptions) -> Result<Vec<Edge>> {
     if vectors.rows() < 2 {
         return Ok(Vec::new());
     }
     let index: Box<dyn VectorIndex> = match VectorIndexKind::Auto.resolve(vectors.rows()) {
         VectorIndexKind::Hnsw => Box::new(HnswIndex::build(vectors, Default::default())?),
-        _ => Box::new(ExactIndex::new(std::sync::Arc::new(vectors.clone()))),
+        _ => Box::new(ExactIndex::new(vectors.clone())),
     };
     let k = options.synonym_neighbours + 1; // the entity itself comes back first
     let found: Result<Vec<Vec<Edge>>> = (0..vectors.rows() as u32)

@@ -89,8 +89,9 @@ pub struct Linker {
 
 impl Linker {
     pub fn new(graph: Arc<EntityGraph>) -> Self {
-        let entities = ExactIndex::new(Arc::new(graph.entity_vectors.clone()));
-        let triples = ExactIndex::new(Arc::new(graph.triple_vectors.clone()));
+        // The graph's matrices are shared, not copied: they can be large.
+        let entities = ExactIndex::new(graph.entity_vectors.clone());
+        let triples = ExactIndex::new(graph.triple_vectors.clone());
         let passages_per_entity = graph.entity_passages().iter().map(|p| p.len().max(1)).collect();
         Linker { graph, entities, triples, passages_per_entity, llm: None }
     }

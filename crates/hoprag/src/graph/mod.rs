@@ -96,9 +96,9 @@ pub struct EntityGraph {
     pub triple_entities: Vec<Option<(u32, u32)>>,
     pub stats: GraphStats,
     #[serde(skip)]
-    pub entity_vectors: Matrix,
+    pub entity_vectors: std::sync::Arc<Matrix>,
     #[serde(skip)]
-    pub triple_vectors: Matrix,
+    pub triple_vectors: std::sync::Arc<Matrix>,
     #[serde(skip)]
     entity_index: std::collections::HashMap<String, u32>,
 }

@@ -210,7 +210,9 @@ impl Index {
         let dir = &tmp.path().to_path_buf();
 
         let texts: Vec<String> = corpus.passages.iter().map(Passage::index_text).collect();
-        let vectors = timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, options.embed_batch, progress))?;
+        let vectors = timed(&mut stats.embed_secs, || {
+            embed_passages(embedder, &texts, options.embed_batch, "embedding passages", progress)
+        })?;
         let vectors = Matrix::from_flat(embedder.dim(), vectors);
 
         timed(&mut stats.lexical_secs, || {
@@ -295,7 +297,8 @@ impl Index {
         let dir = &tmp.path().to_path_buf();
         let first = old.len() as crate::PassageIdx;
         let texts: Vec<String> = new.passages.iter().map(Passage::index_text).collect();
-        let added = timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, progress))?;
+        let added =
+            timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, "embedding passages", progress))?;
 
         timed(&mut stats.lexical_secs, || {
             link_tree(&old.generation.join(LEXICAL), &dir.join(LEXICAL))?;
@@ -388,13 +391,16 @@ fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {
     r
 }
 
-fn embed_passages(
+/// Embeds texts as passages into one flat row-major buffer, checking every vector's
+/// dimension; shared by index builds and graph builds.
+pub(crate) fn embed_passages(
     embedder: &dyn Embedder,
     texts: &[String],
     batch: usize,
+    step: &str,
     progress: &dyn Progress,
 ) -> Result<Vec<f32>> {
-    progress.start("embedding passages", texts.len() as u64);
+    progress.start(step, texts.len() as u64);
     let vectors = embed_all(embedder, texts, TextKind::Passage, batch, &|n| progress.advance(n as u64));
     progress.finish();
     let vectors = vectors?;
