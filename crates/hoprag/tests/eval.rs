@@ -43,7 +43,7 @@ fn metrics_tests_and_formats() {
     let (_, questions) = load_dataset(f.path()).unwrap();
     let data = resolve_gold(&questions, engine.index.passages());
     assert_eq!(data.unmatched.len(), 1);
-    let options = EvalOptions { ks: vec![2, 1], baseline: Some("dense".into()), dataset: "toy".into() };
+    let options = EvalOptions::new(vec![2, 1], Some("dense".into()), "toy");
     let methods = vec!["bm25".to_string()];
     let report = evaluate(&engine, &data, &methods, &options, &Silent).unwrap();
     assert_eq!(report.ks, vec![1, 2], "sorted");

@@ -37,6 +37,12 @@ pub struct EvalArgs {
     /// Write a TREC run file (every method as its own run).
     #[arg(long, value_name = "OUT.trec")]
     run: Option<PathBuf>,
+    /// Keep every query's trace in the JSON report.
+    #[arg(long)]
+    traces: bool,
+    /// Print the time and LLM cost of every step of each method.
+    #[arg(long)]
+    stages: bool,
     /// Write the gold passages as a TREC qrels file.
     #[arg(long, value_name = "OUT.qrels")]
     qrels: Option<PathBuf>,
@@ -66,9 +72,8 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         ctx.note(format!("  question {}: gold {}: {}", issue.question_id, issue.gold, issue.problem));
     }
     let options = EvalOptions {
-        ks: args.k.clone(),
-        baseline: args.baseline.clone(),
-        dataset: args.dataset.display().to_string(),
+        traces: args.traces,
+        ..EvalOptions::new(args.k.clone(), args.baseline.clone(), args.dataset.display().to_string())
     };
     let report = evaluate(&engine, &resolved, &args.methods, &options, &ctx.progress)?;
     if let Some(path) = &args.run {
@@ -88,11 +93,11 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         }
         None => {}
     }
-    print_report(&report);
+    print_report(&report, args.stages);
     Ok(())
 }
 
-fn print_report(r: &EvalReport) {
+fn print_report(r: &EvalReport, stages: bool) {
     let at =
         |m: &std::collections::BTreeMap<String, f64>, k: usize| m.get(&k.to_string()).map_or("-".into(), |v| pct(*v));
     let mut header: Vec<String> = vec!["method".into()];
@@ -168,6 +173,58 @@ fn print_report(r: &EvalReport) {
         }
         println!("by question type");
         println!("{}", table(&header, &rows));
+    }
+    let with_llm: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.llm.as_ref()?))).collect();
+    if !with_llm.is_empty() {
+        let header = [
+            "method",
+            "LLM calls/q",
+            "prompt tok/q",
+            "completion tok/q",
+            "LLM ms/q",
+            "cache hits",
+            "errors",
+            "unparsed",
+        ];
+        let rows: Vec<Vec<String>> = with_llm
+            .iter()
+            .map(|(n, c)| {
+                vec![
+                    n.to_string(),
+                    format!("{:.2}", c.calls_per_query),
+                    format!("{:.0}", c.prompt_tokens_per_query),
+                    format!("{:.0}", c.completion_tokens_per_query),
+                    format!("{:.0}", c.llm_ms_per_query),
+                    c.cache_hits.to_string(),
+                    c.errors.to_string(),
+                    c.parse_failures.to_string(),
+                ]
+            })
+            .collect();
+        println!("LLM cost per query (tokens at their original cost, cached or not)");
+        println!("{}", table(&header.map(String::from), &rows));
+    }
+    if stages {
+        let header = ["method", "step", "runs/q", "ms/q", "LLM calls/q", "prompt tok/q", "completion tok/q"];
+        let rows: Vec<Vec<String>> = r
+            .methods
+            .iter()
+            .flat_map(|(n, m)| {
+                m.stages.iter().map(move |(step, s)| {
+                    vec![
+                        n.clone(),
+                        step.clone(),
+                        format!("{:.2}", s.runs_per_query),
+                        format!("{:.2}", s.ms_per_query),
+                        format!("{:.2}", s.llm_calls_per_query),
+                        format!("{:.0}", s.prompt_tokens_per_query),
+                        format!("{:.0}", s.completion_tokens_per_query),
+                    ]
+                })
+            })
+            .collect();
+        println!("steps");
+        println!("{}", table(&header.map(String::from), &rows));
     }
     if !r.unmatched_gold.is_empty() {
         println!(

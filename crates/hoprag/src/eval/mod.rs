@@ -9,6 +9,6 @@ mod trec;
 pub mod tune;
 
 pub use metrics::{QueryMetrics, RankMetrics};
-pub use report::{EvalReport, MethodReport, PerQuery, TypeReport, VsBaseline};
+pub use report::{EvalReport, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
 pub use trec::{write_qrels, write_run};

@@ -7,6 +7,8 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::GoldIssue;
+use crate::llm::LlmStatsSnapshot;
+use crate::retrieve::Trace;
 
 /// Metric values keyed by cutoff, as strings so the JSON reads `{"5": 0.598}`.
 pub type ByK = BTreeMap<String, f64>;
@@ -36,6 +38,12 @@ pub struct MethodReport {
     pub last_hop_n: usize,
     pub by_type: BTreeMap<String, TypeReport>,
     pub latency_ms: Latency,
+    /// What the method's LLM calls cost, for methods that made any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmCost>,
+    /// Time and LLM cost per query of each step of the method's trace.
+    #[serde(default)]
+    pub stages: IndexMap<String, StageReport>,
     pub per_query: Vec<PerQuery>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_baseline: Option<VsBaseline>,
@@ -70,6 +78,59 @@ pub struct PerQuery {
     pub full: BTreeMap<String, bool>,
     pub last_hop: BTreeMap<String, bool>,
     pub latency_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmStatsSnapshot>,
+    /// The method's trace, when the run was asked to keep them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
+}
+
+/// Mean LLM cost per query of a method. Tokens count cache hits at their original cost,
+/// so the figures are the same on a cold and a warm cache.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LlmCost {
+    pub calls_per_query: f64,
+    pub prompt_tokens_per_query: f64,
+    pub completion_tokens_per_query: f64,
+    /// Wall time spent in LLM calls per query (a cache hit costs next to nothing).
+    pub llm_ms_per_query: f64,
+    /// Totals over the run.
+    pub cache_hits: u64,
+    pub errors: u64,
+    pub parse_failures: u64,
+}
+
+impl LlmCost {
+    /// The mean over `traces`, or none when no query called an LLM.
+    pub fn of(traces: &[Trace]) -> Option<LlmCost> {
+        let costs: Vec<LlmStatsSnapshot> = traces.iter().filter_map(Trace::llm_cost).collect();
+        if costs.is_empty() {
+            return None;
+        }
+        let n = traces.len() as f64;
+        let total = costs.into_iter().reduce(|a, b| a + b).unwrap_or_default();
+        let tokens = total.tokens();
+        Some(LlmCost {
+            calls_per_query: total.calls as f64 / n,
+            prompt_tokens_per_query: tokens.prompt_tokens as f64 / n,
+            completion_tokens_per_query: tokens.completion_tokens as f64 / n,
+            llm_ms_per_query: total.latency_ms / n,
+            cache_hits: total.cache_hits,
+            errors: total.errors,
+            parse_failures: total.parse_failures,
+        })
+    }
+}
+
+/// One named step of a method, averaged over the queries of a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StageReport {
+    /// How often the step ran per query (multi-step methods run some more than once).
+    pub runs_per_query: f64,
+    pub ms_per_query: f64,
+    pub llm_calls_per_query: f64,
+    pub prompt_tokens_per_query: f64,
+    pub completion_tokens_per_query: f64,
 }
 
 /// Paired comparison with the baseline method on the same questions.

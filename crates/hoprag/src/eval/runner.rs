@@ -8,13 +8,14 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::QueryMetrics;
-use super::report::{ByK, EvalReport, Latency, MethodReport, PerQuery, TypeReport, VsBaseline};
+use super::report::{ByK, EvalReport, Latency, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
 use super::stats::{mcnemar_exact, sign_test};
 use crate::corpus::PassageIdx;
 use crate::dataset::{EvalQuestion, ResolvedDataset};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
+use crate::retrieve::Trace;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalOptions {
@@ -24,6 +25,15 @@ pub struct EvalOptions {
     pub baseline: Option<String>,
     /// Dataset name for the report.
     pub dataset: String,
+    /// Keep every query's trace in the per-query results.
+    #[serde(default)]
+    pub traces: bool,
+}
+
+impl EvalOptions {
+    pub fn new(ks: Vec<usize>, baseline: Option<String>, dataset: impl Into<String>) -> Self {
+        EvalOptions { ks, baseline, dataset: dataset.into(), traces: false }
+    }
 }
 
 /// The cutoff of the paired tests (the papers compare at R@5 and LastHop@5).
@@ -35,6 +45,7 @@ type Ranked = Vec<(PassageIdx, f32)>;
 struct Run {
     ranked: Vec<Ranked>,
     latency_ms: Vec<f64>,
+    traces: Vec<Trace>,
 }
 
 /// Evaluates `methods` on the resolved questions.
@@ -81,22 +92,38 @@ pub fn evaluate_queries(
     for name in &names {
         let retriever = engine.retriever(name)?;
         progress.start(&format!("retrieving: {name}"), queries.len() as u64);
-        let results: Result<Vec<(Ranked, f64)>> = queries
-            .par_iter()
-            .zip(&data.questions)
-            .map(|(query, q)| {
-                let t = Instant::now();
-                let r = retriever
-                    .retrieve(query, depth)
-                    .map_err(|e| Error::Other(format!("{name} on question {}: {e}", q.id)))?;
-                let ms = t.elapsed().as_secs_f64() * 1e3;
-                progress.advance(1);
-                Ok((r.hits.into_iter().map(|h| (h.passage, h.score)).collect(), ms))
-            })
-            .collect();
+        let run_all = || -> Result<Vec<(Ranked, f64, Trace)>> {
+            queries
+                .par_iter()
+                .zip(&data.questions)
+                .map(|(query, q)| {
+                    let t = Instant::now();
+                    let r = retriever
+                        .retrieve(query, depth)
+                        .map_err(|e| Error::Other(format!("{name} on question {}: {e}", q.id)))?;
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    progress.advance(1);
+                    Ok((r.hits.into_iter().map(|h| (h.passage, h.score)).collect(), ms, r.trace))
+                })
+                .collect()
+        };
+        // Methods that mostly wait on an LLM server run more queries at once than cores.
+        let results = match retriever.concurrency().filter(|&n| n > rayon::current_num_threads()) {
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map_err(|e| Error::Other(format!("thread pool: {e}")))?
+                .install(run_all),
+            None => run_all(),
+        };
         progress.finish();
-        let (ranked, latency_ms) = results?.into_iter().unzip();
-        runs.insert(name.clone(), Run { ranked, latency_ms });
+        let mut run = Run { ranked: Vec::new(), latency_ms: Vec::new(), traces: Vec::new() };
+        for (ranked, ms, trace) in results? {
+            run.ranked.push(ranked);
+            run.latency_ms.push(ms);
+            run.traces.push(trace);
+        }
+        runs.insert(name.clone(), run);
     }
 
     let passage_id = |i: PassageIdx| engine.index.passage(i).id.clone();
@@ -122,7 +149,8 @@ pub fn evaluate_queries(
             .zip(&run.ranked)
             .zip(m)
             .zip(&run.latency_ms)
-            .map(|(((q, r), qm), &ms)| PerQuery {
+            .zip(&run.traces)
+            .map(|((((q, r), qm), &ms), trace)| PerQuery {
                 id: q.id.clone(),
                 qtype: q.qtype.clone(),
                 gold: q.gold.iter().map(|&g| passage_id(g)).collect(),
@@ -132,6 +160,8 @@ pub fn evaluate_queries(
                 full: qm.at.iter().map(|(k, x)| (k.to_string(), x.full)).collect(),
                 last_hop: qm.at.iter().filter_map(|(k, x)| x.last_hop.map(|l| (k.to_string(), l))).collect(),
                 latency_ms: ms,
+                llm: trace.llm_cost(),
+                trace: options.traces.then(|| trace.clone()),
             })
             .collect();
         let all: Vec<usize> = (0..data.questions.len()).collect();
@@ -161,6 +191,8 @@ pub fn evaluate_queries(
                 last_hop_n: agg.last_hop_n,
                 by_type,
                 latency_ms: latency(&run.latency_ms),
+                llm: LlmCost::of(&run.traces),
+                stages: stages(&run.traces),
                 per_query,
                 vs_baseline,
             },
@@ -216,6 +248,24 @@ fn aggregate(m: &[QueryMetrics], idx: &[usize], ks: &[usize]) -> Aggregate {
         }
     }
     a
+}
+
+/// Mean time and LLM cost per query of each named step, in the order steps first ran.
+fn stages(traces: &[Trace]) -> IndexMap<String, StageReport> {
+    let mut out: IndexMap<String, StageReport> = IndexMap::new();
+    let n = traces.len().max(1) as f64;
+    for step in traces.iter().flat_map(|t| &t.steps) {
+        let s = out.entry(step.name.clone()).or_default();
+        s.runs_per_query += 1.0 / n;
+        s.ms_per_query += step.micros as f64 / 1e3 / n;
+        if let Some(llm) = &step.llm {
+            let tokens = llm.tokens();
+            s.llm_calls_per_query += llm.calls as f64 / n;
+            s.prompt_tokens_per_query += tokens.prompt_tokens as f64 / n;
+            s.completion_tokens_per_query += tokens.completion_tokens as f64 / n;
+        }
+    }
+    out
 }
 
 fn latency(ms: &[f64]) -> Latency {

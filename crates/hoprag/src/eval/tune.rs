@@ -198,8 +198,7 @@ pub fn tune(
     if !ks.contains(&options.metric.k) {
         ks.push(options.metric.k);
     }
-    let eval_options =
-        |name: &str| EvalOptions { ks: ks.clone(), baseline: options.baseline.clone(), dataset: name.into() };
+    let eval_options = |name: &str| EvalOptions::new(ks.clone(), options.baseline.clone(), name);
     let methods = vec![options.method.clone()];
     let mut grid = Vec::new();
     for setting in cartesian(&axes) {

@@ -61,6 +61,24 @@ impl LlmStatsSnapshot {
     }
 }
 
+impl std::ops::Add for LlmStatsSnapshot {
+    type Output = LlmStatsSnapshot;
+
+    fn add(mut self, other: LlmStatsSnapshot) -> LlmStatsSnapshot {
+        self.calls += other.calls;
+        self.cache_hits += other.cache_hits;
+        self.errors += other.errors;
+        self.retries += other.retries;
+        self.tokens_spent += other.tokens_spent;
+        self.tokens_from_cache += other.tokens_from_cache;
+        self.latency_ms += other.latency_ms;
+        self.parse_failures += other.parse_failures;
+        let room = MAX_FAILURE_EXAMPLES.saturating_sub(self.parse_failure_examples.len());
+        self.parse_failure_examples.extend(other.parse_failure_examples.into_iter().take(room));
+        self
+    }
+}
+
 impl LlmStats {
     pub fn new() -> Self {
         LlmStats::default()

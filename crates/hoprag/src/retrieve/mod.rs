@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::corpus::PassageIdx;
 use crate::error::Result;
+use crate::llm::{Llm, LlmStatsSnapshot, Meter};
 
 /// A question to answer, with its embedding when the caller has already computed it
 /// (evaluation embeds all questions in one batch).
@@ -51,8 +52,11 @@ pub struct Trace {
 pub struct TraceStep {
     pub name: String,
     pub micros: u64,
-    #[serde(skip_serializing_if = "Value::is_null")]
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub detail: Value,
+    /// What the step's LLM calls cost, for steps that made any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmStatsSnapshot>,
 }
 
 impl Trace {
@@ -60,8 +64,34 @@ impl Trace {
     pub fn step<T>(&mut self, name: &str, f: impl FnOnce() -> Result<(T, Value)>) -> Result<T> {
         let t = Instant::now();
         let (out, detail) = f()?;
-        self.steps.push(TraceStep { name: name.to_string(), micros: t.elapsed().as_micros() as u64, detail });
+        self.steps.push(TraceStep {
+            name: name.to_string(),
+            micros: t.elapsed().as_micros() as u64,
+            detail,
+            llm: None,
+        });
         Ok(out)
+    }
+
+    /// Like [`Trace::step`], for a step that asks `llm` something: `f` gets a meter over
+    /// it, and the step records what the calls made through that meter cost.
+    pub fn llm_step<T>(
+        &mut self,
+        name: &str,
+        llm: &dyn Llm,
+        f: impl FnOnce(&Meter) -> Result<(T, Value)>,
+    ) -> Result<T> {
+        let t = Instant::now();
+        let meter = Meter::new(llm);
+        let (out, detail) = f(&meter)?;
+        let micros = t.elapsed().as_micros() as u64;
+        self.steps.push(TraceStep { name: name.to_string(), micros, detail, llm: Some(meter.snapshot()) });
+        Ok(out)
+    }
+
+    /// What every LLM call of the query cost, or none if it made none.
+    pub fn llm_cost(&self) -> Option<LlmStatsSnapshot> {
+        self.steps.iter().filter_map(|s| s.llm.clone()).reduce(|a, b| a + b)
     }
 
     pub fn total_micros(&self) -> u64 {
@@ -79,6 +109,12 @@ pub struct Retrieval {
 pub trait Retriever: Send + Sync {
     fn name(&self) -> &str;
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval>;
+
+    /// Queries worth running at once: a method that waits on an LLM server gains from
+    /// more than one per core (evaluation runs up to this many; `None` = one per core).
+    fn concurrency(&self) -> Option<usize> {
+        None
+    }
 }
 
 pub(crate) fn hits(list: Vec<(PassageIdx, f32)>) -> Vec<Hit> {
@@ -88,4 +124,49 @@ pub(crate) fn hits(list: Vec<(PassageIdx, f32)>) -> Vec<Hit> {
 /// Trace detail for a ranked list: the first few passage indices and scores.
 pub(crate) fn list_detail(list: &[(PassageIdx, f32)]) -> Value {
     serde_json::json!(list.iter().take(10).map(|(p, s)| serde_json::json!([p, s])).collect::<Vec<_>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatRequest, ChatResponse, Usage};
+
+    struct Fixed;
+
+    impl Llm for Fixed {
+        fn id(&self) -> &str {
+            "fixed"
+        }
+        fn chat(&self, _: &ChatRequest) -> Result<ChatResponse> {
+            let usage = Usage { prompt_tokens: 7, completion_tokens: 3 };
+            Ok(ChatResponse { text: "{}".into(), usage, cached: false, retries: 0, latency_ms: 2.0 })
+        }
+    }
+
+    #[test]
+    fn llm_steps_record_their_own_calls_and_the_trace_adds_them_up() {
+        let mut trace = Trace::default();
+        trace.step("plain", || Ok(((), Value::Null))).unwrap();
+        assert!(trace.llm_cost().is_none(), "no LLM step yet");
+        trace
+            .llm_step("one call", &Fixed, |llm| {
+                llm.chat(&ChatRequest::user("a"))?;
+                Ok(((), Value::Null))
+            })
+            .unwrap();
+        trace
+            .llm_step("two calls", &Fixed, |llm| {
+                llm.chat(&ChatRequest::user("b"))?;
+                llm.chat(&ChatRequest::user("c"))?;
+                Ok(((), Value::Null))
+            })
+            .unwrap();
+        assert!(trace.steps[0].llm.is_none());
+        assert_eq!(trace.steps[1].llm.as_ref().unwrap().calls, 1);
+        assert_eq!(trace.steps[2].llm.as_ref().unwrap().calls, 2);
+        let total = trace.llm_cost().unwrap();
+        assert_eq!(total.calls, 3);
+        assert_eq!(total.tokens(), Usage { prompt_tokens: 21, completion_tokens: 9 });
+        assert!((total.latency_ms - 6.0).abs() < 1e-9);
+    }
 }
