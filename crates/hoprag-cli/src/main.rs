@@ -35,6 +35,8 @@ enum Command {
     Query(commands::query::QueryArgs),
     /// Evaluate methods on a dataset with gold passages.
     Eval(commands::eval::EvalArgs),
+    /// Train RegimeRouter's sentence selector and router on questions with gold passages.
+    TrainRouter(commands::train_router::TrainRouterArgs),
     /// Grid-search a method's parameters on a tune split, then evaluate once on test.
     Tune(commands::tune::TuneArgs),
     /// List the models hoprag knows, or install one.
@@ -60,6 +62,7 @@ impl Command {
             Command::Query(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
             Command::Tune(a) => a.json,
+            Command::TrainRouter(a) => a.json,
             Command::Models(a) => a.json,
             Command::Methods { json } => *json,
             Command::Bench(a) => a.json,
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Query(a) => commands::query::run(&ctx, a),
         Command::Eval(a) => commands::eval::run(&ctx, a),
         Command::Tune(a) => commands::tune::run(&ctx, a),
+        Command::TrainRouter(a) => commands::train_router::run(&ctx, a),
         Command::Models(a) => commands::models::run(&ctx, a),
         Command::Methods { .. } => commands::methods(&ctx),
         Command::Bench(a) => bench::run(&ctx, a),

@@ -7,7 +7,7 @@ use crate::embed::EmbedderSettings;
 use crate::fusion::RRF_K;
 use crate::graph::GraphOptions;
 use crate::llm::OpenAiChatConfig;
-use crate::retrieve::{PhaseGraphParams, PprMethodParams};
+use crate::retrieve::{PhaseGraphParams, PprMethodParams, RegimeRouterParams};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -18,6 +18,7 @@ pub struct Config {
     pub graph: GraphOptions,
     pub ppr: PprMethodParams,
     pub phasegraph: PhaseGraphParams,
+    pub regime_router: RegimeRouterParams,
     /// The chat model of the LLM stages (query NER). None is used while `model` is
     /// empty; the CLI fills it from `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL` and
     /// `HOPRAG_LLM_API_KEY`.

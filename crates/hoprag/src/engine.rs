@@ -9,7 +9,8 @@ use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
-use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, Retriever};
+use crate::regime::RegimeModel;
+use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, RegimeRouter, Retriever};
 
 pub struct Engine {
     pub index: Arc<Index>,
@@ -28,7 +29,30 @@ pub const METHODS: &[(&str, &str)] = &[
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
     ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
+    ("regime_router", "RegimeRouter: per query, dense alone or dense + the bridge's relation sentence (no LLM)"),
 ];
+
+/// Splits a method spec `name[param=value,...]` into the method and its settings:
+/// variants of one method side by side in one evaluation, e.g.
+/// `regime_router[router=oracle]` next to `regime_router`. Values are JSON, or text.
+pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Value)>)> {
+    let Some((name, rest)) = spec.split_once('[') else {
+        return Ok((spec.trim(), Vec::new()));
+    };
+    let inner = rest
+        .strip_suffix(']')
+        .ok_or_else(|| Error::Config(format!("method {spec:?}: expected name[param=value,...]")))?;
+    let mut settings = Vec::new();
+    for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| Error::Config(format!("method {spec:?}: {part:?} is not param=value")))?;
+        let value =
+            serde_json::from_str(value.trim()).unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
+        settings.push((key.trim(), value));
+    }
+    Ok((name.trim(), settings))
+}
 
 impl Engine {
     /// Opens an index with the embedder its manifest names.
@@ -86,8 +110,23 @@ impl Engine {
         }
     }
 
-    /// The retrieval method called `name`.
-    pub fn retriever(&self, name: &str) -> Result<Box<dyn Retriever>> {
+    /// The retrieval method `spec` names: a method name, optionally with parameters of
+    /// its own section, `name[param=value,...]` (see [`parse_method_spec`]).
+    pub fn retriever(&self, spec: &str) -> Result<Box<dyn Retriever>> {
+        let (name, settings) = parse_method_spec(spec)?;
+        if settings.is_empty() {
+            return self.method(name);
+        }
+        let config = serde_json::to_value(&self.config).map_err(|e| Error::Other(e.to_string()))?;
+        let mut paths = Vec::new();
+        for (key, value) in settings {
+            paths.push((crate::eval::tune::resolve_param(&config, name, key)?, value));
+        }
+        let config = crate::eval::tune::with_settings(&self.config, &paths)?;
+        self.with_config(config).method(name)
+    }
+
+    fn method(&self, name: &str) -> Result<Box<dyn Retriever>> {
         let (index, embedder) = (self.index.clone(), self.embedder.clone());
         // Checked here, so that a run fails before its first question rather than on it.
         let link = match name {
@@ -104,6 +143,11 @@ impl Engine {
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
             "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
             "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
+            "regime_router" => {
+                let params = self.config.regime_router.clone();
+                let model = RegimeModel::resolve(params.model.as_deref(), self.index.root())?;
+                Box::new(RegimeRouter::new(index, self.vectors(), embedder, Arc::new(model), params))
+            }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
                 return Err(Error::Config(format!("unknown method {other:?}; known: {}", known.join(", "))));
@@ -141,7 +185,7 @@ impl Engine {
             progress.advance(n as u64)
         });
         progress.finish();
-        Ok(texts.iter().zip(vectors?).map(|(t, v)| Query { text: t.clone(), embedding: Some(Arc::new(v)) }).collect())
+        Ok(texts.iter().zip(vectors?).map(|(t, v)| Query::with_embedding(t.clone(), v)).collect())
     }
 }
 

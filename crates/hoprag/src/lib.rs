@@ -9,6 +9,7 @@
 //!   and [`VectorIndex`](index::VectorIndex) seams;
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
+//! - [`regime`]: RegimeRouter's sentence selector and router models, and their training;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats.
 
@@ -25,6 +26,7 @@ pub mod http;
 pub mod index;
 pub mod llm;
 pub mod progress;
+pub mod regime;
 pub mod retrieve;
 pub mod text;
 

@@ -4,6 +4,7 @@
 mod graph;
 mod index;
 mod ppr;
+mod router;
 
 use clap::{Args, Subcommand};
 
@@ -26,6 +27,8 @@ enum BenchWhat {
     Graph(graph::GraphBench),
     /// Personalized PageRank latency (vs python-igraph's PRPACK on the same graph and seeds).
     Ppr(ppr::PprBench),
+    /// What RegimeRouter adds to a dense query (selector, router, Union re-ranking).
+    Router(router::RouterBench),
 }
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
@@ -33,6 +36,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Index(a) => index::run(ctx, a),
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),
+        BenchWhat::Router(a) => router::run(ctx, a),
     }
 }
 

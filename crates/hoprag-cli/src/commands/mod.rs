@@ -3,6 +3,7 @@ pub mod graph;
 pub mod index;
 pub mod models;
 pub mod query;
+pub mod train_router;
 pub mod tune;
 
 use std::io::IsTerminal;
@@ -60,4 +61,36 @@ pub fn apply_settings(config: &Config, settings: &[String]) -> anyhow::Result<Co
         parsed.push((path.trim().to_string(), value));
     }
     Ok(hoprag::eval::tune::with_settings(config, &parsed)?)
+}
+
+/// Method specs from repeated or comma-separated `--method` values; commas inside
+/// `name[param=value,...]` belong to the spec.
+pub fn split_methods(values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for value in values {
+        let (mut depth, mut start) = (0i32, 0);
+        for (i, c) in value.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(value[start..i].trim().to_string());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(value[start..].trim().to_string());
+    }
+    out.retain(|m| !m.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn method_lists_split_outside_brackets_only() {
+        let v = vec!["dense,regime_router[router=oracle,alpha=0.5]".to_string(), "bm25".to_string()];
+        assert_eq!(super::split_methods(&v), ["dense", "regime_router[router=oracle,alpha=0.5]", "bm25"]);
+    }
 }

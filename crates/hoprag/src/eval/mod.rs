@@ -2,6 +2,7 @@
 //! breakdowns by question type, and report formats (table, JSON, TREC run).
 
 mod metrics;
+pub mod protocol;
 mod report;
 mod runner;
 pub mod stats;
