@@ -7,12 +7,13 @@ use crate::embed::EmbedderSettings;
 use crate::fusion::RRF_K;
 use crate::graph::GraphOptions;
 use crate::llm::OpenAiChatConfig;
-use crate::retrieve::{PhaseGraphParams, PprMethodParams, RegimeRouterParams};
+use crate::retrieve::{AutoParams, PhaseGraphParams, PprMethodParams, RegimeRouterParams};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
     pub embedder: EmbedderSettings,
+    pub auto: AutoParams,
     pub hybrid: HybridParams,
     pub dense: DenseParams,
     pub graph: GraphOptions,

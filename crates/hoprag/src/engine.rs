@@ -10,7 +10,7 @@ use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
 use crate::regime::RegimeModel;
-use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, RegimeRouter, Retriever};
+use crate::retrieve::{Auto, Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, RegimeRouter, Retriever};
 
 pub struct Engine {
     pub index: Arc<Index>,
@@ -24,6 +24,7 @@ pub struct Engine {
 
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
 pub const METHODS: &[(&str, &str)] = &[
+    ("auto", "the best LLM-free pipeline measured: phasegraph where the index has a graph, else dense"),
     ("bm25", "BM25 over title + text (tantivy)"),
     ("dense", "nearest passages to the query embedding"),
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
@@ -143,6 +144,14 @@ impl Engine {
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
             "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
             "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
+            "auto" => {
+                let has_graph = self.index.manifest.graph.is_some();
+                let choice = if has_graph { &self.config.auto.with_graph } else { &self.config.auto.without_graph };
+                if parse_method_spec(choice)?.0 == "auto" {
+                    return Err(Error::Config("auto cannot choose itself".into()));
+                }
+                Box::new(Auto::new(self.retriever(choice)?, has_graph))
+            }
             "regime_router" => {
                 let params = self.config.regime_router.clone();
                 let model = RegimeModel::resolve(params.model.as_deref(), self.index.root())?;

@@ -123,3 +123,16 @@ fn modes_never_always_and_oracle_and_the_hop1_protocol() {
         assert_eq!(q.text, original.text);
     }
 }
+
+#[test]
+fn auto_is_dense_without_a_graph_and_cannot_choose_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine(dir.path());
+    let q = Query::new("Who founded the company that built Varn Light?");
+    let auto = engine.retriever("auto").unwrap().retrieve(&q, 5).unwrap();
+    let dense = engine.retriever("dense").unwrap().retrieve(&q, 5).unwrap();
+    assert_eq!(auto.hits, dense.hits);
+    assert_eq!(auto.trace.steps[0].detail["method"], "dense");
+    let e = engine.retriever("auto[without_graph=auto]").err().expect("refused").to_string();
+    assert!(e.contains("cannot choose itself"), "{e}");
+}

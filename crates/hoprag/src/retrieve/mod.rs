@@ -1,5 +1,6 @@
 //! Retrieval methods: the [`Retriever`] seam and one file per method.
 
+mod auto;
 mod bm25;
 mod dense;
 mod hybrid;
@@ -7,6 +8,7 @@ mod phasegraph;
 mod ppr;
 mod regime_router;
 
+pub use auto::{Auto, AutoParams};
 pub use bm25::Bm25;
 pub use dense::Dense;
 pub use hybrid::Hybrid;
