@@ -14,8 +14,8 @@ pub struct QueryArgs {
     /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     settings: Vec<String>,
-    /// Retrieval method (`hoprag methods` lists them).
-    #[arg(long, default_value = "hybrid")]
+    /// Retrieval method (`hoprag methods` lists them); `auto` is the best LLM-free pipeline.
+    #[arg(long, default_value = "auto")]
     method: String,
     /// Passages to return.
     #[arg(short, default_value_t = 5)]
