@@ -9,7 +9,7 @@ use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
-use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, Retriever};
+use crate::retrieve::{Bm25, BridgeRag, Condition, Dense, Hybrid, PhaseGraph, Ppr, Query, Retriever};
 
 pub struct Engine {
     pub index: Arc<Index>,
@@ -28,7 +28,18 @@ pub const METHODS: &[(&str, &str)] = &[
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
     ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
+    (
+        "bridge_rag",
+        "BridgeRAG: bridge passage, SVO and dual-entity expansion into one pool, bridge-conditioned LLM judge, \
+         PIT fusion (needs an LLM; condition from bridge_rag.condition, default c)",
+    ),
+    ("bridge_rag_a", "BridgeRAG ablation A: the same pool ranked by SVO similarity alone (needs an LLM)"),
+    ("bridge_rag_b", "BridgeRAG ablation B: the same pool ranked by the 2-way judge s(q, c) (needs an LLM)"),
 ];
+
+/// What a method that asks an LLM says when none is configured.
+const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
+     llm.base_url and llm.model in the configuration)";
 
 impl Engine {
     /// Opens an index with the embedder its manifest names.
@@ -104,6 +115,17 @@ impl Engine {
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
             "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
             "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
+            "bridge_rag" | "bridge_rag_a" | "bridge_rag_b" => {
+                let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
+                let mut params = self.config.bridge_rag;
+                params.condition = match name {
+                    "bridge_rag_a" => Condition::A,
+                    "bridge_rag_b" => Condition::B,
+                    _ => params.condition,
+                };
+                let concurrency = self.config.llm.max_concurrency.max(1);
+                Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
+            }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
                 return Err(Error::Config(format!("unknown method {other:?}; known: {}", known.join(", "))));

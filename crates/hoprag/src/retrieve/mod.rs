@@ -1,12 +1,14 @@
 //! Retrieval methods: the [`Retriever`] seam and one file per method.
 
 mod bm25;
+pub mod bridge_rag;
 mod dense;
 mod hybrid;
 mod phasegraph;
 mod ppr;
 
 pub use bm25::Bm25;
+pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
 pub use hybrid::Hybrid;
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
