@@ -279,8 +279,7 @@ fn each_stage_and_the_decision_record() {
             "svo queries",
             "entities",
             "embed expansions",
-            "svo search",
-            "entity search",
+            "expansion search",
             "pool",
             "judge",
             "pit fusion",
@@ -304,7 +303,8 @@ fn each_stage_and_the_decision_record() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].len(), 5);
     assert_eq!(&calls[1][3..], ["Doran Vale", "Lisette Orm"]);
-    // Six searches: hop 1, three SVO queries, two entities.
+    // Six searches: hop 1, three SVO queries, two entities (counted one by one, as this
+    // index does not override the one-scan `search_many`).
     assert_eq!(vectors.searches.load(Ordering::SeqCst), 6);
 
     // Stage 4: recompute the pool from the searches themselves.
@@ -488,7 +488,7 @@ fn entity_line_without_a_bar() {
         .unwrap();
     let rec = record(&r);
     assert_eq!((rec.e1.as_str(), rec.e2.as_str()), ("Doran Vale", "Doran Vale"));
-    assert_eq!(step(&r, "entity search").detail["searches"], 1);
+    assert_eq!(step(&r, "expansion search").detail["entity_searches"], 1);
     assert_eq!(step(&r, "embed expansions").detail["texts"], 4, "three queries and one entity");
     assert!(rec.pool.iter().any(|p| p.from == ["e1", "e2"] || p.from == ["svo", "e1", "e2"]));
 

@@ -190,34 +190,33 @@ impl Retriever for BridgeRag {
             if svo.is_empty() { vec![&q[..]] } else { vectors[..svo.len()].iter().map(Vec::as_slice).collect() };
         let entity_vectors: Vec<&[f32]> = vectors[svo.len()..].iter().map(Vec::as_slice).collect();
 
-        // Stage 2, searches: each SVO query top-k2, union by the best cosine, SVO-15.
-        let svo_list = trace.step("svo search", || {
-            let lists = svo_vectors.iter().map(|v| self.vectors.search(v, p.svo_k)).collect::<Result<Vec<_>>>()?;
-            let mut merged = union_max(&lists);
-            merged.truncate(p.svo_keep);
-            let d = json!({"searches": lists.len(), "k": p.svo_k, "kept": merged.len()});
-            Ok((merged, d))
+        // Stages 2 and 3, searches: each SVO query top-k2, each entity top-5 (a repeated
+        // entity is searched once), in one scan of the vectors where the index can.
+        let (svo_lists, e1_list, e2_list) = trace.step("expansion search", || {
+            let all: Vec<&[f32]> = svo_vectors.iter().chain(&entity_vectors).copied().collect();
+            let mut lists = self.vectors.search_many(&all, p.svo_k.max(p.entity_k))?;
+            let mut entity_lists = lists.split_off(svo_vectors.len());
+            lists.iter_mut().for_each(|l| l.truncate(p.svo_k));
+            entity_lists.iter_mut().for_each(|l| l.truncate(p.entity_k));
+            let e1_list = if entity_lists.is_empty() { Vec::new() } else { entity_lists.remove(0) };
+            let e2_list = entity_lists.pop().unwrap_or_else(|| e1_list.clone());
+            let d = json!({"svo_searches": svo_vectors.len(), "svo_k": p.svo_k, "entity_searches": entity_vectors.len(),
+                           "entity_k": p.entity_k, "same_entity": same_entity});
+            Ok(((lists, e1_list, e2_list), d))
         })?;
 
-        // Stage 3, searches: each entity top-5 (a repeated entity is searched once).
-        let (e1_list, e2_list) = trace.step("entity search", || {
-            let mut lists =
-                entity_vectors.iter().map(|v| self.vectors.search(v, p.entity_k)).collect::<Result<Vec<_>>>()?;
-            let e1_list = if lists.is_empty() { Vec::new() } else { lists.remove(0) };
-            let e2_list = lists.pop().unwrap_or_else(|| e1_list.clone());
-            let d = json!({"searches": entity_vectors.len(), "k": p.entity_k, "same_entity": same_entity});
-            Ok(((e1_list, e2_list), d))
-        })?;
-
-        // Stage 4: the pool, and every member's SVO similarity.
+        // Stage 4: SVO-15 by union_max, the pool, and every member's SVO similarity.
         let (pool, svo_scores) = trace.step("pool", || {
+            let mut svo_list = union_max(&svo_lists);
+            svo_list.truncate(p.svo_keep);
             let pool = build_pool(&svo_list, &e1_list, &e2_list, p.pool);
             let matrix = self.index.vectors();
             let svo_scores: Vec<f64> = pool
                 .iter()
                 .map(|c| svo_vectors.iter().map(|v| dot(v, matrix.row(c.passage)) as f64).fold(f64::MIN, f64::max))
                 .collect();
-            let d = json!({"size": pool.len(), "from_svo": pool.iter().filter(|c| c.from & FROM_SVO != 0).count(),
+            let d = json!({"svo_kept": svo_list.len(), "size": pool.len(),
+                           "from_svo": pool.iter().filter(|c| c.from & FROM_SVO != 0).count(),
                            "entity_only": pool.iter().filter(|c| c.from & FROM_SVO == 0).count()});
             Ok(((pool, svo_scores), d))
         })?;

@@ -158,8 +158,15 @@ fn clean(s: &str) -> String {
         Some((n, rest)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && rest.starts_with(' ') => rest,
         _ => s,
     };
-    let quotes: &[char] = &['"', '\'', '`', '“', '”', '‘', '’', '[', ']', '(', ')', '<', '>'];
-    s.trim().trim_matches(quotes).trim().trim_end_matches('.').trim().to_string()
+    let quotes: &[char] = &['"', '\'', '`', '“', '”', '‘', '’'];
+    let mut s = s.trim().trim_matches(quotes).trim().trim_end_matches('.').trim();
+    // A wrapping pair of brackets goes; a bracket inside a name ("Gold Coast (colony)") stays.
+    for (open, close) in [('[', ']'), ('(', ')'), ('<', '>')] {
+        if s.starts_with(open) && s.ends_with(close) && s.len() >= 2 {
+            s = s[1..s.len() - 1].trim();
+        }
+    }
+    s.trim_matches(quotes).trim().to_string()
 }
 
 fn limit(s: String) -> (String, bool) {
@@ -318,6 +325,8 @@ mod tests {
         );
         let e = entities("1. Michael Curtiz\n2. Edith Carlmar");
         assert_eq!((e.e1.as_str(), e.e2.as_str(), e.split), ("Michael Curtiz", "Edith Carlmar", EntitySplit::Lines));
+        let e = entities("[Gold Coast (British colony)] | (Accra)");
+        assert_eq!((e.e1.as_str(), e.e2.as_str()), ("Gold Coast (British colony)", "Accra"));
         let e = entities("Maria Shriver");
         assert_eq!((e.e1.as_str(), e.e2.as_str(), e.split), ("Maria Shriver", "Maria Shriver", EntitySplit::Repeated));
         assert!(e.split.is_irregular());
