@@ -586,3 +586,50 @@ fn without_an_llm_the_method_says_what_to_set() {
         assert!(err.contains(name) && err.contains("HOPRAG_LLM_MODEL"), "{err}");
     }
 }
+
+#[test]
+fn tune_grid_searches_alpha_and_reruns_come_from_the_cache() {
+    use hoprag::dataset::{resolve_gold, GoldRef, Question};
+    use hoprag::eval::tune::{tune, TuneOptions};
+
+    let server = Server::start(SVO_ANSWER, ENTITY_ANSWER, Judge::Full);
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_index(dir.path(), passages());
+    let cache = tempfile::tempdir().unwrap();
+    let llm: Arc<dyn Llm> = Arc::new(CachedLlm::new(server.client(), cache.path()).unwrap());
+    let engine = engine(&index, small_params(), llm);
+    // Variations of the question (the fixture answers every one alike), enough for both
+    // splits.
+    let questions: Vec<Question> = (0..8)
+        .map(|i| Question {
+            id: format!("q{i}"),
+            text: format!("{QUESTION} (asked {i} times)"),
+            gold: vec![GoldRef::Id("film".into()), GoldRef::Id("vale".into())],
+            hop_ordered: true,
+            qtype: Some("bridge".into()),
+            answers: vec![],
+        })
+        .collect();
+    let data = resolve_gold(&questions, index.passages());
+    let alphas = [0.05, 0.10, 0.15, 0.20];
+    let options = TuneOptions {
+        method: "bridge_rag".into(),
+        grid: vec![("alpha".into(), alphas.iter().map(|&a| json!(a)).collect())],
+        metric: "recall@5".parse().unwrap(),
+        ks: vec![5],
+        baseline: None,
+        tune_share: 0.5,
+        dataset: "fixture".into(),
+    };
+    let report = tune(&engine, &data, &options, &Silent).unwrap();
+    assert!(report.tune_n > 0 && report.test_n > 0);
+    assert_eq!(report.grid.len(), 4);
+    for (point, a) in report.grid.iter().zip(alphas) {
+        assert_eq!(point.setting, [("bridge_rag.alpha".to_string(), json!(a))]);
+        assert!((0.0..=1.0).contains(&point.tune_score));
+    }
+    assert_eq!(report.best[0].0, "bridge_rag.alpha");
+    // Three calls per question, once: α only moves the fusion, so the grid points after
+    // the first are answered by the cache.
+    assert_eq!(server.requests().len(), 3 * 8);
+}
