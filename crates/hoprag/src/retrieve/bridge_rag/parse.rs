@@ -152,9 +152,9 @@ fn strip_label(line: &str) -> &str {
 }
 
 fn clean(s: &str) -> String {
-    let s = s.trim().trim_start_matches(|c: char| c == '-' || c == '*' || c == '•').trim();
+    let s = s.trim().trim_start_matches(['-', '*', '•']).trim();
     // "1." or "2)" list markers.
-    let s = match s.split_once(|c: char| c == '.' || c == ')') {
+    let s = match s.split_once(['.', ')']) {
         Some((n, rest)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && rest.starts_with(' ') => rest,
         _ => s,
     };
