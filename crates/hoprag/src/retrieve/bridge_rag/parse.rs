@@ -144,7 +144,8 @@ pub fn entities(text: &str) -> EntityAnswer {
 
 fn strip_label(line: &str) -> &str {
     for label in ["entities:", "entity:", "answer:", "output:"] {
-        if line.len() >= label.len() && line[..label.len()].eq_ignore_ascii_case(label) {
+        // `get`, not indexing: the cut may fall inside a character ("Holm Jølsen").
+        if line.get(..label.len()).is_some_and(|head| head.eq_ignore_ascii_case(label)) {
             return line[label.len()..].trim();
         }
     }
@@ -221,7 +222,7 @@ pub fn judge_scores(value: &Value, n: usize, max: f64) -> JudgeAnswer {
     let mut out = JudgeAnswer { zero_based_ids: zero_based, ..Default::default() };
     for (pos, (id, score)) in entries.into_iter().enumerate() {
         let slot = match id {
-            Some(i) => usize::try_from(i - shift).ok(),
+            Some(i) => i.checked_sub(shift).and_then(|x| usize::try_from(x).ok()),
             None => Some(pos),
         };
         match (slot, score) {
@@ -327,12 +328,26 @@ mod tests {
         assert_eq!((e.e1.as_str(), e.e2.as_str(), e.split), ("Michael Curtiz", "Edith Carlmar", EntitySplit::Lines));
         let e = entities("[Gold Coast (British colony)] | (Accra)");
         assert_eq!((e.e1.as_str(), e.e2.as_str()), ("Gold Coast (British colony)", "Accra"));
+        let e = entities("Holm Jølsen | Øresund");
+        assert_eq!((e.e1.as_str(), e.e2.as_str()), ("Holm Jølsen", "Øresund"));
         let e = entities("Maria Shriver");
         assert_eq!((e.e1.as_str(), e.e2.as_str(), e.split), ("Maria Shriver", "Maria Shriver", EntitySplit::Repeated));
         assert!(e.split.is_irregular());
         assert_eq!(entities("  \n ``` \n").split, EntitySplit::Empty);
         let long = entities(&format!("{} | B", "word ".repeat(60)));
         assert_eq!((long.e1.chars().count() <= MAX_ENTITY_CHARS, long.cut), (true, 1));
+    }
+
+    #[test]
+    fn odd_inputs_never_panic() {
+        for text in ["", "|", "||||", "ø|", "\u{0}", "Entities:", "Entitiés: x", "[", "(", "()|[]", "1.", "»ø« | ¶"]
+        {
+            let _ = entities(text);
+        }
+        let extreme = judge_scores(&json!([{"id": i64::MIN, "score": 1}, {"id": i64::MAX, "score": 1e308}]), 2, 10.0);
+        assert_eq!((extreme.missing, extreme.extra), (2, 2));
+        let nan_like = judge_scores(&json!(["7.5.3", "-", "", null, true]), 5, 10.0);
+        assert_eq!(nan_like.missing, 5);
     }
 
     #[test]
