@@ -10,7 +10,9 @@ use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
 use crate::regime::RegimeModel;
-use crate::retrieve::{Auto, Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, RegimeRouter, Retriever};
+use crate::retrieve::{
+    Auto, Bm25, BridgeRag, Condition, Dense, Hybrid, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
+};
 
 pub struct Engine {
     pub index: Arc<Index>,
@@ -31,6 +33,13 @@ pub const METHODS: &[(&str, &str)] = &[
     ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
     ("regime_router", "RegimeRouter: per query, dense alone or dense + the bridge's relation sentence (no LLM)"),
+    (
+        "bridge_rag",
+        "BridgeRAG: bridge passage, SVO and dual-entity expansion into one pool, bridge-conditioned LLM judge, \
+         PIT fusion (needs an LLM; condition from bridge_rag.condition, default c)",
+    ),
+    ("bridge_rag_a", "BridgeRAG ablation A: the same pool ranked by SVO similarity alone (needs an LLM)"),
+    ("bridge_rag_b", "BridgeRAG ablation B: the same pool ranked by the 2-way judge s(q, c) (needs an LLM)"),
 ];
 
 /// Splits a method spec `name[param=value,...]` into the method and its settings:
@@ -54,6 +63,10 @@ pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Val
     }
     Ok((name.trim(), settings))
 }
+
+/// What a method that asks an LLM says when none is configured.
+const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
+     llm.base_url and llm.model in the configuration)";
 
 impl Engine {
     /// Opens an index with the embedder its manifest names.
@@ -156,6 +169,17 @@ impl Engine {
                 let params = self.config.regime_router.clone();
                 let model = RegimeModel::resolve(params.model.as_deref(), self.index.root())?;
                 Box::new(RegimeRouter::new(index, self.vectors(), embedder, Arc::new(model), params))
+            }
+            "bridge_rag" | "bridge_rag_a" | "bridge_rag_b" => {
+                let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
+                let mut params = self.config.bridge_rag;
+                params.condition = match name {
+                    "bridge_rag_a" => Condition::A,
+                    "bridge_rag_b" => Condition::B,
+                    _ => params.condition,
+                };
+                let concurrency = self.config.llm.max_concurrency.max(1);
+                Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
             }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();

@@ -1,6 +1,7 @@
 //! `hoprag bench`: speed measurements, each against the peer its target is stated for,
 //! measured in the same run.
 
+mod bridge;
 mod graph;
 mod index;
 mod ppr;
@@ -25,6 +26,8 @@ enum BenchWhat {
     Index(index::IndexBench),
     /// Entity-graph build time and memory with heuristic triples.
     Graph(graph::GraphBench),
+    /// BridgeRAG's non-LLM query part (6 searches, pool, PIT fusion) with canned LLM answers.
+    Bridge(bridge::BridgeBench),
     /// Personalized PageRank latency (vs python-igraph's PRPACK on the same graph and seeds).
     Ppr(ppr::PprBench),
     /// What RegimeRouter adds to a dense query (selector, router, Union re-ranking).
@@ -37,6 +40,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),
         BenchWhat::Router(a) => router::run(ctx, a),
+        BenchWhat::Bridge(a) => bridge::run(ctx, a),
     }
 }
 

@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use hoprag::dataset::{load_dataset, resolve_gold};
 use hoprag::eval::protocol::{hop1_correct, HOP1_DEPTH};
-use hoprag::eval::{evaluate_queries, write_qrels, write_run, EvalOptions, EvalReport};
+use hoprag::eval::{evaluate_queries, flips, write_qrels, write_run, EvalOptions, EvalReport};
 use hoprag::Engine;
 
 use super::Context;
@@ -52,6 +52,11 @@ pub struct EvalArgs {
     /// Print the time and LLM cost of every step of each method.
     #[arg(long)]
     stages: bool,
+    /// Top-1 flips from one method to another, per question type: flip rate and the share
+    /// of flips that raise R@5 (BridgeRAG's Exp. H: `bridge_rag_b,bridge_rag`). Both are
+    /// evaluated if not already in --method.
+    #[arg(long, value_name = "FROM,TO")]
+    flips: Option<String>,
     /// Write the gold passages as a TREC qrels file.
     #[arg(long, value_name = "OUT.qrels")]
     qrels: Option<PathBuf>,
@@ -88,7 +93,21 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         traces: args.traces,
         ..EvalOptions::new(args.k.clone(), args.baseline.clone(), args.dataset.display().to_string())
     };
-    let methods = super::split_methods(&args.methods);
+    let mut methods = super::split_methods(&args.methods);
+    let flip_pair = match &args.flips {
+        Some(pair) => {
+            let (from, to) =
+                pair.split_once(',').ok_or_else(|| anyhow::anyhow!("--flips {pair:?}: expected FROM,TO"))?;
+            let (from, to) = (from.trim().to_string(), to.trim().to_string());
+            for m in [&from, &to] {
+                if !methods.contains(m) {
+                    methods.push(m.clone());
+                }
+            }
+            Some((from, to))
+        }
+        None => None,
+    };
     let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
     let mut queries = engine.embed_queries(&texts, &ctx.progress)?;
     let mut resolved = resolved;
@@ -101,7 +120,10 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         ));
         (resolved, queries) = (kept, kept_queries);
     }
-    let report = evaluate_queries(&engine, &resolved, &queries, &methods, &options, &ctx.progress)?;
+    let mut report = evaluate_queries(&engine, &resolved, &queries, &methods, &options, &ctx.progress)?;
+    if let Some((from, to)) = &flip_pair {
+        report.flips.push(flips(&report, from, to, 5)?);
+    }
     if let Some(path) = &args.run {
         write_run(&report, path)?;
     }
@@ -250,6 +272,25 @@ fn print_report(r: &EvalReport, stages: bool) {
             })
             .collect();
         println!("steps");
+        println!("{}", table(&header.map(String::from), &rows));
+    }
+    for f in &r.flips {
+        let header = ["type", "n", "flips", "flip rate", "productive", "harmful", "productivity", "ΔR@5"];
+        let row = |t: &str, x: &hoprag::eval::FlipRow| {
+            vec![
+                t.to_string(),
+                x.n.to_string(),
+                x.flips.to_string(),
+                pct(x.flip_rate),
+                x.productive.to_string(),
+                x.harmful.to_string(),
+                pct(x.productivity),
+                format!("{:+.1}pp", 100.0 * x.recall_delta),
+            ]
+        };
+        let mut rows: Vec<Vec<String>> = f.by_type.iter().map(|(t, x)| row(t, x)).collect();
+        rows.push(row("all", &f.all));
+        println!("top-1 flips {} -> {} (productive: R@{} rises)", f.from, f.to, f.k);
         println!("{}", table(&header.map(String::from), &rows));
     }
     if !r.unmatched_gold.is_empty() {

@@ -1,6 +1,7 @@
 //! Evaluation: the papers' retrieval metrics, significance tests against a baseline,
 //! breakdowns by question type, and report formats (table, JSON, TREC run).
 
+pub mod flips;
 mod metrics;
 pub mod protocol;
 mod report;
@@ -9,7 +10,8 @@ pub mod stats;
 mod trec;
 pub mod tune;
 
+pub use flips::{flips, FlipReport, FlipRow};
 pub use metrics::{QueryMetrics, RankMetrics};
-pub use report::{EvalReport, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
+pub use report::{EvalReport, Latency, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
 pub use trec::{write_qrels, write_run};

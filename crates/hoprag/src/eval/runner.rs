@@ -217,6 +217,7 @@ pub fn evaluate_queries(
         ambiguous_gold: data.ambiguous.clone(),
         baseline: options.baseline.clone(),
         methods: report_methods,
+        flips: Vec::new(),
     })
 }
 

@@ -2,6 +2,7 @@
 
 mod auto;
 mod bm25;
+pub mod bridge_rag;
 mod dense;
 mod hybrid;
 mod phasegraph;
@@ -10,6 +11,7 @@ mod regime_router;
 
 pub use auto::{Auto, AutoParams};
 pub use bm25::Bm25;
+pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
 pub use hybrid::Hybrid;
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
