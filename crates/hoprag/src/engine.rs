@@ -9,7 +9,8 @@ use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
-use crate::retrieve::{Bm25, Dense, Hybrid, PhaseGraph, Ppr, Query, Retriever};
+use crate::retrieve::gear::Expansion;
+use crate::retrieve::{Bm25, Dense, Gear, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, Retriever, SyncGe};
 
 pub struct Engine {
     pub index: Arc<Index>,
@@ -28,7 +29,14 @@ pub const METHODS: &[(&str, &str)] = &[
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
     ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
+    ("naive_ge", "GEAR NaiveGE: diverse triple beam search from the base passages' triples, RRF with them (needs a graph)"),
+    ("sync_ge", "GEAR SyncGE: an LLM reads the base passages into triples that seed the beam search (graph + LLM)"),
+    ("gear", "GEAR agent: SyncGE per step, gist memory, reason/rewrite loop, passageLink and RRF (graph + LLM)"),
 ];
+
+/// Why an LLM method cannot run, and how to fix it.
+const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
+     llm.base_url and llm.model in the configuration)";
 
 impl Engine {
     /// Opens an index with the embedder its manifest names.
@@ -104,11 +112,35 @@ impl Engine {
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
             "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
             "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
+            "naive_ge" => Box::new(NaiveGe::new(self.gear_expansion()?)),
+            "sync_ge" | "gear" => {
+                let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
+                let concurrency = self.config.llm.max_concurrency.max(1);
+                if name == "gear" {
+                    Box::new(Gear::new(self.gear_expansion()?, llm, concurrency))
+                } else {
+                    Box::new(SyncGe::new(self.gear_expansion()?, llm, concurrency))
+                }
+            }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
                 return Err(Error::Config(format!("unknown method {other:?}; known: {}", known.join(", "))));
             }
         })
+    }
+
+    /// What the GEAR methods share: the base retriever of `gear.base`, the triple index
+    /// (built on first use) and the parameters.
+    fn gear_expansion(&self) -> Result<Expansion> {
+        let p = self.config.gear;
+        if p.beam_size == 0 || p.length == 0 || p.max_steps == 0 || p.round_passages == 0 {
+            return Err(Error::Config(
+                "gear.beam_size, gear.length, gear.max_steps and gear.round_passages must be at least 1".into(),
+            ));
+        }
+        let triples = self.graph()?.triple_index(self.embedder.as_ref())?;
+        let base = self.retriever(p.base.method())?;
+        Ok(Expansion::new(base, triples, self.index.clone(), self.embedder.clone(), p, self.config.hybrid))
     }
 
     /// The index's graph, or an error saying how to build one.

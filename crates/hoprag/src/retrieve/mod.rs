@@ -2,12 +2,14 @@
 
 mod bm25;
 mod dense;
+pub mod gear;
 mod hybrid;
 mod phasegraph;
 mod ppr;
 
 pub use bm25::Bm25;
 pub use dense::Dense;
+pub use gear::{Gear, NaiveGe, SyncGe};
 pub use hybrid::Hybrid;
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
 pub use ppr::{PassageScoring, Ppr, PprMethodParams};
