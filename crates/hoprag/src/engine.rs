@@ -29,7 +29,10 @@ pub const METHODS: &[(&str, &str)] = &[
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
     ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
-    ("naive_ge", "GEAR NaiveGE: diverse triple beam search from the base passages' triples, RRF with them (needs a graph)"),
+    (
+        "naive_ge",
+        "GEAR NaiveGE: diverse triple beam search from the base passages' triples, RRF with them (needs a graph)",
+    ),
     ("sync_ge", "GEAR SyncGE: an LLM reads the base passages into triples that seed the beam search (graph + LLM)"),
     ("gear", "GEAR agent: SyncGE per step, gist memory, reason/rewrite loop, passageLink and RRF (graph + LLM)"),
 ];

@@ -83,7 +83,7 @@ pub fn diverse_triple_beam_search(
     if p.beam_size == 0 || p.length == 0 {
         return Err(Error::Config("beam search needs a beam size and a length of at least 1".into()));
     }
-    if p.diversity && !(p.gamma > 0.0) {
+    if p.diversity && (p.gamma.is_nan() || p.gamma <= 0.0) {
         return Err(Error::Config(format!("beam search: gamma must be positive, not {}", p.gamma)));
     }
     let mut stats = BeamStats::default();

@@ -132,7 +132,11 @@ impl Retriever for Gear {
         // C_t_j = passageLink(t_j, k) for every t_j in G(n) (Eq. 8, 10)
         let linked = trace.step("passage link", || {
             let lists = self.passage_link(&memory, k)?;
-            let d = json!(memory.iter().zip(&lists).map(|(f, l)| json!({"triple": f.text(), "top": list_detail(l)})).collect::<Vec<_>>());
+            let d = json!(memory
+                .iter()
+                .zip(&lists)
+                .map(|(f, l)| json!({"triple": f.text(), "top": list_detail(l)}))
+                .collect::<Vec<_>>());
             Ok((lists, d))
         })?;
         // RRF(C_t_1, …, C_t_|G|, C_q(1), …, C_q(n)) (Eq. 9)

@@ -32,8 +32,7 @@ use crate::embed::Embedder;
 use crate::error::Result;
 use crate::fusion::rrf;
 use crate::graph::beam::{
-    diverse_triple_beam_search, flatten_breadth_first, triples_to_passages, EncodeScorer, PooledScorer,
-    SequenceScorer,
+    diverse_triple_beam_search, flatten_breadth_first, triples_to_passages, EncodeScorer, PooledScorer, SequenceScorer,
 };
 use crate::graph::TripleIndex;
 use crate::index::Index;

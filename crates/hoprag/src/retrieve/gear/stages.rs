@@ -108,7 +108,11 @@ pub fn parse_facts(value: &Value) -> ReadOutcome {
             Value::Array(v) if v.len() >= 3 => Some([scalar(&v[0]), scalar(&v[1]), scalar(&v[2])]),
             Value::Object(m) => {
                 let get = |keys: &[&str]| keys.iter().find_map(|k| m.get(*k)).map(scalar).unwrap_or_default();
-                Some([get(&["subject", "s", "head"]), get(&["predicate", "relation", "p"]), get(&["object", "o", "tail"])])
+                Some([
+                    get(&["subject", "s", "head"]),
+                    get(&["predicate", "relation", "p"]),
+                    get(&["object", "o", "tail"]),
+                ])
             }
             _ => None,
         };
