@@ -10,8 +10,10 @@ use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
 use crate::regime::RegimeModel;
+use crate::retrieve::gear::Expansion;
 use crate::retrieve::{
-    Auto, Bm25, BridgeRag, Condition, Dense, Hybrid, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
+    Auto, Bm25, BridgeRag, Condition, Dense, Gear, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
+    SyncGe,
 };
 
 pub struct Engine {
@@ -40,6 +42,12 @@ pub const METHODS: &[(&str, &str)] = &[
     ),
     ("bridge_rag_a", "BridgeRAG ablation A: the same pool ranked by SVO similarity alone (needs an LLM)"),
     ("bridge_rag_b", "BridgeRAG ablation B: the same pool ranked by the 2-way judge s(q, c) (needs an LLM)"),
+    (
+        "naive_ge",
+        "GEAR NaiveGE: diverse triple beam search from the base passages' triples, RRF with them (needs a graph)",
+    ),
+    ("sync_ge", "GEAR SyncGE: an LLM reads the base passages into triples that seed the beam search (graph + LLM)"),
+    ("gear", "GEAR agent: SyncGE per step, gist memory, reason/rewrite loop, passageLink and RRF (graph + LLM)"),
 ];
 
 /// Splits a method spec `name[param=value,...]` into the method and its settings:
@@ -181,11 +189,35 @@ impl Engine {
                 let concurrency = self.config.llm.max_concurrency.max(1);
                 Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
             }
+            "naive_ge" => Box::new(NaiveGe::new(self.gear_expansion()?)),
+            "sync_ge" | "gear" => {
+                let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
+                let concurrency = self.config.llm.max_concurrency.max(1);
+                if name == "gear" {
+                    Box::new(Gear::new(self.gear_expansion()?, llm, concurrency))
+                } else {
+                    Box::new(SyncGe::new(self.gear_expansion()?, llm, concurrency))
+                }
+            }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
                 return Err(Error::Config(format!("unknown method {other:?}; known: {}", known.join(", "))));
             }
         })
+    }
+
+    /// What the GEAR methods share: the base retriever of `gear.base`, the triple index
+    /// (built on first use) and the parameters.
+    fn gear_expansion(&self) -> Result<Expansion> {
+        let p = self.config.gear;
+        if p.beam_size == 0 || p.length == 0 || p.max_steps == 0 || p.round_passages == 0 {
+            return Err(Error::Config(
+                "gear.beam_size, gear.length, gear.max_steps and gear.round_passages must be at least 1".into(),
+            ));
+        }
+        let triples = self.graph()?.triple_index(self.embedder.as_ref())?;
+        let base = self.retriever(p.base.method())?;
+        Ok(Expansion::new(base, triples, self.index.clone(), self.embedder.clone(), p, self.config.hybrid))
     }
 
     /// The index's graph, or an error saying how to build one.

@@ -2,6 +2,7 @@
 //! measured in the same run.
 
 mod bridge;
+mod gear;
 mod graph;
 mod index;
 mod ppr;
@@ -32,6 +33,9 @@ enum BenchWhat {
     Ppr(ppr::PprBench),
     /// What RegimeRouter adds to a dense query (selector, router, Union re-ranking).
     Router(router::RouterBench),
+    /// GEAR's LLM-free part: diverse triple beam search and fusion per query, on an
+    /// index's triple graph or a synthetic one of GEAR's MuSiQue size.
+    Gear(gear::GearBench),
 }
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
@@ -41,6 +45,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Graph(a) => graph::run(ctx, a),
         BenchWhat::Router(a) => router::run(ctx, a),
         BenchWhat::Bridge(a) => bridge::run(ctx, a),
+        BenchWhat::Gear(a) => gear::run(ctx, a),
     }
 }
 
@@ -55,4 +60,25 @@ pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
     ms.sort_by(f64::total_cmp);
     let at = |p: f64| ms[((p * (ms.len() - 1) as f64).round() as usize).min(ms.len() - 1)];
     Percentiles { p50: at(0.5), p99: at(0.99) }
+}
+
+/// xorshift64*: a deterministic generator so runs and peers see the same inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: usize) -> u32 {
+        (self.next() % n as u64) as u32
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
 }

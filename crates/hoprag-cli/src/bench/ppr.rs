@@ -13,7 +13,7 @@ use hoprag::graph::ppr::{PprGraph, PprParams};
 use hoprag::index::Index;
 use serde::Serialize;
 
-use super::{percentiles, Percentiles};
+use super::{percentiles, Percentiles, Rng};
 use crate::commands::Context;
 
 #[derive(Args)]
@@ -47,21 +47,6 @@ struct Report {
     /// Mean overlap of the two top-10 node lists.
     top10_agreement: Option<f64>,
     build_ms: f64,
-}
-
-/// xorshift64*: a deterministic generator so runs and peers see the same graph.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> u32 {
-        (self.next() % n as u64) as u32
-    }
 }
 
 pub fn run(ctx: &Context, args: PprBench) -> anyhow::Result<()> {

@@ -96,6 +96,13 @@ impl Embedder for MiniLm {
         self.dim
     }
 
+    fn token_counts(&self, texts: &[String]) -> Option<Vec<usize>> {
+        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).ok()?;
+        // The attention mask, not the length: padding, if the tokenizer file sets any,
+        // is not read by the pooling.
+        Some(encodings.iter().map(|e| e.get_attention_mask().iter().filter(|&&m| m == 1).count()).collect())
+    }
+
     fn embed(&self, texts: &[String], _kind: TextKind) -> Result<Vec<Vec<f32>>> {
         let encodings = self
             .tokenizer

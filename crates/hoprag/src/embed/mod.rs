@@ -31,6 +31,13 @@ pub trait Embedder: Send + Sync {
     /// Embeds a batch; the output has one vector per input, in order.
     fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>>;
 
+    /// The number of tokens the model reads for each text (special tokens included),
+    /// where the embedder can tell without running the model; `None` otherwise. GEAR's
+    /// pooled sequence scoring weights cached triple vectors by it.
+    fn token_counts(&self, _texts: &[String]) -> Option<Vec<usize>> {
+        None
+    }
+
     fn embed_one(&self, text: &str, kind: TextKind) -> Result<Vec<f32>> {
         let mut v = self.embed(&[text.to_string()], kind)?;
         v.pop().ok_or_else(|| Error::Embedding("embedder returned no vector".into()))

@@ -2,6 +2,7 @@
 //! entity graph that Personalized PageRank walks (entity–entity edges from triples,
 //! passage–entity edges, and synonym edges between entities with similar embeddings).
 
+pub mod beam;
 mod build;
 mod heuristic;
 pub mod linking;
@@ -9,12 +10,14 @@ mod llm_extract;
 mod normalize;
 mod openie;
 pub mod ppr;
+pub mod triple_index;
 
 pub use build::{GraphOptions, GraphStats};
 pub use heuristic::extract_heuristic;
 pub use llm_extract::{extract_llm, query_ner, LlmExtractOptions, LlmExtractReport};
 pub use normalize::normalize_entity;
 pub use openie::import_openie;
+pub use triple_index::{TripleGraph, TripleIndex};
 
 use serde::{Deserialize, Serialize};
 
@@ -128,15 +131,29 @@ impl EntityGraph {
 pub struct GraphContext {
     pub linker: linking::Linker,
     pub ppr: ppr::PprGraph,
+    /// GEAR's triple index, built when a method first asks for it.
+    triples: std::sync::Mutex<Option<std::sync::Arc<TripleIndex>>>,
 }
 
 impl GraphContext {
     pub fn new(graph: std::sync::Arc<EntityGraph>) -> Self {
         let ppr = ppr::PprGraph::from_entity_graph(&graph);
-        GraphContext { linker: linking::Linker::new(graph), ppr }
+        GraphContext { linker: linking::Linker::new(graph), ppr, triples: Default::default() }
     }
 
     pub fn graph(&self) -> &EntityGraph {
         &self.linker.graph
+    }
+
+    /// The triple index, built on first use (callers meanwhile wait for it rather than
+    /// build their own).
+    pub fn triple_index(&self, embedder: &dyn crate::embed::Embedder) -> crate::Result<std::sync::Arc<TripleIndex>> {
+        let mut slot = self.triples.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(index) = slot.as_ref() {
+            return Ok(index.clone());
+        }
+        let index = std::sync::Arc::new(TripleIndex::build(self.graph(), embedder)?);
+        *slot = Some(index.clone());
+        Ok(index)
     }
 }

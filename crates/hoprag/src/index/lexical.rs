@@ -28,6 +28,9 @@ const TOKENIZER: &str = "hoprag_en";
 /// Writer heap for index builds: tantivy's minimum per thread is 15 MB; more only
 /// postpones segment flushes.
 const WRITER_HEAP: usize = 128 << 20;
+/// In-memory indexes are over short texts (triples): one writer thread with a small heap
+/// (the segments stay in memory anyway, and one segment searches fastest).
+const RAM_WRITER_HEAP: usize = 32 << 20;
 
 /// BM25 over `title + newline + text` with tantivy (k1 = 1.2, b = 0.75). Analysis:
 /// split on non-alphanumerics, drop tokens over 40 bytes, lowercase, fold accents,
@@ -93,7 +96,12 @@ impl TantivyBm25 {
         progress: &dyn Fn(usize),
     ) -> Result<()> {
         let (_, pid, text) = schema();
-        let mut writer: IndexWriter = index.writer(WRITER_HEAP).map_err(tantivy_err(dir))?;
+        let mut writer: IndexWriter = if dir.as_os_str().is_empty() {
+            index.writer_with_num_threads(1, RAM_WRITER_HEAP)
+        } else {
+            index.writer(WRITER_HEAP)
+        }
+        .map_err(tantivy_err(dir))?;
         for (i, t) in texts.iter().enumerate() {
             writer.add_document(doc!(pid => first as u64 + i as u64, text => t.as_str())).map_err(tantivy_err(dir))?;
             if i % 1024 == 1023 {
@@ -106,10 +114,26 @@ impl TantivyBm25 {
         Ok(())
     }
 
-    pub fn open(dir: &Path) -> Result<Self> {
-        let err = tantivy_err(dir);
-        let index = tantivy::Index::open_in_dir(dir).map_err(&err)?;
+    /// An index held in memory only, over `texts` (document `i` is `texts[i]`): for
+    /// small derived collections, such as the triples of an entity graph, that are
+    /// cheaper to index on load than to store.
+    pub fn in_memory(texts: &[String]) -> Result<Self> {
+        let (schema, _, _) = schema();
+        let index = tantivy::Index::create_in_ram(schema);
         register_tokenizer(&index)?;
+        let here = Path::new("");
+        Self::append(&index, here, 0, texts, &|_| {})?;
+        Self::from_index(index, here)
+    }
+
+    pub fn open(dir: &Path) -> Result<Self> {
+        let index = tantivy::Index::open_in_dir(dir).map_err(tantivy_err(dir))?;
+        register_tokenizer(&index)?;
+        Self::from_index(index, dir)
+    }
+
+    fn from_index(index: tantivy::Index, dir: &Path) -> Result<Self> {
+        let err = tantivy_err(dir);
         let text = index.schema().get_field("text").map_err(&err)?;
         let reader: IndexReader =
             index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(&err)?;
@@ -197,5 +221,12 @@ mod tests {
         assert_eq!(hits.len(), 3);
         assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
         assert!(idx.search("the of a", 5).unwrap().is_empty(), "stop words only");
+
+        let ram = TantivyBm25::in_memory(&texts).unwrap();
+        assert_eq!(ram.len(), 3);
+        assert_eq!(ram.search("Which port city is on the bay?", 5).unwrap()[0].0, 1);
+        let river: Vec<PassageIdx> = ram.search("river", 5).unwrap().iter().map(|h| h.0).collect();
+        assert_eq!(river.len(), 2);
+        assert!(river.contains(&0) && river.contains(&2));
     }
 }

@@ -36,6 +36,28 @@ use crate::embed::{embed_all, Embedder, TextKind};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
+/// Which side of an index a search reads: GEAR's base retriever h_base, over passages or
+/// over triples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchKind {
+    Bm25,
+    Dense,
+    /// Reciprocal rank fusion of the other two.
+    Hybrid,
+}
+
+impl SearchKind {
+    /// The name of the method that searches passages this way.
+    pub fn method(self) -> &'static str {
+        match self {
+            SearchKind::Bm25 => "bm25",
+            SearchKind::Dense => "dense",
+            SearchKind::Hybrid => "hybrid",
+        }
+    }
+}
+
 const CURRENT: &str = "CURRENT";
 const MANIFEST: &str = "manifest.json";
 const PASSAGES: &str = "passages.jsonl";

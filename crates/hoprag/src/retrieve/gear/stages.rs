@@ -1,0 +1,234 @@
+//! The LLM stages of GEAR: read (Eq. 1, 4), reason (Eq. 6) and rewrite (Eq. 7). Model
+//! output is untrusted: answers are parsed leniently, a triple that is not three
+//! non-empty values is counted and dropped, an answer with no JSON is counted by the
+//! meter and read as "nothing found" / "not answerable" / "no query".
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::prompts;
+use crate::corpus::Passage;
+use crate::error::Result;
+use crate::llm::{ChatRequest, Llm, Message, Meter};
+
+/// A proximal triple: a fact the LLM read in passages, not (yet) a triple of the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fact {
+    pub subject: String,
+    pub predicate: String,
+    pub object: String,
+}
+
+impl Fact {
+    /// The text it is searched by, as triples of the index are: "subject predicate object".
+    pub fn text(&self) -> String {
+        format!("{} {} {}", self.subject, self.predicate, self.object)
+    }
+
+    fn line(&self) -> String {
+        format!("- {} | {} | {}", self.subject, self.predicate, self.object)
+    }
+
+    fn key(&self) -> String {
+        self.text().to_lowercase()
+    }
+}
+
+/// What a read call gave.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReadOutcome {
+    pub facts: Vec<Fact>,
+    /// Items of the triple list that were not three non-empty values.
+    pub malformed: usize,
+    /// The answer held no usable JSON (also counted by the meter).
+    pub unparsed: bool,
+}
+
+fn request(system: String, demo_user: &str, demo_answer: &str, user: String, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::system(system),
+            Message::user(demo_user),
+            Message::assistant(demo_answer),
+            Message::user(user),
+        ],
+        max_tokens: Some(max_tokens),
+        json: true,
+        ..ChatRequest::default()
+    }
+}
+
+fn facts_block(memory: &[Fact]) -> String {
+    memory.iter().map(Fact::line).collect::<Vec<_>>().join("\n")
+}
+
+/// read(C, q[, G]): the facts in `passages` that help answer `question`, given the facts
+/// of the gist memory (none at the first iteration and in SyncGE).
+pub fn read(
+    llm: &Meter,
+    passages: &[&Passage],
+    question: &str,
+    memory: &[Fact],
+    max_tokens: u32,
+) -> Result<ReadOutcome> {
+    let mut system = prompts::READ.to_string();
+    let mut user = String::new();
+    if !memory.is_empty() {
+        system = format!("{system}\n\n{}", prompts::READ_WITH_MEMORY);
+        user = format!("Known facts:\n{}\n\n", facts_block(memory));
+    }
+    user.push_str("Passages:\n");
+    for (i, p) in passages.iter().enumerate() {
+        user.push_str(&format!("[{}] {}\n{}\n", i + 1, p.title, p.text));
+    }
+    user.push_str(&format!("\nQuestion: {question}"));
+    let answer = llm.chat(&request(system, prompts::READ_DEMO_USER, prompts::READ_DEMO_ANSWER, user, max_tokens))?;
+    let Ok(value) = llm.parse_json(&answer.text) else {
+        return Ok(ReadOutcome { unparsed: true, ..Default::default() });
+    };
+    Ok(parse_facts(&value))
+}
+
+/// Triples from the JSON a model wrote: `{"triples": [...]}` (or `"facts"`), or a bare
+/// list; each item `[s, p, o]` (values beyond the third ignored) or `{"subject": ..,
+/// "predicate"|"relation": .., "object": ..}`. Duplicates are dropped.
+pub fn parse_facts(value: &Value) -> ReadOutcome {
+    let list = match value {
+        Value::Array(items) => Some(items),
+        Value::Object(map) => ["triples", "facts", "triple"].iter().find_map(|k| map.get(*k)?.as_array()),
+        _ => None,
+    };
+    let Some(items) = list else {
+        return ReadOutcome { malformed: usize::from(!value.is_null()), ..Default::default() };
+    };
+    let mut out = ReadOutcome::default();
+    let mut seen = std::collections::HashSet::new();
+    for item in items {
+        let parts: Option<[String; 3]> = match item {
+            Value::Array(v) if v.len() >= 3 => Some([scalar(&v[0]), scalar(&v[1]), scalar(&v[2])]),
+            Value::Object(m) => {
+                let get = |keys: &[&str]| keys.iter().find_map(|k| m.get(*k)).map(scalar).unwrap_or_default();
+                Some([
+                    get(&["subject", "s", "head"]),
+                    get(&["predicate", "relation", "p"]),
+                    get(&["object", "o", "tail"]),
+                ])
+            }
+            _ => None,
+        };
+        match parts {
+            Some([s, p, o]) if !s.is_empty() && !p.is_empty() && !o.is_empty() => {
+                let fact = Fact { subject: s, predicate: p, object: o };
+                if seen.insert(fact.key()) {
+                    out.facts.push(fact);
+                }
+            }
+            _ => out.malformed += 1,
+        }
+    }
+    out
+}
+
+/// A JSON scalar as text ("" for anything else).
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Appends `new` facts to the memory (Eq. 5), leaving out facts it already holds.
+pub fn remember(memory: &mut Vec<Fact>, new: &[Fact]) -> usize {
+    let mut added = 0;
+    for f in new {
+        if !memory.iter().any(|m| m.key() == f.key()) {
+            memory.push(f.clone());
+            added += 1;
+        }
+    }
+    added
+}
+
+/// reason(G, q): a^(n) and r^(n).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Verdict {
+    pub answerable: bool,
+    pub answer: String,
+    pub reason: String,
+    /// The answer held usable JSON; otherwise the verdict was read from the text.
+    pub parsed: bool,
+}
+
+pub fn reason(llm: &Meter, question: &str, memory: &[Fact], max_tokens: u32) -> Result<Verdict> {
+    let user = format!("Question: {question}\nKnown facts:\n{}", facts_block(memory));
+    let system = prompts::REASON.to_string();
+    let answer =
+        llm.chat(&request(system, prompts::REASON_DEMO_USER, prompts::REASON_DEMO_ANSWER, user, max_tokens))?;
+    Ok(match llm.parse_json(&answer.text) {
+        Ok(Value::Object(m)) => Verdict {
+            answerable: m.get("answerable").is_some_and(truthy),
+            answer: m.get("answer").map(scalar).unwrap_or_default(),
+            reason: m.get("reason").or_else(|| m.get("why")).map(scalar).unwrap_or_default(),
+            parsed: true,
+        },
+        // Prose: the paper's own reply format, "Answerable: Yes", is recognised; anything
+        // else means not answerable (searching on costs less than stopping too early).
+        _ => {
+            let lower = answer.text.to_lowercase();
+            let answerable =
+                lower.contains("answerable: yes") || lower.contains("\"answerable\": true") || lower.starts_with("yes");
+            Verdict { answerable, answer: String::new(), reason: answer.text.trim().to_string(), parsed: false }
+        }
+    })
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::String(s) => matches!(s.trim().to_lowercase().as_str(), "yes" | "true" | "y"),
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        _ => false,
+    }
+}
+
+/// rewrite(G, q, r): the next query, or none if the answer held none.
+pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_tokens: u32) -> Result<Option<String>> {
+    let user = format!("Question: {question}\nKnown facts:\n{}\nMissing: {why}", facts_block(memory));
+    let system = prompts::REWRITE.to_string();
+    let answer =
+        llm.chat(&request(system, prompts::REWRITE_DEMO_USER, prompts::REWRITE_DEMO_ANSWER, user, max_tokens))?;
+    let query = match llm.parse_json(&answer.text) {
+        Ok(Value::Object(m)) => ["query", "next_question", "question"].iter().find_map(|k| m.get(*k)).map(scalar),
+        Ok(Value::String(s)) => Some(s.trim().to_string()),
+        _ => None,
+    };
+    Ok(query.filter(|q| !q.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn facts_come_in_several_shapes_and_bad_items_are_counted() {
+        let v = json!({"triples": [["A", "r", "B"], ["A", "r", "B", "extra"], {"subject": "C", "relation": "s", "object": 1872},
+                                   ["only", "two"], ["", "r", "x"], "A r B", ["a", "R", "b"]]});
+        let r = parse_facts(&v);
+        let texts: Vec<String> = r.facts.iter().map(Fact::text).collect();
+        assert_eq!(texts, ["A r B", "C s 1872"], "duplicates (any case) dropped");
+        assert_eq!(r.malformed, 3);
+        assert_eq!(parse_facts(&json!([["x", "y", "z"]])).facts.len(), 1, "a bare list");
+        assert_eq!(parse_facts(&json!({"answer": 3})).malformed, 1, "no list at all");
+    }
+
+    #[test]
+    fn memory_appends_only_new_facts() {
+        let f = |s: &str| Fact { subject: s.into(), predicate: "p".into(), object: "o".into() };
+        let mut memory = vec![f("A")];
+        assert_eq!(remember(&mut memory, &[f("a"), f("B")]), 1);
+        assert_eq!(memory, [f("A"), f("B")]);
+    }
+}

@@ -1,0 +1,90 @@
+//! SyncGE (GEAR §4): an LLM reads the base passages into proximal triples (knowledge
+//! synchronisation, Eq. 1), each is linked to an indexed triple (Eq. 2), and diverse
+//! triple beam search expands from those (Algorithm 1, Eq. 3).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::stages::{self, Fact};
+use super::{Expansion, Ranked};
+use crate::corpus::Passage;
+use crate::error::Result;
+use crate::llm::Llm;
+use crate::retrieve::dense::query_embedding;
+use crate::retrieve::{hits, Query, Retrieval, Retriever, Trace};
+
+pub struct SyncGe {
+    ctx: Expansion,
+    llm: Arc<dyn Llm>,
+    concurrency: usize,
+}
+
+impl SyncGe {
+    pub fn new(ctx: Expansion, llm: Arc<dyn Llm>, concurrency: usize) -> Self {
+        SyncGe { ctx, llm, concurrency }
+    }
+}
+
+/// One SyncGE retrieval for `query` (whose embedding is `q`) from `base_k` base
+/// passages, cut to `k`: C_q and the proximal triples T'_q.
+pub(crate) fn sync_ge(
+    ctx: &Expansion,
+    llm: &dyn Llm,
+    query: &Query,
+    q: &[f32],
+    base_k: usize,
+    k: usize,
+    trace: &mut Trace,
+) -> Result<(Ranked, Vec<Fact>)> {
+    // C'_q = h_base^k(q, C)
+    let base = ctx.base_passages(query, base_k, trace)?;
+    // T'_q = read(C'_q, q)  (Eq. 1)
+    let passages: Vec<&Passage> = base.iter().map(|&(p, _)| ctx.index.passage(p)).collect();
+    let read = trace.llm_step("read", llm, |meter| {
+        let r = llm_or_nothing(stages::read(meter, &passages, &query.text, &[], ctx.params.max_tokens));
+        let d = json!({"query": query.text, "passages": passages.len(), "proximal_triples": r.facts,
+                       "malformed": r.malformed, "unparsed": r.unparsed, "error": r.error});
+        Ok((r.facts, d))
+    })?;
+    // T_q = {tripleLink(t') : t' ∈ T'_q}  (Eq. 2)
+    let initial = ctx.triple_link(&read, trace)?;
+    // Algorithm 1, C̃_q, RRF(C̃_q, C'_q)  (Eq. 3)
+    let fused = ctx.expand(q, &initial, &base, k, trace)?;
+    Ok((fused, read))
+}
+
+/// A read whose call failed (after the client's retries) found nothing: the failure is
+/// counted by the meter and shown in the trace, and the query goes on with the base
+/// passages rather than failing a whole evaluation.
+pub(crate) struct Read {
+    pub facts: Vec<Fact>,
+    pub malformed: usize,
+    pub unparsed: bool,
+    pub error: Option<String>,
+}
+
+pub(crate) fn llm_or_nothing(r: Result<stages::ReadOutcome>) -> Read {
+    match r {
+        Ok(o) => Read { facts: o.facts, malformed: o.malformed, unparsed: o.unparsed, error: None },
+        Err(e) => Read { facts: Vec::new(), malformed: 0, unparsed: false, error: Some(e.to_string()) },
+    }
+}
+
+impl Retriever for SyncGe {
+    fn name(&self) -> &str {
+        "sync_ge"
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        let mut trace = Trace::default();
+        let q = query_embedding(self.ctx.embedder.as_ref(), query, &mut trace)?;
+        let query = Query { text: query.text.clone(), embedding: Some(q.clone()), gold: None };
+        let (fused, _) = sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k), k, &mut trace)?;
+        Ok(Retrieval { hits: hits(fused), trace })
+    }
+
+    fn concurrency(&self) -> Option<usize> {
+        Some(self.concurrency)
+    }
+}
