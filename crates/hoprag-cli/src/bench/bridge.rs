@@ -63,6 +63,8 @@ struct Report {
     prompts_and_parsing_ms: Percentiles,
     /// The whole query as the method runs it (embeddings precomputed, answers canned).
     total_ms: Percentiles,
+    /// Each step of the trace.
+    steps_ms: Vec<(String, Percentiles)>,
     target_ms: f64,
     meets_target: bool,
     precompute_secs: f64,
@@ -75,6 +77,8 @@ struct Timings {
     search: Vec<f64>,
     prompts: Vec<f64>,
     pool: usize,
+    /// Each step's times, in the order steps first ran.
+    steps: Vec<(String, Vec<f64>)>,
 }
 
 impl Timings {
@@ -89,6 +93,13 @@ impl Timings {
         self.prompts.push(step_ms(&r.trace, LLM_STEPS));
         let record = r.trace.steps.iter().find(|s| s.name == "decision record");
         self.pool += record.and_then(|s| s.detail["pool"].as_array()).map_or(0, Vec::len);
+        for step in &r.trace.steps {
+            let ms = step.micros as f64 / 1e3;
+            match self.steps.iter_mut().find(|(name, _)| *name == step.name) {
+                Some((_, times)) => times.push(ms),
+                None => self.steps.push((step.name.clone(), vec![ms])),
+            }
+        }
         Ok(())
     }
 }
@@ -255,6 +266,7 @@ pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
         search_one_by_one_ms: percentiles(peer.search),
         prompts_and_parsing_ms: percentiles(main.prompts),
         total_ms: percentiles(main.total),
+        steps_ms: main.steps.iter().map(|(name, t)| (name.clone(), percentiles(t.clone()))).collect(),
         target_ms,
         precompute_secs,
     };
@@ -270,6 +282,9 @@ pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
         row("  the same, searching one query at a time (peer)", report.search_one_by_one_ms);
         row("prompt building + parsing canned answers", report.prompts_and_parsing_ms);
         row("whole query (embeddings precomputed)", report.total_ms);
+        for (name, p) in &report.steps_ms {
+            row(&format!("  step: {name}"), *p);
+        }
         println!(
             "target: non-LLM part under {} ms at p50: {}",
             report.target_ms,
