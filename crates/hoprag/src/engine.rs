@@ -30,6 +30,10 @@ pub const METHODS: &[(&str, &str)] = &[
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
 ];
 
+/// The method `query` and `serve` use when none is named.
+// TODO(issue 5): `auto` replaces this once it exists.
+pub const DEFAULT_METHOD: &str = "hybrid";
+
 impl Engine {
     /// Opens an index with the embedder its manifest names.
     pub fn open(dir: &std::path::Path, config: Config) -> Result<Engine> {
@@ -74,6 +78,20 @@ impl Engine {
             let _ = graph.set(g.clone());
         }
         Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, llm: self.llm.clone(), graph }
+    }
+
+    /// The same embedder, configuration and LLM over another opened index (a newer
+    /// generation of the same one, after passages were added). The graph is loaded
+    /// again on first use, from the new generation.
+    pub fn with_index(&self, index: Arc<Index>) -> Result<Engine> {
+        index.check_embedder(self.embedder.as_ref())?;
+        Ok(Engine {
+            index,
+            embedder: self.embedder.clone(),
+            config: self.config.clone(),
+            llm: self.llm.clone(),
+            graph: OnceLock::new(),
+        })
     }
 
     /// The vector index methods search: the index's own, or an exact scan when the

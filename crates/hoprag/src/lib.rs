@@ -10,7 +10,8 @@
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
-//! - [`eval`]: the papers' metrics, significance tests and report formats.
+//! - [`eval`]: the papers' metrics, significance tests and report formats;
+//! - `serve` (feature `serve`): the HTTP server.
 
 pub mod config;
 pub mod corpus;
@@ -26,6 +27,8 @@ pub mod index;
 pub mod llm;
 pub mod progress;
 pub mod retrieve;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod text;
 
 pub use config::Config;

@@ -49,7 +49,7 @@ impl EvalArgs {
 }
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
+    let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
     if let Some(n) = args.limit {
         questions.truncate(n);
