@@ -76,6 +76,10 @@ pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Val
 const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
      llm.base_url and llm.model in the configuration)";
 
+/// The method `query` and `serve` use when none is named: the best LLM-free pipeline
+/// measured (README, "Choosing auto").
+pub const DEFAULT_METHOD: &str = "auto";
+
 impl Engine {
     /// Opens an index with the embedder its manifest names.
     pub fn open(dir: &std::path::Path, config: Config) -> Result<Engine> {
@@ -120,6 +124,20 @@ impl Engine {
             let _ = graph.set(g.clone());
         }
         Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, llm: self.llm.clone(), graph }
+    }
+
+    /// The same embedder, configuration and LLM over another opened index (a newer
+    /// generation of the same one, after passages were added). The graph is loaded
+    /// again on first use, from the new generation.
+    pub fn with_index(&self, index: Arc<Index>) -> Result<Engine> {
+        index.check_embedder(self.embedder.as_ref())?;
+        Ok(Engine {
+            index,
+            embedder: self.embedder.clone(),
+            config: self.config.clone(),
+            llm: self.llm.clone(),
+            graph: OnceLock::new(),
+        })
     }
 
     /// The vector index methods search: the index's own, or an exact scan when the

@@ -11,7 +11,8 @@
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
 //! - [`regime`]: RegimeRouter's sentence selector and router models, and their training;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
-//! - [`eval`]: the papers' metrics, significance tests and report formats.
+//! - [`eval`]: the papers' metrics, significance tests and report formats;
+//! - `serve` (feature `serve`): the HTTP server.
 
 pub mod config;
 pub mod corpus;
@@ -28,6 +29,8 @@ pub mod llm;
 pub mod progress;
 pub mod regime;
 pub mod retrieve;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod text;
 
 pub use config::Config;

@@ -69,7 +69,7 @@ impl EvalArgs {
 }
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
-    let mut config = super::apply_settings(&ctx.config, &args.settings)?;
+    let mut config = ctx.config_for(&args.index, &args.settings)?;
     if let Some(router) = &args.router {
         config.regime_router.model = Some(router.clone());
     }
