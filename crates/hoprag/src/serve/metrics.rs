@@ -85,7 +85,12 @@ impl Metrics {
         drop(routes);
         head(&mut out, "hoprag_http_requests_in_flight", "gauge", "HTTP requests being served.");
         let _ = writeln!(out, "hoprag_http_requests_in_flight {}", self.in_flight.load(Ordering::Relaxed));
-        head(&mut out, "hoprag_retrievals_total", "counter", "Queries answered, by method (batch items count one each).");
+        head(
+            &mut out,
+            "hoprag_retrievals_total",
+            "counter",
+            "Queries answered, by method (batch items count one each).",
+        );
         for (method, n) in self.retrievals.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             let _ = writeln!(out, "hoprag_retrievals_total{{method=\"{}\"}} {n}", esc(method));
         }
@@ -146,7 +151,8 @@ mod tests {
         let text = m.render(&Gauges { passages: 7, llm: None });
         assert!(text.contains("hoprag_http_requests_total{route=\"/v1/retrieve\",status=\"200\"} 2"), "{text}");
         assert!(text.contains("hoprag_http_requests_total{route=\"/v1/retrieve\",status=\"400\"} 1"));
-        let bucket = |le: &str| format!("hoprag_http_request_duration_seconds_bucket{{route=\"/v1/retrieve\",le=\"{le}\"}}");
+        let bucket =
+            |le: &str| format!("hoprag_http_request_duration_seconds_bucket{{route=\"/v1/retrieve\",le=\"{le}\"}}");
         assert!(text.contains(&format!("{} 0\n", bucket("0.001"))));
         assert!(text.contains(&format!("{} 1\n", bucket("0.005"))));
         assert!(text.contains(&format!("{} 2\n", bucket("0.05"))));
