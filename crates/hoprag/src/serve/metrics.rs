@@ -163,4 +163,29 @@ mod tests {
         assert!(text.contains("hoprag_index_passages 7"));
         assert!(!text.contains("hoprag_llm"), "no LLM series without an LLM");
     }
+
+    #[test]
+    fn llm_counters_are_written_when_there_is_an_llm() {
+        use crate::llm::Usage;
+        let llm = LlmStatsSnapshot {
+            calls: 5,
+            cache_hits: 2,
+            errors: 1,
+            tokens_spent: Usage { prompt_tokens: 100, completion_tokens: 20 },
+            tokens_from_cache: Usage { prompt_tokens: 40, completion_tokens: 8 },
+            ..Default::default()
+        };
+        let text = Metrics::default().render(&Gauges { passages: 0, llm: Some(llm) });
+        for line in [
+            "hoprag_llm_calls_total 5",
+            "hoprag_llm_cache_hits_total 2",
+            "hoprag_llm_errors_total 1",
+            "hoprag_llm_tokens_total{kind=\"prompt\",source=\"spent\"} 100",
+            "hoprag_llm_tokens_total{kind=\"completion\",source=\"spent\"} 20",
+            "hoprag_llm_tokens_total{kind=\"prompt\",source=\"cache\"} 40",
+            "hoprag_llm_tokens_total{kind=\"completion\",source=\"cache\"} 8",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+    }
 }

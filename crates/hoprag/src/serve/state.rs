@@ -281,3 +281,44 @@ impl Llm for CountingLlm {
         outcome
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Usage;
+
+    /// Answers from "cache" when asked "cached", fails when asked "fail".
+    struct Scripted;
+
+    impl Llm for Scripted {
+        fn id(&self) -> &str {
+            "scripted"
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+            match request.messages[0].content.as_str() {
+                "fail" => Err(Error::Other("scripted failure".into())),
+                prompt => Ok(ChatResponse {
+                    text: "ok".into(),
+                    usage: Usage { prompt_tokens: 7, completion_tokens: 3 },
+                    cached: prompt == "cached",
+                    retries: 0,
+                    latency_ms: 1.0,
+                }),
+            }
+        }
+    }
+
+    #[test]
+    fn the_counting_llm_feeds_the_server_totals() {
+        let stats = Arc::new(LlmStats::new());
+        let llm = CountingLlm { inner: Arc::new(Scripted), stats: stats.clone() };
+        assert_eq!(llm.id(), "scripted");
+        llm.chat(&ChatRequest::user("fresh")).unwrap();
+        llm.chat(&ChatRequest::user("cached")).unwrap();
+        assert!(llm.chat(&ChatRequest::user("fail")).is_err());
+        let s = stats.snapshot();
+        assert_eq!((s.calls, s.cache_hits, s.errors), (3, 1, 1));
+        assert_eq!(s.tokens_spent, Usage { prompt_tokens: 7, completion_tokens: 3 });
+        assert_eq!(s.tokens_from_cache, Usage { prompt_tokens: 7, completion_tokens: 3 });
+    }
+}
