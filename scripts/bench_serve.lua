@@ -21,11 +21,12 @@ function request()
   return wrk.format("POST", nil, headers, body)
 end
 
--- One machine-readable line: method, requests/s, p50, p90, p99 and mean latency (ms),
--- requests, non-2xx responses, socket errors.
+-- One machine-readable line: requests/s, p50, p90, p99 and mean latency (ms), requests,
+-- non-2xx responses, socket errors. (`done` runs in a Lua state of its own, without the
+-- globals `init` set.)
 function done(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format("RESULT %s %.1f %.2f %.2f %.2f %.2f %d %d %d\n", method,
+  io.write(string.format("RESULT %.1f %.2f %.2f %.2f %.2f %d %d %d\n",
     summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000, latency:percentile(90) / 1000,
     latency:percentile(99) / 1000, latency.mean / 1000, summary.requests, e.status,
     e.connect + e.read + e.write + e.timeout))

@@ -68,6 +68,6 @@ for METHOD in $METHODS; do
     -d "{\"query\": \"warm up\", \"method\": \"$METHOD\"}" "$URL/v1/retrieve"
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 30s -s scripts/bench_serve.lua "$URL/v1/retrieve" \
     -- "$METHOD" "$K" "$WORK/queries.txt" "${HOPRAG_TOKEN:-}" >"$WORK/wrk.txt"
-  read -r _ m rps p50 p90 p99 mean n non2xx errors < <(grep '^RESULT ' "$WORK/wrk.txt")
-  printf '%-10s %10s %9s %9s %9s %9s %9s %8s %7s\n' "$m" "$rps" "$p50" "$p90" "$p99" "$mean" "$n" "$non2xx" "$errors"
+  read -r _ rps p50 p90 p99 mean n non2xx errors < <(grep '^RESULT ' "$WORK/wrk.txt")
+  printf '%-10s %10s %9s %9s %9s %9s %9s %8s %7s\n' "$METHOD" "$rps" "$p50" "$p90" "$p99" "$mean" "$n" "$non2xx" "$errors"
 done

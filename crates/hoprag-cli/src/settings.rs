@@ -96,7 +96,8 @@ const SECRETS: [&str; 3] = ["llm.api_key", "embedder.openai.api_key", "serve.tok
 /// the key and the file, never a silently ignored setting.
 pub fn read_file(path: &Path) -> anyhow::Result<(Config, ServeSettings)> {
     let at = |e: &dyn std::fmt::Display| anyhow!("{}: {e}", path.display());
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading the configuration {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading the configuration {}", path.display()))?;
     let table: toml::Table = text.parse().map_err(|e| at(&e))?;
     let mut file = serde_json::to_value(&table)?;
     let mut secrets = Vec::new();

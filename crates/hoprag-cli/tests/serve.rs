@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::Duration;
 
 use reqwest::blocking::{Client, Response};
@@ -21,12 +21,34 @@ fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo")
 }
 
-fn build_demo_index(dir: &Path) -> PathBuf {
-    let idx = dir.join("idx");
-    let corpus = demo().join("corpus.jsonl");
-    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    idx
+/// A fresh copy, in `dir`, of an index of the demo corpus that is embedded once per
+/// test run (the tests write into their copies).
+fn demo_index(dir: &Path) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let idx = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-demo-index");
+        let _ = std::fs::remove_dir_all(&idx);
+        let corpus = demo().join("corpus.jsonl");
+        let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        idx
+    });
+    let copy = dir.join("idx");
+    copy_tree(built, &copy);
+    copy
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 /// A running `hoprag serve`, its address, and its stderr (the request log) as it comes.
@@ -156,13 +178,15 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 #[test]
 fn every_route_with_auth_limits_passages_and_concurrency() {
     let dir = tempfile::tempdir().unwrap();
-    let idx = build_demo_index(dir.path());
+    let idx = demo_index(dir.path());
     // The index's own configuration file: limits for the server, a method parameter
-    // that the CLI must apply too, and a token that the environment overrides.
+    // that the CLI must apply too, and a token that the environment overrides. The
+    // timeout counts the wait for a worker, which hundreds of requests at once on two
+    // busy cores can make long: it is set far above that here.
     std::fs::write(
         idx.join("hoprag.toml"),
         "[hybrid]\ndepth = 50\n\n[serve]\ntoken = \"from-the-file\"\nmax_k = 20\nmax_query_chars = 300\nmax_batch = 8\n\
-         max_body_bytes = 65536\n",
+         max_body_bytes = 65536\ntimeout_ms = 600000\n",
     )
     .unwrap();
     let server = Server::start(&idx, &[]);
@@ -195,7 +219,9 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
 
     // /openapi.json is generated from the handlers and types.
     let doc = ok_json(c.get(server.url("/openapi.json")).bearer_auth(TOKEN).send().unwrap());
-    for path in ["/v1/retrieve", "/v1/retrieve/batch", "/v1/passages", "/v1/methods", "/health", "/metrics", "/openapi.json"] {
+    for path in
+        ["/v1/retrieve", "/v1/retrieve/batch", "/v1/passages", "/v1/methods", "/health", "/metrics", "/openapi.json"]
+    {
         assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
     }
     for schema in ["RetrieveRequest", "RetrieveResponse", "AddPassagesRequest", "ErrorBody", "MethodList"] {
@@ -240,7 +266,8 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
     retrieve_ok += 1;
     assert_eq!(served["method"], default_method.as_str());
     assert_eq!(served["k"], 5);
-    let with_options = json!({"query": questions[1], "method": "hybrid", "k": 4, "options": {"hybrid.rrf_k": 1, "hybrid.depth": 3}});
+    let with_options =
+        json!({"query": questions[1], "method": "hybrid", "k": 4, "options": {"hybrid.rrf_k": 1, "hybrid.depth": 3}});
     let served = ok_json(post(&c, &server.url("/v1/retrieve"), &with_options));
     retrieve_ok += 1;
     let cli = cli_query(&idx, "hybrid", 4, questions[1], &["hybrid.rrf_k=1", "hybrid.depth=3"]).unwrap();
@@ -294,13 +321,18 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
     assert!(s == 400 && message.starts_with("[1]"), "{message}");
 
     // Some hundreds of requests at once, from as many threads: no errors, same answers.
+    // Mostly bm25: a query embedding costs a few hundred ms of CPU here, and the test
+    // should stay quick on two cores; every eighth request embeds (dense, hybrid).
+    let (lexical, embedded): (Vec<_>, Vec<_>) = expected.iter().cloned().partition(|(r, _)| r["method"] == "bm25");
+    assert!(!lexical.is_empty() && !embedded.is_empty());
     let parallel = 240;
     let barrier = Arc::new(Barrier::new(parallel));
     let url = server.url("/v1/retrieve");
     let handles: Vec<_> = (0..parallel)
         .map(|i| {
             let (c, barrier, url) = (c.clone(), barrier.clone(), url.clone());
-            let (request, want) = expected[i % expected.len()].clone();
+            let (request, want) =
+                if i % 8 == 0 { embedded[i / 8 % embedded.len()].clone() } else { lexical[i % lexical.len()].clone() };
             std::thread::spawn(move || {
                 barrier.wait();
                 let served = ok_json(post(&c, &url, &request));
@@ -312,20 +344,26 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
     assert_eq!(failed, 0, "{failed} of {parallel} concurrent requests failed");
     retrieve_ok += parallel;
 
-    // Adding passages: one new, one already in the index, one empty; then the new one is
-    // found, by the server and by the CLI (it is on disk).
+    // Adding passages: one without text fails the request, and nothing is added.
+    let empty = json!({"passages": [{"title": "A", "text": "Some text."}, {"title": "Empty", "text": "   "}]});
+    let (s, code, message) = error_of(post(&c, &server.url("/v1/passages"), &empty));
+    assert_eq!((s, code.as_str()), (400, "invalid_request"));
+    assert!(message.contains("passages[1]"), "{message}");
+    assert_eq!(ok_json(c.get(server.url("/health")).send().unwrap())["passages"], 60);
+    // One new and one already in the index: the new one is added and then found, by the
+    // server and by the CLI (it is on disk).
     let add = json!({"passages": [
         {"id": "zz1", "title": "Brindlemoor Observatory", "text": "The Brindlemoor Observatory stands on Kestrel Fell and was funded by the glassmaker Odile Varga in 1911."},
-        {"title": "Tessany", "text": "Tessany is a small coastal republic on the eastern shore of the Sarn Sea. It declared independence in 1848, when Petra Andolin was chosen as its First Chancellor. The country is drained mainly by the Orlane River and its tributaries, and its capital and largest port is Quillfort. Its currency is the tessan crown."},
-        {"title": "Empty", "text": "   "}
+        {"title": "Tessany", "text": "Tessany is a small coastal republic on the eastern shore of the Sarn Sea. It declared independence in 1848, when Petra Andolin was chosen as its First Chancellor. The country is drained mainly by the Orlane River and its tributaries, and its capital and largest port is Quillfort. Its currency is the tessan crown."}
     ]});
     let added = ok_json(post(&c, &server.url("/v1/passages"), &add));
     assert_eq!((added["added"].as_u64(), added["total"].as_u64()), (Some(1), Some(61)), "{added}");
     assert_eq!(added["duplicates"][0]["location"], "passages[1]");
-    assert_eq!(added["skipped"][0]["location"], "passages[2]");
+    assert!(added["duplicates"][0]["reason"].as_str().unwrap().contains("p01"), "{added}");
     let question = "Who funded the observatory on Kestrel Fell?";
     for method in ["bm25", "dense", "hybrid"] {
-        let served = ok_json(post(&c, &server.url("/v1/retrieve"), &json!({"query": question, "method": method, "k": 3})));
+        let served =
+            ok_json(post(&c, &server.url("/v1/retrieve"), &json!({"query": question, "method": method, "k": 3})));
         retrieve_ok += 1;
         assert_eq!(served["passages"][0]["id"], "zz1", "{method}: {served}");
         let cli = cli_query(&idx, method, 3, question, &[]).unwrap();
@@ -347,10 +385,11 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
     assert_eq!(count("/v1/retrieve", 401), Some(1.0));
     assert_eq!(count("/v1/retrieve", 413), Some(1.0));
     assert_eq!(count("/v1/passages", 200), Some(1.0));
-    assert_eq!(count("/health", 200), Some(2.0));
+    assert_eq!(count("/health", 200), Some(3.0));
+    assert_eq!(count("/v1/passages", 400), Some(1.0));
     assert_eq!(count("unmatched", 404), Some(1.0));
-    let histogram = format!("hoprag_http_request_duration_seconds_count{{route=\"/v1/retrieve\"}}");
-    assert!(metric(&text, &histogram).unwrap() >= retrieve_ok as f64);
+    let histogram = "hoprag_http_request_duration_seconds_count{route=\"/v1/retrieve\"}";
+    assert!(metric(&text, histogram).unwrap() >= retrieve_ok as f64);
     assert_eq!(metric(&text, "hoprag_index_passages"), Some(61.0));
 
     // Graceful shutdown: a request in flight when SIGTERM arrives still gets its answer.
@@ -400,7 +439,7 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
 #[test]
 fn a_request_past_the_timeout_gets_a_504() {
     let dir = tempfile::tempdir().unwrap();
-    let idx = build_demo_index(dir.path());
+    let idx = demo_index(dir.path());
     // One worker and 1 ms: a batch of eight dense queries embeds eight questions one
     // after the other, which takes far longer than a millisecond.
     let server = Server::start(&idx, &["--set", "serve.timeout_ms=1", "--set", "serve.workers=1"]);
@@ -418,7 +457,7 @@ fn a_request_past_the_timeout_gets_a_504() {
 #[test]
 fn serve_refuses_bad_settings_and_bad_files() {
     let dir = tempfile::tempdir().unwrap();
-    let idx = build_demo_index(dir.path());
+    let idx = demo_index(dir.path());
     let o = hoprag(&["serve", "--index", idx.to_str().unwrap(), "--set", "serve.max_k=0"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("serve.max_k"));

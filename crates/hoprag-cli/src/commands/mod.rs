@@ -27,7 +27,12 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(json: bool, quiet: bool, model_dir: Option<PathBuf>, config_file: Option<PathBuf>) -> anyhow::Result<Self> {
+    pub fn new(
+        json: bool,
+        quiet: bool,
+        model_dir: Option<PathBuf>,
+        config_file: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
         let layers = Layers { config_file, model_dir };
         let config = layers.resolve(None, &[])?.config;
         let visible = !quiet && !json && std::io::stderr().is_terminal();

@@ -42,13 +42,16 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let addr = server.settings().addr.clone();
-        let listener =
-            tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
+        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
         let bound = listener.local_addr()?;
         // On stdout, first and flushed: scripts (and the tests) read the port from it.
         println!("listening on http://{bound}");
         std::io::stdout().flush()?;
-        let auth = if server.settings().token.as_deref().is_some_and(|t| !t.is_empty()) { "bearer token required" } else { "no token" };
+        let auth = if server.settings().token.as_deref().is_some_and(|t| !t.is_empty()) {
+            "bearer token required"
+        } else {
+            "no token"
+        };
         ctx.note(format!("serving {} ({passages} passages), {auth}; Ctrl-C or SIGTERM stops", args.index.display()));
         server.run(listener, shutdown_signal()).await?;
         ctx.note("stopped");

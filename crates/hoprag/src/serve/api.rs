@@ -64,14 +64,20 @@ impl RetrieveResponse {
             .enumerate()
             .map(|(i, h)| {
                 let p = engine.index.passage(h.passage);
-                RankedPassage { rank: i + 1, id: p.id.clone(), title: p.title.clone(), text: p.text.clone(), score: h.score }
+                RankedPassage {
+                    rank: i + 1,
+                    id: p.id.clone(),
+                    title: p.title.clone(),
+                    text: p.text.clone(),
+                    score: h.score,
+                }
             })
             .collect();
         RetrieveResponse { query, method, k, passages, trace: retrieval.trace }
     }
 }
 
-/// Passages to add to the live index.
+/// Passages to add to the live index. A passage without text fails the whole request.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddPassagesRequest {
@@ -97,8 +103,6 @@ pub struct AddPassagesResponse {
     pub total: usize,
     /// The index generation now served.
     pub generation: String,
-    /// Entries not added (empty text).
-    pub skipped: Vec<Issue>,
     /// Entries not added because the index (or the request) already has the same passage.
     pub duplicates: Vec<Issue>,
     /// Entries added with a change, e.g. an id renamed to stay unique.

@@ -22,7 +22,7 @@ type Shared = State<Arc<AppState>>;
 /// Retrieve passages for one query.
 #[utoipa::path(post, path = "/v1/retrieve", request_body = RetrieveRequest,
     responses((status = 200, body = RetrieveResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-              (status = 413, body = ErrorBody), (status = 504, body = ErrorBody)))]
+              (status = 413, body = ErrorBody), (status = 422, body = ErrorBody), (status = 504, body = ErrorBody)))]
 pub async fn retrieve(
     State(state): Shared,
     ApiJson(request): ApiJson<RetrieveRequest>,
@@ -36,7 +36,7 @@ pub async fn retrieve(
 /// batch fails as a whole, naming the first item at fault.
 #[utoipa::path(post, path = "/v1/retrieve/batch", request_body = Vec<RetrieveRequest>,
     responses((status = 200, body = Vec<RetrieveResponse>), (status = 400, body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 504, body = ErrorBody)))]
+              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody), (status = 504, body = ErrorBody)))]
 pub async fn retrieve_batch(
     State(state): Shared,
     ApiJson(requests): ApiJson<Vec<RetrieveRequest>>,
@@ -76,7 +76,7 @@ pub async fn retrieve_batch(
 /// generation, which is then served; queries already running finish on the previous one.
 #[utoipa::path(post, path = "/v1/passages", request_body = AddPassagesRequest,
     responses((status = 200, body = AddPassagesResponse), (status = 400, body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
+              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn add_passages(
     State(state): Shared,
     ApiJson(request): ApiJson<AddPassagesRequest>,

@@ -85,7 +85,12 @@ impl Metrics {
         drop(routes);
         head(&mut out, "hoprag_http_requests_in_flight", "gauge", "HTTP requests being served.");
         let _ = writeln!(out, "hoprag_http_requests_in_flight {}", self.in_flight.load(Ordering::Relaxed));
-        head(&mut out, "hoprag_retrievals_total", "counter", "Queries answered, by method (batch items count one each).");
+        head(
+            &mut out,
+            "hoprag_retrievals_total",
+            "counter",
+            "Queries answered, by method (batch items count one each).",
+        );
         for (method, n) in self.retrievals.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             let _ = writeln!(out, "hoprag_retrievals_total{{method=\"{}\"}} {n}", esc(method));
         }
@@ -146,7 +151,8 @@ mod tests {
         let text = m.render(&Gauges { passages: 7, llm: None });
         assert!(text.contains("hoprag_http_requests_total{route=\"/v1/retrieve\",status=\"200\"} 2"), "{text}");
         assert!(text.contains("hoprag_http_requests_total{route=\"/v1/retrieve\",status=\"400\"} 1"));
-        let bucket = |le: &str| format!("hoprag_http_request_duration_seconds_bucket{{route=\"/v1/retrieve\",le=\"{le}\"}}");
+        let bucket =
+            |le: &str| format!("hoprag_http_request_duration_seconds_bucket{{route=\"/v1/retrieve\",le=\"{le}\"}}");
         assert!(text.contains(&format!("{} 0\n", bucket("0.001"))));
         assert!(text.contains(&format!("{} 1\n", bucket("0.005"))));
         assert!(text.contains(&format!("{} 2\n", bucket("0.05"))));
@@ -156,5 +162,30 @@ mod tests {
         assert!(text.contains("hoprag_retrievals_total{method=\"a\\\"b\"} 1"));
         assert!(text.contains("hoprag_index_passages 7"));
         assert!(!text.contains("hoprag_llm"), "no LLM series without an LLM");
+    }
+
+    #[test]
+    fn llm_counters_are_written_when_there_is_an_llm() {
+        use crate::llm::Usage;
+        let llm = LlmStatsSnapshot {
+            calls: 5,
+            cache_hits: 2,
+            errors: 1,
+            tokens_spent: Usage { prompt_tokens: 100, completion_tokens: 20 },
+            tokens_from_cache: Usage { prompt_tokens: 40, completion_tokens: 8 },
+            ..Default::default()
+        };
+        let text = Metrics::default().render(&Gauges { passages: 0, llm: Some(llm) });
+        for line in [
+            "hoprag_llm_calls_total 5",
+            "hoprag_llm_cache_hits_total 2",
+            "hoprag_llm_errors_total 1",
+            "hoprag_llm_tokens_total{kind=\"prompt\",source=\"spent\"} 100",
+            "hoprag_llm_tokens_total{kind=\"completion\",source=\"spent\"} 20",
+            "hoprag_llm_tokens_total{kind=\"prompt\",source=\"cache\"} 40",
+            "hoprag_llm_tokens_total{kind=\"completion\",source=\"cache\"} 8",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
     }
 }

@@ -24,8 +24,8 @@ pub struct ServeSettings {
     pub max_query_chars: usize,
     /// Most queries in one batch request.
     pub max_batch: usize,
-    /// Limit on one retrieval request (a batch counts as one), in milliseconds; a
-    /// request that runs past it gets a 504. Passage additions are not cut off: an
+    /// Limit on one retrieval request (a batch counts as one), in milliseconds, the
+    /// wait for a worker included; a request that runs past it gets a 504. Passage additions are not cut off: an
     /// index write is never abandoned half-way.
     pub timeout_ms: u64,
     /// Retrievals that run at once (they are CPU-bound); 0 = one per CPU core. The rest

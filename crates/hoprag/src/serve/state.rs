@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::api::{AddPassagesRequest, AddPassagesResponse, ApiError, RetrieveRequest, RetrieveResponse};
 use super::metrics::{Gauges, Metrics};
 use super::settings::ServeSettings;
-use crate::corpus::{LoadedCorpus, Passage, Skipped};
+use crate::corpus::{Dedup, LoadedCorpus, Passage};
 use crate::engine::{Engine, DEFAULT_METHOD, METHODS};
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -136,7 +136,10 @@ impl AppState {
             {
                 return Err(ApiError::bad_request(
                     "invalid_option",
-                    format!("option {path:?}: the {} section is server-wide; set it in hoprag.toml", SERVER_WIDE.join(" and ")),
+                    format!(
+                        "option {path:?}: the {} section is server-wide; set it in hoprag.toml",
+                        SERVER_WIDE.join(" and ")
+                    ),
                 ));
             }
             let settings: Vec<_> = options.into_iter().collect();
@@ -167,8 +170,12 @@ impl AppState {
         self: &Arc<Self>,
         f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
-        let permit =
-            self.workers.clone().acquire_owned().await.map_err(|_| ApiError::internal("the server is shutting down"))?;
+        let permit = self
+            .workers
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::internal("the server is shutting down"))?;
         let state = self.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -182,19 +189,22 @@ impl AppState {
     /// then serves it. Writers go one at a time; readers keep the engine they have.
     /// Blocking: call it on the blocking pool.
     pub fn add_passages(&self, request: AddPassagesRequest) -> Result<AddPassagesResponse, ApiError> {
-        let mut corpus = LoadedCorpus::default();
-        corpus.report.entries = request.passages.len();
-        for (i, p) in request.passages.into_iter().enumerate() {
-            let location = format!("passages[{i}]");
-            if p.text.trim().is_empty() {
-                corpus.report.skipped.push(Skipped { location, reason: "empty text".into() });
-                continue;
-            }
-            let id = p.id.filter(|id| !id.trim().is_empty()).unwrap_or_else(|| Passage::content_id(&p.title, &p.text));
-            corpus.passages.push(Passage { id, title: p.title, text: p.text });
+        // All or nothing: a passage without text fails the request before anything is written.
+        if let Some(i) = request.passages.iter().position(|p| p.text.trim().is_empty()) {
+            return Err(ApiError::bad_request("invalid_request", format!("passages[{i}]: the text is empty")));
         }
         let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let engine = self.engine();
+        // Duplicates and id clashes are found here, against the served index (which is
+        // the one on disk: writers go one at a time), so that the report names entries
+        // by their place in the request; `Index::add` then finds nothing more to drop.
+        let mut seen = Dedup::with_existing(engine.index.passages());
+        let mut corpus = LoadedCorpus::default();
+        corpus.report.entries = request.passages.len();
+        for (i, p) in request.passages.into_iter().enumerate() {
+            let id = p.id.filter(|id| !id.trim().is_empty()).unwrap_or_else(|| Passage::content_id(&p.title, &p.text));
+            corpus.push(&mut seen, Passage { id, title: p.title, text: p.text }, format!("passages[{i}]"));
+        }
         let root = engine.index.root().to_path_buf();
         let stats = Index::add(&root, &mut corpus, "POST /v1/passages".into(), engine.embedder.as_ref(), &Silent)
             .map_err(|e| ApiError::internal(format!("adding passages: {e}")))?;
@@ -216,7 +226,6 @@ impl AppState {
             added: stats.passages_added,
             total: now.index.len(),
             generation: generation_name(&now),
-            skipped: report.skipped.into_iter().map(Into::into).collect(),
             duplicates: report.duplicates.into_iter().map(Into::into).collect(),
             warnings: report.warnings.into_iter().map(Into::into).collect(),
             note,
@@ -224,8 +233,7 @@ impl AppState {
     }
 
     pub fn render_metrics(&self) -> String {
-        let gauges =
-            Gauges { passages: self.engine().index.len(), llm: self.llm_stats.as_ref().map(|s| s.snapshot()) };
+        let gauges = Gauges { passages: self.engine().index.len(), llm: self.llm_stats.as_ref().map(|s| s.snapshot()) };
         self.metrics.render(&gauges)
     }
 }
@@ -271,5 +279,46 @@ impl Llm for CountingLlm {
             Err(_) => self.stats.record_error(),
         }
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Usage;
+
+    /// Answers from "cache" when asked "cached", fails when asked "fail".
+    struct Scripted;
+
+    impl Llm for Scripted {
+        fn id(&self) -> &str {
+            "scripted"
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+            match request.messages[0].content.as_str() {
+                "fail" => Err(Error::Other("scripted failure".into())),
+                prompt => Ok(ChatResponse {
+                    text: "ok".into(),
+                    usage: Usage { prompt_tokens: 7, completion_tokens: 3 },
+                    cached: prompt == "cached",
+                    retries: 0,
+                    latency_ms: 1.0,
+                }),
+            }
+        }
+    }
+
+    #[test]
+    fn the_counting_llm_feeds_the_server_totals() {
+        let stats = Arc::new(LlmStats::new());
+        let llm = CountingLlm { inner: Arc::new(Scripted), stats: stats.clone() };
+        assert_eq!(llm.id(), "scripted");
+        llm.chat(&ChatRequest::user("fresh")).unwrap();
+        llm.chat(&ChatRequest::user("cached")).unwrap();
+        assert!(llm.chat(&ChatRequest::user("fail")).is_err());
+        let s = stats.snapshot();
+        assert_eq!((s.calls, s.cache_hits, s.errors), (3, 1, 1));
+        assert_eq!(s.tokens_spent, Usage { prompt_tokens: 7, completion_tokens: 3 });
+        assert_eq!(s.tokens_from_cache, Usage { prompt_tokens: 7, completion_tokens: 3 });
     }
 }
