@@ -33,6 +33,8 @@ enum Command {
     Graph(commands::graph::GraphArgs),
     /// Retrieve passages for a question.
     Query(commands::query::QueryArgs),
+    /// Retrieve passages for a question and answer it from them with the LLM.
+    Answer(commands::query::QueryArgs),
     /// Evaluate methods on a dataset with gold passages.
     Eval(commands::eval::EvalArgs),
     /// Grid-search a method's parameters on a tune split, then evaluate once on test.
@@ -57,7 +59,7 @@ impl Command {
             Command::Index(a) => a.json,
             Command::Add(a) => a.json,
             Command::Graph(a) => a.json,
-            Command::Query(a) => a.json,
+            Command::Query(a) | Command::Answer(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
             Command::Tune(a) => a.json,
             Command::Models(a) => a.json,
@@ -76,6 +78,10 @@ fn main() -> ExitCode {
         Command::Add(a) => commands::index::run_add(&ctx, a),
         Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),
+        Command::Answer(mut a) => {
+            a.answer = true;
+            commands::query::run(&ctx, a)
+        }
         Command::Eval(a) => commands::eval::run(&ctx, a),
         Command::Tune(a) => commands::tune::run(&ctx, a),
         Command::Models(a) => commands::models::run(&ctx, a),

@@ -10,8 +10,10 @@
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
-//! - [`eval`]: the papers' metrics, significance tests and report formats.
+//! - [`eval`]: the papers' metrics, significance tests and report formats;
+//! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
 
+pub mod answer;
 pub mod config;
 pub mod corpus;
 pub mod dataset;

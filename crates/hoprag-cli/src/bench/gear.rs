@@ -113,7 +113,8 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
                         queries
                             .iter()
                             .map(|q| {
-                                let base = hybrid.retrieve(q, args.k)?.hits.iter().map(|h| (h.passage, h.score)).collect();
+                                let base =
+                                    hybrid.retrieve(q, args.k)?.hits.iter().map(|h| (h.passage, h.score)).collect();
                                 let query = q.embedding.as_ref().expect("embedded above").to_vec();
                                 Ok(Work { query, base })
                             })

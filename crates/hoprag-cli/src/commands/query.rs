@@ -26,6 +26,9 @@ pub struct QueryArgs {
     /// Print JSON (passages and trace).
     #[arg(long)]
     pub json: bool,
+    /// Also answer the question from the passages with the LLM (`hoprag answer`).
+    #[arg(skip)]
+    pub answer: bool,
     /// The question.
     question: String,
 }
@@ -34,6 +37,15 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
+    let answer = if args.answer {
+        let llm = engine
+            .llm()
+            .ok_or_else(|| anyhow::anyhow!("answering needs an LLM: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL"))?;
+        let passages: Vec<&hoprag::Passage> = r.hits.iter().map(|h| engine.index.passage(h.passage)).collect();
+        Some(hoprag::answer::answer(llm.as_ref(), &args.question, &passages, hoprag::answer::MAX_TOKENS)?)
+    } else {
+        None
+    };
     if ctx.json {
         let passages: Vec<_> = r
             .hits
@@ -44,8 +56,11 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
                 serde_json::json!({"rank": rank + 1, "id": p.id, "title": p.title, "text": p.text, "score": h.score})
             })
             .collect();
-        let out = serde_json::json!({"query": args.question, "method": args.method, "k": args.k,
+        let mut out = serde_json::json!({"query": args.question, "method": args.method, "k": args.k,
                                      "passages": passages, "trace": r.trace});
+        if let Some(a) = &answer {
+            out["answer"] = serde_json::json!(a);
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -58,6 +73,9 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     }
     if args.trace {
         println!("{}", serde_json::to_string_pretty(&r.trace)?);
+    }
+    if let Some(a) = &answer {
+        println!("answer: {}", a.text);
     }
     Ok(())
 }

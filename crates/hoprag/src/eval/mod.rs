@@ -8,7 +8,7 @@ pub mod stats;
 mod trec;
 pub mod tune;
 
-pub use metrics::{QueryMetrics, RankMetrics};
-pub use report::{EvalReport, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
+pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
+pub use report::{EvalReport, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline};
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
 pub use trec::{write_qrels, write_run};
