@@ -41,6 +41,8 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Print the effective configuration (file, environment, flags), secrets masked.
     Config(commands::config::ConfigArgs),
+    /// Retrieve passages for a question and answer it from them with the LLM.
+    Answer(commands::query::QueryArgs),
     /// Evaluate methods on a dataset with gold passages.
     Eval(commands::eval::EvalArgs),
     /// Train RegimeRouter's sentence selector and router on questions with gold passages.
@@ -67,7 +69,7 @@ impl Command {
             Command::Index(a) => a.json,
             Command::Add(a) => a.json,
             Command::Graph(a) => a.json,
-            Command::Query(a) => a.json,
+            Command::Query(a) | Command::Answer(a) => a.json,
             Command::Serve(_) => false,
             Command::Config(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
@@ -99,6 +101,10 @@ fn main() -> ExitCode {
         Command::Query(a) => commands::query::run(&ctx, a),
         Command::Serve(a) => commands::serve::run(&ctx, a),
         Command::Config(a) => commands::config::run(&ctx, a),
+        Command::Answer(mut a) => {
+            a.answer = true;
+            commands::query::run(&ctx, a)
+        }
         Command::Eval(a) => commands::eval::run(&ctx, a),
         Command::Tune(a) => commands::tune::run(&ctx, a),
         Command::TrainRouter(a) => commands::train_router::run(&ctx, a),

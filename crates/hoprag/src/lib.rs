@@ -12,8 +12,10 @@
 //! - [`regime`]: RegimeRouter's sentence selector and router models, and their training;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
+//! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
 //! - `serve` (feature `serve`): the HTTP server.
 
+pub mod answer;
 pub mod config;
 pub mod corpus;
 pub mod dataset;

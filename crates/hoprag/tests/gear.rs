@@ -193,6 +193,8 @@ fn stage(body: &Value) -> (&'static str, String) {
         "reason"
     } else if system.starts_with(&hoprag::retrieve::gear::prompts::REWRITE[..40]) {
         "rewrite"
+    } else if system.starts_with("You answer questions from the passages") {
+        "answer"
     } else {
         "unknown"
     };
@@ -226,6 +228,7 @@ fn mill_server() -> Fixture {
             }
             "reason" => r#"{"answerable": "no", "answer": "", "reason": "The birthplace of Oona Farrell is missing."}"#,
             "rewrite" => r#"{"query": "Where was Oona Farrell born?"}"#,
+            "answer" => "Answer: Kestrel Bay.\nIt is where the builder was born.",
             _ => "unexpected request",
         };
         Reply::json(completion(text))
@@ -382,14 +385,15 @@ fn eval_reports_llm_cost_and_steps_of_the_agent() {
         &data,
         format!(
             "{}\n{}\n",
-            json!({"id": "q1", "question": QUESTION, "gold_titles": ["Alder Mill", "Oona Farrell"]}),
-            json!({"id": "q2", "question": "Who built Alder Mill, and is Nowhere involved?", "gold_titles": ["Alder Mill"]})
+            json!({"id": "q1", "question": QUESTION, "gold_titles": ["Alder Mill", "Oona Farrell"], "answer": "Kestrel Bay"}),
+            json!({"id": "q2", "question": "Who built Alder Mill, and is Nowhere involved?", "gold_titles": ["Alder Mill"],
+                   "answer": "Oona Farrell", "answer_aliases": ["O. Farrell"]})
         ),
     )
     .unwrap();
     let (_, questions) = load_dataset(&data).unwrap();
     let resolved = resolve_gold(&questions, engine.index.passages());
-    let options = EvalOptions::new(vec![5], Some("bm25".into()), "mill");
+    let options = EvalOptions { answer_k: Some(5), ..EvalOptions::new(vec![5], Some("bm25".into()), "mill") };
     let methods = ["naive_ge".to_string(), "sync_ge".into(), "gear".into()];
     let report = evaluate(&engine, &resolved, &methods, &options, &Silent).unwrap();
     assert!(report.methods["naive_ge"].llm.is_none());
@@ -402,4 +406,15 @@ fn eval_reports_llm_cost_and_steps_of_the_agent() {
     assert_eq!(gear.stages["iteration"].runs_per_query, (2.0 + 4.0) / 2.0, "steps per query");
     assert_eq!(gear.stages["reason"].llm_calls_per_query, 3.0);
     assert_eq!(gear.recall["5"], 1.0);
+
+    // Every method's answers: the fixture says "Kestrel Bay" to both questions, right
+    // for q1 only; the answer calls are counted apart from the method's own.
+    for m in ["naive_ge", "sync_ge", "gear", "bm25"] {
+        let qa = report.methods[m].qa.as_ref().unwrap();
+        assert_eq!((qa.k, qa.answered, qa.failed, qa.llm.calls), (5, 2, 0, 2), "{m}");
+        assert_eq!((qa.em, qa.f1), (0.5, 0.5), "{m}");
+        let per: Vec<_> = report.methods[m].per_query.iter().map(|q| q.answer.clone().unwrap()).collect();
+        assert_eq!((per[0].answer.as_str(), per[0].em, per[1].em), ("Kestrel Bay", true, false));
+    }
+    assert_eq!(gear.llm.as_ref().unwrap().calls_per_query, 11.0, "answer calls are not the method's");
 }

@@ -22,7 +22,7 @@ use hoprag::graph::beam::{
     SequenceScorer,
 };
 use hoprag::graph::{TripleGraph, TripleIndex};
-use hoprag::index::{ExactIndex, Matrix, VectorIndex};
+use hoprag::index::{ExactIndex, HnswIndex, HnswParams, Matrix, VectorIndex};
 use hoprag::Engine;
 use serde::Serialize;
 
@@ -52,6 +52,10 @@ pub struct GearBench {
     /// Also time `encode` scoring on this many queries (--index only).
     #[arg(long, default_value_t = 0)]
     encode: usize,
+    /// Also build an HNSW graph over the triple vectors and time tripleLink through it
+    /// (with its top-1 agreement with the exact scan).
+    #[arg(long)]
+    hnsw: bool,
 }
 
 #[derive(Serialize)]
@@ -75,7 +79,17 @@ struct Report {
     encode_queries: usize,
     /// One tripleLink (exact dense search for the nearest triple), per proximal triple.
     triple_link_ms: Percentiles,
+    /// The same through HNSW, where asked for: build time, latency, and how often its
+    /// top triple is the exact scan's.
+    hnsw: Option<HnswReport>,
     peak_rss_mb: f64,
+}
+
+#[derive(Serialize)]
+struct HnswReport {
+    build_secs: f64,
+    triple_link_ms: Percentiles,
+    top1_agreement: f64,
 }
 
 /// One query of the workload: its embedding, text, and base list.
@@ -175,11 +189,29 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
     // tripleLink: the nearest triple to a proximal triple's embedding, exact scan.
     let exact = ExactIndex::new(graph.vectors().clone());
     let mut link_times = Vec::new();
+    let mut exact_top = Vec::new();
     for w in work.iter().take(50) {
         let t = Instant::now();
-        std::hint::black_box(exact.search(&w.query, 1)?);
+        let top = exact.search(&w.query, 1)?;
         link_times.push(t.elapsed().as_secs_f64() * 1e3);
+        exact_top.push(top.first().map(|x| x.0));
     }
+    let hnsw = if args.hnsw {
+        let t = Instant::now();
+        let index = HnswIndex::build(graph.vectors(), HnswParams::default())?;
+        let build_secs = t.elapsed().as_secs_f64();
+        let (mut times, mut agree) = (Vec::new(), 0usize);
+        for (w, want) in work.iter().take(50).zip(&exact_top) {
+            let t = Instant::now();
+            let top = index.search(&w.query, 1)?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            agree += usize::from(top.first().map(|x| x.0) == *want);
+        }
+        let n = times.len().max(1) as f64;
+        Some(HnswReport { build_secs, triple_link_ms: percentiles(times), top1_agreement: agree as f64 / n })
+    } else {
+        None
+    };
 
     let n = work.len().max(1) as f64;
     let report = Report {
@@ -197,6 +229,7 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
         encode_queries: encode_times.len(),
         encode_ms: (!encode_times.is_empty()).then(|| percentiles(encode_times)),
         triple_link_ms: percentiles(link_times),
+        hnsw,
         peak_rss_mb: peak_rss_mb(),
     };
     if ctx.json {
@@ -229,6 +262,15 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
             "tripleLink (exact dense scan, {} threads): p50 {:.2} ms, p99 {:.2} ms per proximal triple",
             report.threads, report.triple_link_ms.p50, report.triple_link_ms.p99
         );
+        if let Some(h) = &report.hnsw {
+            println!(
+                "tripleLink (HNSW, built in {:.0} s): p50 {:.3} ms, p99 {:.3} ms; same top triple as exact {:.1}%",
+                h.build_secs,
+                h.triple_link_ms.p50,
+                h.triple_link_ms.p99,
+                h.top1_agreement * 100.0
+            );
+        }
         println!("setup {:.0} ms; peak memory {:.0} MB", report.build_ms, report.peak_rss_mb);
     }
     Ok(())

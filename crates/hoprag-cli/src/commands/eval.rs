@@ -57,6 +57,11 @@ pub struct EvalArgs {
     /// evaluated if not already in --method.
     #[arg(long, value_name = "FROM,TO")]
     flips: Option<String>,
+    /// Also answer each question with the LLM from every method's top K passages (5,
+    /// as the papers' QA tables) and score exact match and F1 against the dataset's
+    /// answers.
+    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "5")]
+    answers: Option<usize>,
     /// Write the gold passages as a TREC qrels file.
     #[arg(long, value_name = "OUT.qrels")]
     qrels: Option<PathBuf>,
@@ -91,6 +96,7 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     }
     let options = EvalOptions {
         traces: args.traces,
+        answer_k: args.answers,
         ..EvalOptions::new(args.k.clone(), args.baseline.clone(), args.dataset.display().to_string())
     };
     let mut methods = super::split_methods(&args.methods);
@@ -250,6 +256,27 @@ fn print_report(r: &EvalReport, stages: bool) {
             })
             .collect();
         println!("LLM cost per query (tokens at their original cost, cached or not)");
+        println!("{}", table(&header.map(String::from), &rows));
+    }
+    let with_qa: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.qa.as_ref()?))).collect();
+    if !with_qa.is_empty() {
+        let header = ["method", "answers from top", "questions", "EM", "F1", "failed", "LLM calls", "tokens"];
+        let rows: Vec<Vec<String>> = with_qa
+            .iter()
+            .map(|(n, q)| {
+                vec![
+                    n.to_string(),
+                    q.k.to_string(),
+                    q.answered.to_string(),
+                    pct(q.em),
+                    pct(q.f1),
+                    q.failed.to_string(),
+                    q.llm.calls.to_string(),
+                    q.llm.tokens().total().to_string(),
+                ]
+            })
+            .collect();
+        println!("answers (exact match and F1 against the dataset's answers)");
         println!("{}", table(&header.map(String::from), &rows));
     }
     if stages {

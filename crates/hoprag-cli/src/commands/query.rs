@@ -28,6 +28,9 @@ pub struct QueryArgs {
     /// Print JSON (passages and trace).
     #[arg(long)]
     pub json: bool,
+    /// Also answer the question from the passages with the LLM (`hoprag answer`).
+    #[arg(skip)]
+    pub answer: bool,
     /// The question.
     question: String,
 }
@@ -36,9 +39,21 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
+    let answer = if args.answer {
+        let llm = engine
+            .llm()
+            .ok_or_else(|| anyhow::anyhow!("answering needs an LLM: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL"))?;
+        let passages: Vec<&hoprag::Passage> = r.hits.iter().map(|h| engine.index.passage(h.passage)).collect();
+        Some(hoprag::answer::answer(llm.as_ref(), &args.question, &passages, hoprag::answer::MAX_TOKENS)?)
+    } else {
+        None
+    };
     if ctx.json {
-        // The document `POST /v1/retrieve` answers with.
-        let out = RetrieveResponse::new(&engine, args.question, args.method, args.k, r);
+        // The document `POST /v1/retrieve` answers with, plus the answer when asked for.
+        let mut out = serde_json::to_value(RetrieveResponse::new(&engine, args.question, args.method, args.k, r))?;
+        if let Some(a) = &answer {
+            out["answer"] = serde_json::json!(a);
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -51,6 +66,9 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     }
     if args.trace {
         println!("{}", serde_json::to_string_pretty(&r.trace)?);
+    }
+    if let Some(a) = &answer {
+        println!("answer: {}", a.text);
     }
     Ok(())
 }

@@ -46,9 +46,73 @@ impl QueryMetrics {
     }
 }
 
+/// An answer in the form the QA metrics compare (SQuAD's, which HotpotQA, MuSiQue and
+/// the GEAR and HippoRAG papers use): lower case, punctuation removed, the articles
+/// "a", "an", "the" removed, whitespace collapsed.
+pub fn normalize_answer(s: &str) -> String {
+    let lower = s.to_lowercase();
+    let no_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
+}
+
+/// Exact match: the normalised prediction equals some normalised reference.
+pub fn exact_match(prediction: &str, references: &[String]) -> bool {
+    let p = normalize_answer(prediction);
+    references.iter().any(|r| normalize_answer(r) == p)
+}
+
+/// Token F1 against the best-matching reference (0 without references).
+pub fn answer_f1(prediction: &str, references: &[String]) -> f64 {
+    let p = normalize_answer(prediction);
+    let pred: Vec<&str> = p.split_whitespace().collect();
+    references
+        .iter()
+        .map(|r| {
+            let r = normalize_answer(r);
+            let gold: Vec<&str> = r.split_whitespace().collect();
+            let mut left: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+            for t in &gold {
+                *left.entry(t).or_default() += 1;
+            }
+            let common = pred
+                .iter()
+                .filter(|t| match left.get_mut(*t) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        true
+                    }
+                    _ => false,
+                })
+                .count();
+            if common == 0 {
+                return 0.0;
+            }
+            let precision = common as f64 / pred.len() as f64;
+            let recall = common as f64 / gold.len() as f64;
+            2.0 * precision * recall / (precision + recall)
+        })
+        .fold(0.0, f64::max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qa_metrics_by_hand() {
+        assert_eq!(normalize_answer("  The Brisk-River, (1791)! "), "briskriver 1791");
+        let refs = vec!["Kestrel Bay".to_string(), "Kestrel".to_string()];
+        assert!(exact_match("kestrel bay.", &refs));
+        assert!(exact_match("The Kestrel", &refs));
+        assert!(!exact_match("Kestrel Bay village", &refs));
+        // "in kestrel bay village" vs "kestrel bay": 2 common, P = 2/4, R = 2/2, F1 = 2/3.
+        assert!((answer_f1("in Kestrel Bay village", &refs) - 2.0 / 3.0).abs() < 1e-12);
+        // Repeated tokens count once per reference occurrence: "bay bay" vs "kestrel bay":
+        // 1 common, P = 1/2, R = 1/2.
+        assert!((answer_f1("bay bay", &refs[..1]) - 0.5).abs() < 1e-12);
+        assert_eq!(answer_f1("Oslo", &refs), 0.0);
+        assert_eq!(answer_f1("Oslo", &[]), 0.0);
+    }
 
     fn q(gold: Vec<PassageIdx>, total: usize, last: Option<PassageIdx>) -> EvalQuestion {
         EvalQuestion {

@@ -11,7 +11,9 @@ mod trec;
 pub mod tune;
 
 pub use flips::{flips, FlipReport, FlipRow};
-pub use metrics::{QueryMetrics, RankMetrics};
-pub use report::{EvalReport, Latency, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
+pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
+pub use report::{
+    EvalReport, Latency, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline,
+};
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
 pub use trec::{write_qrels, write_run};

@@ -47,6 +47,10 @@ pub struct MethodReport {
     /// Time and LLM cost per query of each step of the method's trace.
     #[serde(default)]
     pub stages: IndexMap<String, StageReport>,
+    /// Exact match and F1 of answers generated from the method's passages, when asked
+    /// for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qa: Option<QaReport>,
     pub per_query: Vec<PerQuery>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_baseline: Option<VsBaseline>,
@@ -86,6 +90,36 @@ pub struct PerQuery {
     /// The method's trace, when the run was asked to keep them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
+    /// The generated answer and its scores, when answers were asked for and the
+    /// question has references.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<QaScore>,
+}
+
+/// One question's generated answer, scored against its references.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QaScore {
+    pub answer: String,
+    pub em: bool,
+    pub f1: f64,
+    /// Why no answer could be generated (the call failed after its retries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Answer quality of a method (the papers' QA metrics), over the questions with
+/// reference answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QaReport {
+    /// Passages the answers were generated from.
+    pub k: usize,
+    pub answered: usize,
+    pub em: f64,
+    pub f1: f64,
+    /// Questions whose answer call failed (scored 0).
+    pub failed: usize,
+    /// What the answer calls cost.
+    pub llm: LlmStatsSnapshot,
 }
 
 /// Mean LLM cost per query of a method. Tokens count cache hits at their original cost,

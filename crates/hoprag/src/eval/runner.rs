@@ -9,12 +9,16 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::QueryMetrics;
-use super::report::{ByK, EvalReport, Latency, LlmCost, MethodReport, PerQuery, StageReport, TypeReport, VsBaseline};
+use super::metrics::{answer_f1, exact_match};
+use super::report::{
+    ByK, EvalReport, Latency, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline,
+};
 use super::stats::{mcnemar_exact, sign_test};
 use crate::corpus::PassageIdx;
 use crate::dataset::{EvalQuestion, ResolvedDataset};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::llm::{LlmStats, Meter};
 use crate::progress::Progress;
 use crate::retrieve::{Gold, Query, Trace};
 
@@ -29,11 +33,15 @@ pub struct EvalOptions {
     /// Keep every query's trace in the per-query results.
     #[serde(default)]
     pub traces: bool,
+    /// Generate an answer from each method's top this-many passages with the engine's
+    /// LLM and score EM and F1, for questions with reference answers.
+    #[serde(default)]
+    pub answer_k: Option<usize>,
 }
 
 impl EvalOptions {
     pub fn new(ks: Vec<usize>, baseline: Option<String>, dataset: impl Into<String>) -> Self {
-        EvalOptions { ks, baseline, dataset: dataset.into(), traces: false }
+        EvalOptions { ks, baseline, dataset: dataset.into(), traces: false, answer_k: None }
     }
 }
 
@@ -136,6 +144,13 @@ pub fn evaluate_queries(
         runs.insert(name.clone(), run);
     }
 
+    let mut qa: IndexMap<String, (QaReport, Vec<Option<QaScore>>)> = IndexMap::new();
+    if let Some(answer_k) = options.answer_k {
+        for (name, run) in &runs {
+            qa.insert(name.clone(), answers(engine, data, run, answer_k, name, progress)?);
+        }
+    }
+
     let passage_id = |i: PassageIdx| engine.index.passage(i).id.clone();
     let metrics: IndexMap<&str, Vec<QueryMetrics>> = runs
         .iter()
@@ -160,7 +175,8 @@ pub fn evaluate_queries(
             .zip(m)
             .zip(&run.latency_ms)
             .zip(&run.traces)
-            .map(|((((q, r), qm), &ms), trace)| PerQuery {
+            .enumerate()
+            .map(|(i, ((((q, r), qm), &ms), trace))| PerQuery {
                 id: q.id.clone(),
                 qtype: q.qtype.clone(),
                 gold: q.gold.iter().map(|&g| passage_id(g)).collect(),
@@ -172,6 +188,7 @@ pub fn evaluate_queries(
                 latency_ms: ms,
                 llm: trace.llm_cost(),
                 trace: options.traces.then(|| trace.clone()),
+                answer: qa.get(name).and_then(|(_, scores)| scores[i].clone()),
             })
             .collect();
         let all: Vec<usize> = (0..data.questions.len()).collect();
@@ -203,6 +220,7 @@ pub fn evaluate_queries(
                 latency_ms: latency(&run.latency_ms),
                 llm: LlmCost::of(&run.traces),
                 stages: stages(&run.traces),
+                qa: qa.get(name).map(|(report, _)| report.clone()),
                 per_query,
                 vs_baseline,
             },
@@ -219,6 +237,67 @@ pub fn evaluate_queries(
         methods: report_methods,
         flips: Vec::new(),
     })
+}
+
+/// Answers every question that has references from the method's top `k` passages, as
+/// many at once as the LLM client allows. A failed call scores 0 and is counted.
+fn answers(
+    engine: &Engine,
+    data: &ResolvedDataset,
+    run: &Run,
+    k: usize,
+    name: &str,
+    progress: &dyn Progress,
+) -> Result<(QaReport, Vec<Option<QaScore>>)> {
+    let llm = engine.llm().ok_or_else(|| {
+        Error::Config(
+            "scoring answers needs an LLM: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or llm.base_url and \
+             llm.model)"
+                .into(),
+        )
+    })?;
+    let totals = LlmStats::new();
+    progress.start(&format!("answering: {name}"), data.questions.len() as u64);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(engine.config.llm.max_concurrency.max(1))
+        .build()
+        .map_err(|e| Error::Other(format!("thread pool: {e}")))?;
+    let scores: Vec<Option<QaScore>> = pool.install(|| {
+        data.questions
+            .par_iter()
+            .zip(&run.ranked)
+            .map(|(q, ranked)| {
+                progress.advance(1);
+                if q.answers.is_empty() {
+                    return None;
+                }
+                let passages: Vec<&crate::Passage> =
+                    ranked.iter().take(k).map(|&(p, _)| engine.index.passage(p)).collect();
+                let meter = Meter::with_totals(llm.as_ref(), &totals);
+                Some(match crate::answer::answer(&meter, &q.text, &passages, crate::answer::MAX_TOKENS) {
+                    Ok(a) => QaScore {
+                        em: exact_match(&a.text, &q.answers),
+                        f1: answer_f1(&a.text, &q.answers),
+                        answer: a.text,
+                        error: None,
+                    },
+                    Err(e) => QaScore { answer: String::new(), em: false, f1: 0.0, error: Some(e.to_string()) },
+                })
+            })
+            .collect()
+    });
+    progress.finish();
+    let scored: Vec<&QaScore> = scores.iter().flatten().collect();
+    let n = scored.len().max(1) as f64;
+    let report = QaReport {
+        k,
+        answered: scored.len(),
+        em: scored.iter().filter(|s| s.em).count() as f64 / n,
+        f1: scored.iter().map(|s| s.f1).sum::<f64>() / n,
+        failed: scored.iter().filter(|s| s.error.is_some()).count(),
+        llm: totals.snapshot(),
+    };
+    Ok((report, scores))
 }
 
 fn ranked_ids(r: &[(PassageIdx, f32)]) -> Vec<PassageIdx> {
