@@ -21,8 +21,9 @@ fn text(o: &Output) -> (String, String) {
 }
 
 /// Mechanical answers: SVO queries from the question, its first two capitalised words
-/// (after the first) as entities, and judge scores by position that differ between the
-/// 2-way and the bridge-conditioned judge, so that some top-1s flip.
+/// (after the first) as entities, and judge scores by position: the 2-way judge gives its
+/// 10 to the first candidate, the bridge-conditioned one to the second, so with α = 0
+/// every top-1 flips.
 fn answer(system: &str, user: &str) -> Option<String> {
     let question = user.lines().next()?.trim_start_matches("Question: ").to_string();
     let caps: Vec<&str> = question.split_whitespace().skip(1).filter(|w| w.starts_with(char::is_uppercase)).collect();
@@ -35,8 +36,8 @@ fn answer(system: &str, user: &str) -> Option<String> {
                 .to_string()
         }
         ENTITY_SYSTEM => format!("{} | {}", caps.first().unwrap_or(&"Varn"), caps.get(1).unwrap_or(&"Island")),
-        JUDGE_PLAIN_SYSTEM => judge(|i| (i * 3) % 11),
-        JUDGE_BRIDGE_SYSTEM => judge(|i| (i * 7 + 5) % 11),
+        JUDGE_PLAIN_SYSTEM => judge(|i| if i == 1 { 10 } else { i % 5 }),
+        JUDGE_BRIDGE_SYSTEM => judge(|i| if i == 2 { 10 } else { (i * 3) % 5 }),
         _ => return None,
     })
 }
@@ -86,7 +87,9 @@ fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
         "--stages",
         "--traces",
         "--limit",
-        "8",
+        "4",
+        "--set",
+        "bridge_rag.alpha=0",
         "--json",
         report.to_str().unwrap(),
     ]);
@@ -96,36 +99,39 @@ fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
     assert!(out.contains("judge") && out.contains("svo queries"), "the stage table: {out}");
 
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    // Eight questions: SVO and entity calls once each (A made them; B and C read the
+    // Four questions: SVO and entity calls once each (A made them; B and C read the
     // cache), and one judge call per question for B and for C.
-    assert_eq!(server.requests.load(std::sync::atomic::Ordering::SeqCst), 8 * 4);
-    // Per-query means are sums of 1/8ths: compared to a rounding error.
+    assert_eq!(server.requests.load(std::sync::atomic::Ordering::SeqCst), 4 * 4);
+    // Per-query means are sums of quarters: compared to a rounding error.
     let close = |x: f64, want: f64| (x - want).abs() < 1e-9;
     let cost = |m: &str, field: &str| r["methods"][m]["llm"][field].as_f64().unwrap();
     assert!(close(cost("bridge_rag_a", "calls_per_query"), 2.0));
     assert!(close(cost("bridge_rag_b", "calls_per_query"), 3.0));
     assert!(close(cost("bridge_rag", "calls_per_query"), 3.0));
-    assert_eq!(cost("bridge_rag", "cache_hits"), 16.0, "its SVO and entity answers");
+    assert_eq!(cost("bridge_rag", "cache_hits"), 8.0, "its SVO and entity answers");
     assert!(close(cost("bridge_rag", "prompt_tokens_per_query"), 150.0), "tokens count at their original cost");
     assert!(close(r["methods"]["bridge_rag"]["stages"]["judge"]["llm_calls_per_query"].as_f64().unwrap(), 1.0));
     assert!(r["methods"]["bridge_rag_a"]["stages"].get("judge").is_none());
 
     let flips = &r["flips"][0];
     assert_eq!((flips["from"].as_str(), flips["to"].as_str()), (Some("bridge_rag_b"), Some("bridge_rag")));
-    assert_eq!(flips["all"]["n"], 8);
-    assert!(flips["all"]["flips"].as_u64().unwrap() > 0, "the two judges disagree by construction");
+    assert_eq!(flips["all"]["n"], 4);
+    assert_eq!(flips["all"]["flips"], 4, "the two judges' favourites differ by construction");
 
     // Every query's decision record is in its trace, with the same pool in B and C.
     let record = |m: &str, i: usize| -> Value {
         let steps = r["methods"][m]["per_query"][i]["trace"]["steps"].as_array().unwrap();
         steps.iter().find(|s| s["name"] == "decision record").unwrap()["detail"].clone()
     };
-    for i in 0..8 {
+    for i in 0..4 {
         let (b, c) = (record("bridge_rag_b", i), record("bridge_rag", i));
         let ids = |x: &Value| x["pool"].as_array().unwrap().iter().map(|p| p["id"].clone()).collect::<Vec<_>>();
         assert_eq!(ids(&b), ids(&c));
         assert!(!ids(&c).is_empty());
         assert_eq!((b["bridge"].clone(), b["e1"].clone()), (c["bridge"].clone(), c["e1"].clone()));
         assert_eq!(c["condition"], "c");
+        // With α = 0 the judge's favourite leads: the second pool candidate under C.
+        assert_eq!(r["methods"]["bridge_rag"]["per_query"][i]["retrieved"][0], c["pool"][1]["id"]);
+        assert_eq!(r["methods"]["bridge_rag_b"]["per_query"][i]["retrieved"][0], b["pool"][0]["id"]);
     }
 }
