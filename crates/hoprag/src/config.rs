@@ -18,9 +18,10 @@ pub struct Config {
     pub graph: GraphOptions,
     pub ppr: PprMethodParams,
     pub phasegraph: PhaseGraphParams,
-    /// The chat model of the LLM stages (query NER). None is used while `model` is
-    /// empty; the CLI fills it from `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL` and
-    /// `HOPRAG_LLM_API_KEY`.
+    /// The chat model of the LLM stages (query NER): the OpenAI-compatible endpoint
+    /// when `model` is set, else the in-process GGUF model `local` (SmolLM2 by default).
+    /// The CLI fills it from `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL`,
+    /// `HOPRAG_LLM_API_KEY` and `HOPRAG_LLM_LOCAL`.
     pub llm: OpenAiChatConfig,
 }
 

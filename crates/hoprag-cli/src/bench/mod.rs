@@ -3,6 +3,7 @@
 
 mod graph;
 mod index;
+mod llm;
 mod ppr;
 
 use clap::{Args, Subcommand};
@@ -26,6 +27,8 @@ enum BenchWhat {
     Graph(graph::GraphBench),
     /// Personalized PageRank latency (vs python-igraph's PRPACK on the same graph and seeds).
     Ppr(ppr::PprBench),
+    /// Local GGUF chat model speed: prompt processing and generation tokens/s.
+    Llm(llm::LlmBench),
 }
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
@@ -33,6 +36,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Index(a) => index::run(ctx, a),
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),
+        BenchWhat::Llm(a) => llm::run(ctx, a),
     }
 }
 
