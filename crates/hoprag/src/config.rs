@@ -28,9 +28,10 @@ pub struct Config {
     pub bridge_rag: BridgeRagParams,
     /// GEAR: `naive_ge`, `sync_ge` and the `gear` agent.
     pub gear: GearParams,
-    /// The chat model of the LLM stages (query NER, BridgeRAG, GEAR). None is used while `model` is
-    /// empty; the CLI fills it from `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL` and
-    /// `HOPRAG_LLM_API_KEY`.
+    /// The chat model of the LLM stages (query NER, BridgeRAG, GEAR): the
+    /// OpenAI-compatible endpoint when `model` is set, else the in-process GGUF model
+    /// `local` (SmolLM2 by default). The CLI fills it from `HOPRAG_LLM_BASE_URL`,
+    /// `HOPRAG_LLM_MODEL`, `HOPRAG_LLM_API_KEY` and `HOPRAG_LLM_LOCAL`.
     pub llm: OpenAiChatConfig,
 }
 
@@ -193,6 +194,8 @@ impl GearParams {
             diversity: self.diversity,
         }
     }
+}
+
 /// A copy of `value` with the dotted paths (e.g. `phasegraph.fusion.alpha`) set: the
 /// mechanism behind `--set` and per-request options. A path that names no existing
 /// field is an error naming it. Fields that are not serialised (API keys) come back at

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
-use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
+use crate::llm::{self, Llm, LlmSource};
 use crate::regime::RegimeModel;
 use crate::retrieve::gear::Expansion;
 use crate::retrieve::{
@@ -20,8 +20,9 @@ pub struct Engine {
     pub index: Arc<Index>,
     pub embedder: Arc<dyn Embedder>,
     pub config: Config,
-    /// The chat model of the LLM stages, if one is configured (see [`Engine::llm`]).
+    /// The chat model of the LLM stages (see [`Engine::llm`]).
     llm: Option<Arc<dyn Llm>>,
+    llm_source: LlmSource,
     /// The index's entity graph with its query-time structures, loaded on first use.
     graph: OnceLock<Option<Arc<GraphContext>>>,
 }
@@ -89,22 +90,43 @@ impl Engine {
         Self::new(Arc::new(index), embedder, config)
     }
 
-    /// Also sets up the LLM of `config.llm` when it names a model (no server is
-    /// contacted until a method asks it something).
+    /// Also sets up the LLM of `config.llm` (see [`llm::from_config`]): its endpoint if
+    /// it names one, else the local GGUF model. No server is contacted and no model is
+    /// loaded until a method asks the LLM something.
     pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
-        let llm = llm_from_config(&config.llm)?;
-        Ok(Engine { index, embedder, config, llm, graph: OnceLock::new() })
+        let (llm, llm_source) = llm::from_config(&config.llm)?;
+        Ok(Engine { index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
     }
 
     /// The chat model of the LLM stages: the one [`Engine::with_llm`] gave, else the
-    /// OpenAI-compatible endpoint of `config.llm` behind the response cache.
+    /// one `config.llm` selects, behind the response cache.
     pub fn llm(&self) -> Option<&Arc<dyn Llm>> {
         self.llm.as_ref()
     }
 
+    /// Where the LLM's answers come from, for notes like `LLM: local smollm2 (PATH)`.
+    pub fn llm_source(&self) -> &LlmSource {
+        &self.llm_source
+    }
+
+    /// Whether method `name`, as configured, asks the LLM anything.
+    pub fn uses_llm(&self, name: &str) -> bool {
+        matches!(name, "sync_ge" | "gear" | "bridge_rag" | "bridge_rag_a" | "bridge_rag_b")
+            || self.link_params(name).is_some_and(|l| l.mentions && l.ner == NerMode::Llm)
+    }
+
+    fn link_params(&self, name: &str) -> Option<&crate::graph::linking::LinkParams> {
+        match name {
+            "ppr" => Some(&self.config.ppr.link),
+            "phasegraph" => Some(&self.config.phasegraph.graph.link),
+            _ => None,
+        }
+    }
+
     /// The same engine with `llm` as its chat model.
     pub fn with_llm(mut self, llm: Arc<dyn Llm>) -> Engine {
+        self.llm_source = LlmSource::Given(llm.id().to_string());
         self.llm = Some(llm);
         // A graph loaded already has the previous model in its linker: rebuild its
         // query-time structures (from memory) around the new one.
@@ -123,7 +145,14 @@ impl Engine {
         if let Some(g) = self.graph.get() {
             let _ = graph.set(g.clone());
         }
-        Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, llm: self.llm.clone(), graph }
+        Engine {
+            index: self.index.clone(),
+            embedder: self.embedder.clone(),
+            config,
+            llm: self.llm.clone(),
+            llm_source: self.llm_source.clone(),
+            graph,
+        }
     }
 
     /// The same embedder, configuration and LLM over another opened index (a newer
@@ -136,6 +165,7 @@ impl Engine {
             embedder: self.embedder.clone(),
             config: self.config.clone(),
             llm: self.llm.clone(),
+            llm_source: self.llm_source.clone(),
             graph: OnceLock::new(),
         })
     }
@@ -168,14 +198,13 @@ impl Engine {
 
     fn method(&self, name: &str) -> Result<Box<dyn Retriever>> {
         let (index, embedder) = (self.index.clone(), self.embedder.clone());
-        // Checked here, so that a run fails before its first question rather than on it.
-        let link = match name {
-            "ppr" => Some(&self.config.ppr.link),
-            "phasegraph" => Some(&self.config.phasegraph.graph.link),
-            _ => None,
-        };
-        if link.is_some_and(|l| l.mentions && l.ner == NerMode::Llm) && self.llm.is_none() {
-            return Err(Error::Config(format!("method {name}: {}", NO_LLM_FOR_NER)));
+        // Checked here, so that a run fails before its first question rather than on it
+        // (a local model that is not installed is found without loading it).
+        if self.uses_llm(name) {
+            if self.llm.is_none() {
+                return Err(Error::Config(format!("method {name}: {}", NO_LLM_FOR_NER)));
+            }
+            self.llm_source.check().map_err(|e| Error::Config(format!("method {name} needs the LLM: {e}")))?;
         }
         Ok(match name {
             "bm25" => Box::new(Bm25::new(index)),
@@ -270,21 +299,4 @@ impl Engine {
         progress.finish();
         Ok(texts.iter().zip(vectors?).map(|(t, v)| Query::with_embedding(t.clone(), v)).collect())
     }
-}
-
-/// The OpenAI-compatible client `config` describes, behind the response cache (so that
-/// evaluations re-run for free), or none while it names no model.
-fn llm_from_config(config: &OpenAiChatConfig) -> Result<Option<Arc<dyn Llm>>> {
-    if config.model.trim().is_empty() {
-        return Ok(None);
-    }
-    let client = OpenAiChat::new(config.clone())?;
-    Ok(Some(match CachedLlm::in_default_dir(client) {
-        Ok(cached) => Arc::new(cached),
-        // Answers only cost more without the cache; a query should not fail over it.
-        Err(e) => {
-            log::warn!("LLM answers will not be cached: {e}");
-            Arc::new(OpenAiChat::new(config.clone())?)
-        }
-    }))
 }

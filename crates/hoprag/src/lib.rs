@@ -4,7 +4,8 @@
 //! - [`corpus`]: passages and the loaders that turn files into them;
 //! - [`dataset`]: questions with gold passages, from the standard benchmark formats;
 //! - [`embed`]: the [`Embedder`](embed::Embedder) trait, the in-process MiniLM model and
-//!   OpenAI-compatible endpoints, and the local model cache;
+//!   OpenAI-compatible endpoints;
+//! - [`models`]: the local model cache (embedders and chat models) and `fetch`;
 //! - [`index`]: the on-disk index directory, with its [`LexicalIndex`](index::LexicalIndex)
 //!   and [`VectorIndex`](index::VectorIndex) seams;
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
@@ -28,6 +29,7 @@ pub mod graph;
 pub mod http;
 pub mod index;
 pub mod llm;
+pub mod models;
 pub mod progress;
 pub mod regime;
 pub mod retrieve;

@@ -5,6 +5,7 @@ mod bridge;
 mod gear;
 mod graph;
 mod index;
+mod llm;
 mod ppr;
 mod router;
 
@@ -36,6 +37,8 @@ enum BenchWhat {
     /// GEAR's LLM-free part: diverse triple beam search and fusion per query, on an
     /// index's triple graph or a synthetic one of GEAR's MuSiQue size.
     Gear(gear::GearBench),
+    /// Local GGUF chat model speed: prompt processing and generation tokens/s.
+    Llm(llm::LlmBench),
 }
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
@@ -46,6 +49,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Router(a) => router::run(ctx, a),
         BenchWhat::Bridge(a) => bridge::run(ctx, a),
         BenchWhat::Gear(a) => gear::run(ctx, a),
+        BenchWhat::Llm(a) => llm::run(ctx, a),
     }
 }
 

@@ -4,8 +4,8 @@ pub mod graph;
 pub mod index;
 pub mod models;
 pub mod query;
-pub mod train_router;
 pub mod serve;
+pub mod train_router;
 pub mod tune;
 
 use std::io::IsTerminal;
