@@ -158,6 +158,7 @@ impl Server {
             retry: RetryPolicy { max_retries: 1, initial_backoff_ms: 5, max_backoff_ms: 10 },
             max_concurrency: 4,
             json_mode: true,
+            ..OpenAiChatConfig::default()
         })
         .unwrap()
     }

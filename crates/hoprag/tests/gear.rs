@@ -244,6 +244,7 @@ fn llm(server: &Fixture) -> Arc<dyn Llm> {
         retry: RetryPolicy { max_retries: 1, initial_backoff_ms: 5, max_backoff_ms: 10 },
         max_concurrency: 4,
         json_mode: true,
+        ..OpenAiChatConfig::default()
     };
     Arc::new(OpenAiChat::new(config).unwrap())
 }
