@@ -129,6 +129,7 @@ mod tests {
             latency_ms: 0.0,
             llm: None,
             trace: None,
+            answer: None,
         }
     }
 
@@ -145,6 +146,7 @@ mod tests {
             stages: Default::default(),
             per_query,
             vs_baseline: None,
+            qa: None,
         }
     }
 
