@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The local LLM's quantized kernels on one thread, as the hoprag binary runs them: they
+# spin-wait for their workers, which stalls when anything else wants the cores.
+export CANDLE_NUM_THREADS="${CANDLE_NUM_THREADS:-1}"
+
 cargo build --quiet -p hoprag-cli
 ./target/debug/hoprag models fetch minilm
 ./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run

@@ -116,6 +116,15 @@ impl Engine {
             || self.link_params(name).is_some_and(|l| l.mentions && l.ner == NerMode::Llm)
     }
 
+    /// Queries an LLM method should run at once: the endpoint client's limit, or 1 for
+    /// the local model, which generates one answer at a time (more would only queue).
+    fn llm_concurrency(&self) -> usize {
+        match self.llm_source {
+            LlmSource::Local(_) => 1,
+            _ => self.config.llm.max_concurrency.max(1),
+        }
+    }
+
     fn link_params(&self, name: &str) -> Option<&crate::graph::linking::LinkParams> {
         match name {
             "ppr" => Some(&self.config.ppr.link),
@@ -204,7 +213,12 @@ impl Engine {
             if self.llm.is_none() {
                 return Err(Error::Config(format!("method {name}: {}", NO_LLM_FOR_NER)));
             }
-            self.llm_source.check().map_err(|e| Error::Config(format!("method {name} needs the LLM: {e}")))?;
+            self.llm_source.check().map_err(|e| {
+                Error::Config(format!(
+                    "method {name} needs the LLM: {e} (or use an endpoint: set HOPRAG_LLM_BASE_URL and \
+                     HOPRAG_LLM_MODEL)"
+                ))
+            })?;
         }
         Ok(match name {
             "bm25" => Box::new(Bm25::new(index)),
@@ -233,13 +247,13 @@ impl Engine {
                     "bridge_rag_b" => Condition::B,
                     _ => params.condition,
                 };
-                let concurrency = self.config.llm.max_concurrency.max(1);
+                let concurrency = self.llm_concurrency();
                 Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
             }
             "naive_ge" => Box::new(NaiveGe::new(self.gear_expansion()?)),
             "sync_ge" | "gear" => {
                 let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
-                let concurrency = self.config.llm.max_concurrency.max(1);
+                let concurrency = self.llm_concurrency();
                 if name == "gear" {
                     Box::new(Gear::new(self.gear_expansion()?, llm, concurrency))
                 } else {

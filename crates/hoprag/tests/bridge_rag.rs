@@ -578,13 +578,18 @@ fn an_empty_or_very_long_bridge_is_cut_or_flagged_not_an_error() {
 }
 
 #[test]
-fn without_an_llm_the_method_says_what_to_set() {
+fn without_a_usable_llm_the_method_says_what_to_set() {
+    // No endpoint, and a local model file that is not there: the method fails when it is
+    // built, before any question, and says both ways out.
     let dir = tempfile::tempdir().unwrap();
     let index = build_index(dir.path(), passages());
-    let engine = Engine::new(index, Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let mut config = Config::default();
+    config.llm.model = String::new();
+    config.llm.local = dir.path().join("absent.gguf").to_string_lossy().into_owned();
+    let engine = Engine::new(index, Arc::new(HashEmbedder::new()), config).unwrap();
     for name in ["bridge_rag", "bridge_rag_a", "bridge_rag_b"] {
-        let err = engine.retriever(name).err().expect("no LLM configured").to_string();
-        assert!(err.contains(name) && err.contains("HOPRAG_LLM_MODEL"), "{err}");
+        let err = engine.retriever(name).err().expect("the local model is missing").to_string();
+        assert!(err.contains(name) && err.contains("absent.gguf") && err.contains("HOPRAG_LLM_MODEL"), "{err}");
     }
 }
 
