@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite. Installs the default embedder first (tests check it against
-# reference vectors); reads ../shared/data where present.
+# The whole test suite. Installs the default embedder (tests check it against reference
+# vectors) and the default local chat model first; reads ../shared/data where present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --quiet -p hoprag-cli
 ./target/debug/hoprag models fetch minilm
+./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run
 cargo test --workspace

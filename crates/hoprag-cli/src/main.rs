@@ -4,6 +4,7 @@ mod bench;
 mod commands;
 mod output;
 mod progress;
+mod settings;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +20,9 @@ struct Cli {
     /// Folder with MiniLM's model files (default: the model cache; env HOPRAG_MINILM_DIR).
     #[arg(long, global = true, env = "HOPRAG_MINILM_DIR", value_name = "DIR")]
     model_dir: Option<PathBuf>,
+    /// Configuration file (TOML) to read instead of the index's `hoprag.toml`.
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,10 +37,16 @@ enum Command {
     Graph(commands::graph::GraphArgs),
     /// Retrieve passages for a question.
     Query(commands::query::QueryArgs),
+    /// Serve an index over HTTP (JSON API).
+    Serve(commands::serve::ServeArgs),
+    /// Print the effective configuration (file, environment, flags), secrets masked.
+    Config(commands::config::ConfigArgs),
     /// Retrieve passages for a question and answer it from them with the LLM.
     Answer(commands::query::QueryArgs),
     /// Evaluate methods on a dataset with gold passages.
     Eval(commands::eval::EvalArgs),
+    /// Train RegimeRouter's sentence selector and router on questions with gold passages.
+    TrainRouter(commands::train_router::TrainRouterArgs),
     /// Grid-search a method's parameters on a tune split, then evaluate once on test.
     Tune(commands::tune::TuneArgs),
     /// List the models hoprag knows, or install one.
@@ -60,8 +70,11 @@ impl Command {
             Command::Add(a) => a.json,
             Command::Graph(a) => a.json,
             Command::Query(a) | Command::Answer(a) => a.json,
+            Command::Serve(_) => false,
+            Command::Config(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
             Command::Tune(a) => a.json,
+            Command::TrainRouter(a) => a.json,
             Command::Models(a) => a.json,
             Command::Methods { json } => *json,
             Command::Bench(a) => a.json,
@@ -70,20 +83,31 @@ impl Command {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    let ctx = commands::Context::new(cli.command.json(), cli.quiet, cli.model_dir);
+    // The server logs one line per request unless RUST_LOG says otherwise.
+    let default_log = if matches!(cli.command, Command::Serve(_)) { "warn,hoprag::serve=info" } else { "warn" };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_log)).init();
+    let ctx = match commands::Context::new(cli.command.json(), cli.quiet, cli.model_dir, cli.config) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Index(a) => commands::index::run_index(&ctx, a),
         Command::Add(a) => commands::index::run_add(&ctx, a),
         Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),
+        Command::Serve(a) => commands::serve::run(&ctx, a),
+        Command::Config(a) => commands::config::run(&ctx, a),
         Command::Answer(mut a) => {
             a.answer = true;
             commands::query::run(&ctx, a)
         }
         Command::Eval(a) => commands::eval::run(&ctx, a),
         Command::Tune(a) => commands::tune::run(&ctx, a),
+        Command::TrainRouter(a) => commands::train_router::run(&ctx, a),
         Command::Models(a) => commands::models::run(&ctx, a),
         Command::Methods { .. } => commands::methods(&ctx),
         Command::Bench(a) => bench::run(&ctx, a),

@@ -8,27 +8,41 @@ use crate::error::{Error, Result};
 use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
-use crate::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
+use crate::llm::{self, Llm, LlmSource};
+use crate::regime::RegimeModel;
 use crate::retrieve::gear::Expansion;
-use crate::retrieve::{Bm25, Dense, Gear, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, Retriever, SyncGe};
+use crate::retrieve::{
+    Auto, Bm25, BridgeRag, Condition, Dense, Gear, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
+    SyncGe,
+};
 
 pub struct Engine {
     pub index: Arc<Index>,
     pub embedder: Arc<dyn Embedder>,
     pub config: Config,
-    /// The chat model of the LLM stages, if one is configured (see [`Engine::llm`]).
+    /// The chat model of the LLM stages (see [`Engine::llm`]).
     llm: Option<Arc<dyn Llm>>,
+    llm_source: LlmSource,
     /// The index's entity graph with its query-time structures, loaded on first use.
     graph: OnceLock<Option<Arc<GraphContext>>>,
 }
 
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
 pub const METHODS: &[(&str, &str)] = &[
+    ("auto", "the best LLM-free pipeline measured: phasegraph where the index has a graph, else dense"),
     ("bm25", "BM25 over title + text (tantivy)"),
     ("dense", "nearest passages to the query embedding"),
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
     ("ppr", "HippoRAG-style Personalized PageRank from the query's linked entities (needs a graph)"),
     ("phasegraph", "PhaseGraph: calibrated (PIT + Boltzmann) fusion of dense and capped PPR lists (needs a graph)"),
+    ("regime_router", "RegimeRouter: per query, dense alone or dense + the bridge's relation sentence (no LLM)"),
+    (
+        "bridge_rag",
+        "BridgeRAG: bridge passage, SVO and dual-entity expansion into one pool, bridge-conditioned LLM judge, \
+         PIT fusion (needs an LLM; condition from bridge_rag.condition, default c)",
+    ),
+    ("bridge_rag_a", "BridgeRAG ablation A: the same pool ranked by SVO similarity alone (needs an LLM)"),
+    ("bridge_rag_b", "BridgeRAG ablation B: the same pool ranked by the 2-way judge s(q, c) (needs an LLM)"),
     (
         "naive_ge",
         "GEAR NaiveGE: diverse triple beam search from the base passages' triples, RRF with them (needs a graph)",
@@ -37,9 +51,35 @@ pub const METHODS: &[(&str, &str)] = &[
     ("gear", "GEAR agent: SyncGE per step, gist memory, reason/rewrite loop, passageLink and RRF (graph + LLM)"),
 ];
 
-/// Why an LLM method cannot run, and how to fix it.
+/// Splits a method spec `name[param=value,...]` into the method and its settings:
+/// variants of one method side by side in one evaluation, e.g.
+/// `regime_router[router=oracle]` next to `regime_router`. Values are JSON, or text.
+pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Value)>)> {
+    let Some((name, rest)) = spec.split_once('[') else {
+        return Ok((spec.trim(), Vec::new()));
+    };
+    let inner = rest
+        .strip_suffix(']')
+        .ok_or_else(|| Error::Config(format!("method {spec:?}: expected name[param=value,...]")))?;
+    let mut settings = Vec::new();
+    for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| Error::Config(format!("method {spec:?}: {part:?} is not param=value")))?;
+        let value =
+            serde_json::from_str(value.trim()).unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
+        settings.push((key.trim(), value));
+    }
+    Ok((name.trim(), settings))
+}
+
+/// What a method that asks an LLM says when none is configured.
 const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
      llm.base_url and llm.model in the configuration)";
+
+/// The method `query` and `serve` use when none is named: the best LLM-free pipeline
+/// measured (README, "Choosing auto").
+pub const DEFAULT_METHOD: &str = "auto";
 
 impl Engine {
     /// Opens an index with the embedder its manifest names.
@@ -50,22 +90,43 @@ impl Engine {
         Self::new(Arc::new(index), embedder, config)
     }
 
-    /// Also sets up the LLM of `config.llm` when it names a model (no server is
-    /// contacted until a method asks it something).
+    /// Also sets up the LLM of `config.llm` (see [`llm::from_config`]): its endpoint if
+    /// it names one, else the local GGUF model. No server is contacted and no model is
+    /// loaded until a method asks the LLM something.
     pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
-        let llm = llm_from_config(&config.llm)?;
-        Ok(Engine { index, embedder, config, llm, graph: OnceLock::new() })
+        let (llm, llm_source) = llm::from_config(&config.llm)?;
+        Ok(Engine { index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
     }
 
     /// The chat model of the LLM stages: the one [`Engine::with_llm`] gave, else the
-    /// OpenAI-compatible endpoint of `config.llm` behind the response cache.
+    /// one `config.llm` selects, behind the response cache.
     pub fn llm(&self) -> Option<&Arc<dyn Llm>> {
         self.llm.as_ref()
     }
 
+    /// Where the LLM's answers come from, for notes like `LLM: local smollm2 (PATH)`.
+    pub fn llm_source(&self) -> &LlmSource {
+        &self.llm_source
+    }
+
+    /// Whether method `name`, as configured, asks the LLM anything.
+    pub fn uses_llm(&self, name: &str) -> bool {
+        matches!(name, "sync_ge" | "gear" | "bridge_rag" | "bridge_rag_a" | "bridge_rag_b")
+            || self.link_params(name).is_some_and(|l| l.mentions && l.ner == NerMode::Llm)
+    }
+
+    fn link_params(&self, name: &str) -> Option<&crate::graph::linking::LinkParams> {
+        match name {
+            "ppr" => Some(&self.config.ppr.link),
+            "phasegraph" => Some(&self.config.phasegraph.graph.link),
+            _ => None,
+        }
+    }
+
     /// The same engine with `llm` as its chat model.
     pub fn with_llm(mut self, llm: Arc<dyn Llm>) -> Engine {
+        self.llm_source = LlmSource::Given(llm.id().to_string());
         self.llm = Some(llm);
         // A graph loaded already has the previous model in its linker: rebuild its
         // query-time structures (from memory) around the new one.
@@ -84,7 +145,29 @@ impl Engine {
         if let Some(g) = self.graph.get() {
             let _ = graph.set(g.clone());
         }
-        Engine { index: self.index.clone(), embedder: self.embedder.clone(), config, llm: self.llm.clone(), graph }
+        Engine {
+            index: self.index.clone(),
+            embedder: self.embedder.clone(),
+            config,
+            llm: self.llm.clone(),
+            llm_source: self.llm_source.clone(),
+            graph,
+        }
+    }
+
+    /// The same embedder, configuration and LLM over another opened index (a newer
+    /// generation of the same one, after passages were added). The graph is loaded
+    /// again on first use, from the new generation.
+    pub fn with_index(&self, index: Arc<Index>) -> Result<Engine> {
+        index.check_embedder(self.embedder.as_ref())?;
+        Ok(Engine {
+            index,
+            embedder: self.embedder.clone(),
+            config: self.config.clone(),
+            llm: self.llm.clone(),
+            llm_source: self.llm_source.clone(),
+            graph: OnceLock::new(),
+        })
     }
 
     /// The vector index methods search: the index's own, or an exact scan when the
@@ -97,17 +180,31 @@ impl Engine {
         }
     }
 
-    /// The retrieval method called `name`.
-    pub fn retriever(&self, name: &str) -> Result<Box<dyn Retriever>> {
+    /// The retrieval method `spec` names: a method name, optionally with parameters of
+    /// its own section, `name[param=value,...]` (see [`parse_method_spec`]).
+    pub fn retriever(&self, spec: &str) -> Result<Box<dyn Retriever>> {
+        let (name, settings) = parse_method_spec(spec)?;
+        if settings.is_empty() {
+            return self.method(name);
+        }
+        let config = serde_json::to_value(&self.config).map_err(|e| Error::Other(e.to_string()))?;
+        let mut paths = Vec::new();
+        for (key, value) in settings {
+            paths.push((crate::eval::tune::resolve_param(&config, name, key)?, value));
+        }
+        let config = crate::eval::tune::with_settings(&self.config, &paths)?;
+        self.with_config(config).method(name)
+    }
+
+    fn method(&self, name: &str) -> Result<Box<dyn Retriever>> {
         let (index, embedder) = (self.index.clone(), self.embedder.clone());
-        // Checked here, so that a run fails before its first question rather than on it.
-        let link = match name {
-            "ppr" => Some(&self.config.ppr.link),
-            "phasegraph" => Some(&self.config.phasegraph.graph.link),
-            _ => None,
-        };
-        if link.is_some_and(|l| l.mentions && l.ner == NerMode::Llm) && self.llm.is_none() {
-            return Err(Error::Config(format!("method {name}: {}", NO_LLM_FOR_NER)));
+        // Checked here, so that a run fails before its first question rather than on it
+        // (a local model that is not installed is found without loading it).
+        if self.uses_llm(name) {
+            if self.llm.is_none() {
+                return Err(Error::Config(format!("method {name}: {}", NO_LLM_FOR_NER)));
+            }
+            self.llm_source.check().map_err(|e| Error::Config(format!("method {name} needs the LLM: {e}")))?;
         }
         Ok(match name {
             "bm25" => Box::new(Bm25::new(index)),
@@ -115,6 +212,30 @@ impl Engine {
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
             "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
             "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
+            "auto" => {
+                let has_graph = self.index.manifest.graph.is_some();
+                let choice = if has_graph { &self.config.auto.with_graph } else { &self.config.auto.without_graph };
+                if parse_method_spec(choice)?.0 == "auto" {
+                    return Err(Error::Config("auto cannot choose itself".into()));
+                }
+                Box::new(Auto::new(self.retriever(choice)?, has_graph))
+            }
+            "regime_router" => {
+                let params = self.config.regime_router.clone();
+                let model = RegimeModel::resolve(params.model.as_deref(), self.index.root())?;
+                Box::new(RegimeRouter::new(index, self.vectors(), embedder, Arc::new(model), params))
+            }
+            "bridge_rag" | "bridge_rag_a" | "bridge_rag_b" => {
+                let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
+                let mut params = self.config.bridge_rag;
+                params.condition = match name {
+                    "bridge_rag_a" => Condition::A,
+                    "bridge_rag_b" => Condition::B,
+                    _ => params.condition,
+                };
+                let concurrency = self.config.llm.max_concurrency.max(1);
+                Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
+            }
             "naive_ge" => Box::new(NaiveGe::new(self.gear_expansion()?)),
             "sync_ge" | "gear" => {
                 let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
@@ -176,23 +297,6 @@ impl Engine {
             progress.advance(n as u64)
         });
         progress.finish();
-        Ok(texts.iter().zip(vectors?).map(|(t, v)| Query { text: t.clone(), embedding: Some(Arc::new(v)) }).collect())
+        Ok(texts.iter().zip(vectors?).map(|(t, v)| Query::with_embedding(t.clone(), v)).collect())
     }
-}
-
-/// The OpenAI-compatible client `config` describes, behind the response cache (so that
-/// evaluations re-run for free), or none while it names no model.
-fn llm_from_config(config: &OpenAiChatConfig) -> Result<Option<Arc<dyn Llm>>> {
-    if config.model.trim().is_empty() {
-        return Ok(None);
-    }
-    let client = OpenAiChat::new(config.clone())?;
-    Ok(Some(match CachedLlm::in_default_dir(client) {
-        Ok(cached) => Arc::new(cached),
-        // Answers only cost more without the cache; a query should not fail over it.
-        Err(e) => {
-            log::warn!("LLM answers will not be cached: {e}");
-            Arc::new(OpenAiChat::new(config.clone())?)
-        }
-    }))
 }

@@ -4,14 +4,17 @@
 //! - [`corpus`]: passages and the loaders that turn files into them;
 //! - [`dataset`]: questions with gold passages, from the standard benchmark formats;
 //! - [`embed`]: the [`Embedder`](embed::Embedder) trait, the in-process MiniLM model and
-//!   OpenAI-compatible endpoints, and the local model cache;
+//!   OpenAI-compatible endpoints;
+//! - [`models`]: the local model cache (embedders and chat models) and `fetch`;
 //! - [`index`]: the on-disk index directory, with its [`LexicalIndex`](index::LexicalIndex)
 //!   and [`VectorIndex`](index::VectorIndex) seams;
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
+//! - [`regime`]: RegimeRouter's sentence selector and router models, and their training;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
 //! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
+//! - `serve` (feature `serve`): the HTTP server.
 
 pub mod answer;
 pub mod config;
@@ -26,8 +29,12 @@ pub mod graph;
 pub mod http;
 pub mod index;
 pub mod llm;
+pub mod models;
 pub mod progress;
+pub mod regime;
 pub mod retrieve;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod text;
 
 pub use config::Config;

@@ -54,6 +54,12 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     assert_eq!(pg.hits.len(), 5);
     assert!(pg.hits.windows(2).all(|w| w[0].score >= w[1].score));
     assert!(pg.trace.steps.iter().any(|s| s.name == "calibrated fusion"));
+
+    // `auto` runs PhaseGraph on an index with a graph, and says so first in its trace.
+    let auto = engine.retriever("auto").unwrap().retrieve(&q, 5).unwrap();
+    assert_eq!(auto.hits, pg.hits);
+    assert_eq!(auto.trace.steps[0].name, "auto");
+    assert_eq!(auto.trace.steps[0].detail["method"], "phasegraph");
 }
 
 #[test]

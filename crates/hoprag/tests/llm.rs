@@ -41,6 +41,7 @@ fn config(base_url: &str) -> OpenAiChatConfig {
         retry: RetryPolicy { max_retries: 3, initial_backoff_ms: 10, max_backoff_ms: 50 },
         max_concurrency: 4,
         json_mode: true,
+        local: String::new(),
     }
 }
 

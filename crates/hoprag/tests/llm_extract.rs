@@ -103,6 +103,7 @@ fn config(base_url: &str) -> OpenAiChatConfig {
         retry: RetryPolicy { max_retries: 2, initial_backoff_ms: 10, max_backoff_ms: 20 },
         max_concurrency: 3,
         json_mode: true,
+        local: String::new(),
     }
 }
 
@@ -260,13 +261,21 @@ fn ppr_with_llm_query_ner_end_to_end() {
     config.ppr.link.facts = false;
     config.ppr.link.ner = NerMode::Llm;
     config.phasegraph.graph.link = config.ppr.link;
+    // With no endpoint configured the engine falls back to the local model; one that is
+    // not there stops the method before its first question.
+    let mut missing = config.clone();
+    missing.llm.local = dir.path().join("missing.gguf").display().to_string();
+    let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), missing).unwrap();
+    assert!(engine.llm_source().to_string().starts_with("local "));
+    let err = engine.retriever("ppr").err().expect("the local model is missing").to_string();
+    assert!(err.contains("needs the LLM") && err.contains("missing.gguf"), "{err}");
+    assert!(engine.retriever("bm25").is_ok(), "methods that ask the LLM nothing do not care");
     let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config.clone()).unwrap();
-    let err = engine.retriever("ppr").err().expect("no LLM configured").to_string();
-    assert!(err.contains("HOPRAG_LLM_BASE_URL") && err.contains("HOPRAG_LLM_MODEL"), "{err}");
 
     // Load the graph first, so that with_llm has to hand the model to a loaded linker.
     engine.graph().unwrap();
     let engine = engine.with_llm(llm.clone());
+    assert_eq!(engine.llm_source().to_string(), "openai:fixture-chat");
     let question = Query::new("who built the watermill on the brisk river?");
     let before = requests(&server);
     let r = engine.retriever("ppr").unwrap().retrieve(&question, 2).unwrap();

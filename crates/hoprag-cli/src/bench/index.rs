@@ -145,7 +145,7 @@ pub fn run(ctx: &Context, args: IndexBench) -> anyhow::Result<()> {
         let start = Instant::now();
         let v = embedder.embed_one(t, TextKind::Query)?;
         embed_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        queries.push(Query { text: t.clone(), embedding: Some(Arc::new(v)) });
+        queries.push(Query::with_embedding(t.clone(), v));
     }
     let query_embedding_ms = percentiles(embed_ms.clone());
 

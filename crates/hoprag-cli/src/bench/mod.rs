@@ -1,10 +1,13 @@
 //! `hoprag bench`: speed measurements, each against the peer its target is stated for,
 //! measured in the same run.
 
+mod bridge;
 mod gear;
 mod graph;
 mod index;
+mod llm;
 mod ppr;
+mod router;
 
 use clap::{Args, Subcommand};
 
@@ -25,11 +28,17 @@ enum BenchWhat {
     Index(index::IndexBench),
     /// Entity-graph build time and memory with heuristic triples.
     Graph(graph::GraphBench),
+    /// BridgeRAG's non-LLM query part (6 searches, pool, PIT fusion) with canned LLM answers.
+    Bridge(bridge::BridgeBench),
     /// Personalized PageRank latency (vs python-igraph's PRPACK on the same graph and seeds).
     Ppr(ppr::PprBench),
+    /// What RegimeRouter adds to a dense query (selector, router, Union re-ranking).
+    Router(router::RouterBench),
     /// GEAR's LLM-free part: diverse triple beam search and fusion per query, on an
     /// index's triple graph or a synthetic one of GEAR's MuSiQue size.
     Gear(gear::GearBench),
+    /// Local GGUF chat model speed: prompt processing and generation tokens/s.
+    Llm(llm::LlmBench),
 }
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
@@ -37,7 +46,10 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Index(a) => index::run(ctx, a),
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),
+        BenchWhat::Router(a) => router::run(ctx, a),
+        BenchWhat::Bridge(a) => bridge::run(ctx, a),
         BenchWhat::Gear(a) => gear::run(ctx, a),
+        BenchWhat::Llm(a) => llm::run(ctx, a),
     }
 }
 

@@ -2,7 +2,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use hoprag::dataset::{load_dataset, resolve_gold};
-use hoprag::eval::{evaluate, write_qrels, write_run, EvalOptions, EvalReport};
+use hoprag::eval::protocol::{hop1_correct, HOP1_DEPTH};
+use hoprag::eval::{evaluate_queries, flips, write_qrels, write_run, EvalOptions, EvalReport};
 use hoprag::Engine;
 
 use super::Context;
@@ -19,9 +20,17 @@ pub struct EvalArgs {
     /// Questions with gold: HippoRAG MuSiQue, raw HotpotQA, raw 2WikiMultiHopQA, or JSONL.
     #[arg(long, value_name = "FILE")]
     dataset: PathBuf,
-    /// Methods to evaluate (repeat the flag or separate with commas).
-    #[arg(long = "method", value_delimiter = ',', default_values_t = ["bm25".to_string(), "dense".to_string(), "hybrid".to_string()])]
+    /// Methods to evaluate (repeat the flag or separate with commas); a method's own
+    /// parameters go in brackets, e.g. `regime_router[router=oracle,alpha=0.5]`.
+    #[arg(long = "method", default_values_t = ["bm25,dense,hybrid".to_string()])]
     methods: Vec<String>,
+    /// RegimeRouter model file (default: the index's router.json, else the built-in model).
+    #[arg(long, value_name = "MODEL.json")]
+    router: Option<PathBuf>,
+    /// RegimeRouter's protocol: only questions whose hop-1 gold passage is in the dense
+    /// top-5, scored on their hop-2 gold passage alone (LastHop@k = R@k on hop 2).
+    #[arg(long)]
+    hop1_correct: bool,
     /// Cutoffs.
     #[arg(long, value_delimiter = ',', default_values_t = [2usize, 5, 10, 15])]
     k: Vec<usize>,
@@ -43,6 +52,11 @@ pub struct EvalArgs {
     /// Print the time and LLM cost of every step of each method.
     #[arg(long)]
     stages: bool,
+    /// Top-1 flips from one method to another, per question type: flip rate and the share
+    /// of flips that raise R@5 (BridgeRAG's Exp. H: `bridge_rag_b,bridge_rag`). Both are
+    /// evaluated if not already in --method.
+    #[arg(long, value_name = "FROM,TO")]
+    flips: Option<String>,
     /// Also answer each question with the LLM from every method's top K passages (5,
     /// as the papers' QA tables) and score exact match and F1 against the dataset's
     /// answers.
@@ -60,7 +74,11 @@ impl EvalArgs {
 }
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
+    let mut config = ctx.config_for(&args.index, &args.settings)?;
+    if let Some(router) = &args.router {
+        config.regime_router.model = Some(router.clone());
+    }
+    let engine = Engine::open(&args.index, config)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
     if let Some(n) = args.limit {
         questions.truncate(n);
@@ -81,7 +99,37 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         answer_k: args.answers,
         ..EvalOptions::new(args.k.clone(), args.baseline.clone(), args.dataset.display().to_string())
     };
-    let report = evaluate(&engine, &resolved, &args.methods, &options, &ctx.progress)?;
+    let mut methods = super::split_methods(&args.methods);
+    let flip_pair = match &args.flips {
+        Some(pair) => {
+            let (from, to) =
+                pair.split_once(',').ok_or_else(|| anyhow::anyhow!("--flips {pair:?}: expected FROM,TO"))?;
+            let (from, to) = (from.trim().to_string(), to.trim().to_string());
+            for m in [&from, &to] {
+                if !methods.contains(m) {
+                    methods.push(m.clone());
+                }
+            }
+            Some((from, to))
+        }
+        None => None,
+    };
+    let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
+    let mut queries = engine.embed_queries(&texts, &ctx.progress)?;
+    let mut resolved = resolved;
+    if args.hop1_correct {
+        let (kept, kept_queries, r) = hop1_correct(&engine, &resolved, &queries)?;
+        ctx.note(format!(
+            "--hop1-correct: {} of {} questions have their hop-1 gold in the dense top-{HOP1_DEPTH} \
+             ({} missed it, {} have fewer than two gold passages); scoring their hop-2 gold only",
+            r.kept, r.questions, r.hop1_missed, r.single_gold
+        ));
+        (resolved, queries) = (kept, kept_queries);
+    }
+    let mut report = evaluate_queries(&engine, &resolved, &queries, &methods, &options, &ctx.progress)?;
+    if let Some((from, to)) = &flip_pair {
+        report.flips.push(flips(&report, from, to, 5)?);
+    }
     if let Some(path) = &args.run {
         write_run(&report, path)?;
     }
@@ -251,6 +299,25 @@ fn print_report(r: &EvalReport, stages: bool) {
             })
             .collect();
         println!("steps");
+        println!("{}", table(&header.map(String::from), &rows));
+    }
+    for f in &r.flips {
+        let header = ["type", "n", "flips", "flip rate", "productive", "harmful", "productivity", "ΔR@5"];
+        let row = |t: &str, x: &hoprag::eval::FlipRow| {
+            vec![
+                t.to_string(),
+                x.n.to_string(),
+                x.flips.to_string(),
+                pct(x.flip_rate),
+                x.productive.to_string(),
+                x.harmful.to_string(),
+                pct(x.productivity),
+                format!("{:+.1}pp", 100.0 * x.recall_delta),
+            ]
+        };
+        let mut rows: Vec<Vec<String>> = f.by_type.iter().map(|(t, x)| row(t, x)).collect();
+        rows.push(row("all", &f.all));
+        println!("top-1 flips {} -> {} (productive: R@{} rises)", f.from, f.to, f.k);
         println!("{}", table(&header.map(String::from), &rows));
     }
     if !r.unmatched_gold.is_empty() {

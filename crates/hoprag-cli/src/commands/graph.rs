@@ -37,9 +37,10 @@ pub struct TripleSource {
     /// --extract llm: the model to ask (overrides HOPRAG_LLM_MODEL).
     #[arg(long, value_name = "MODEL")]
     pub llm_model: Option<String>,
-    /// Cosine from which two entities are linked as synonyms.
-    #[arg(long, default_value_t = GraphOptions::default().synonym_threshold)]
-    pub synonym_threshold: f32,
+    /// Cosine from which two entities are linked as synonyms (default 0.85, or
+    /// `graph.synonym_threshold` of the configuration).
+    #[arg(long)]
+    pub synonym_threshold: Option<f32>,
 }
 
 impl TripleSource {
@@ -70,12 +71,13 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
 /// Builds the graph for the index at `dir` and attaches it as a new generation.
 pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> anyhow::Result<()> {
     let index = Index::open(dir)?;
+    let config = ctx.config_for(dir, &[])?;
     let mut llm_report = None;
     let (extraction, label): (Extraction, String) = match (&source.triples, source.extract) {
         (Some(path), _) => (import_openie(path, index.passages())?, path.display().to_string()),
         (None, Some(Extractor::Heuristic)) => (extract_heuristic(index.passages()), "heuristic".to_string()),
         (None, Some(Extractor::Llm)) => {
-            let (extraction, report, model) = llm_extraction(ctx, &index, source)?;
+            let (extraction, report, model) = llm_extraction(ctx, &config.llm, &index, source)?;
             llm_report = Some(report);
             (extraction, format!("llm:{model}"))
         }
@@ -95,8 +97,9 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     for doc in r.unmatched_docs.iter().take(5) {
         ctx.note(format!("  unmatched: {doc}"));
     }
-    let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &ctx.config.embedder)?;
-    let options = GraphOptions { synonym_threshold: source.synonym_threshold, ..ctx.config.graph };
+    let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
+    let synonym_threshold = source.synonym_threshold.unwrap_or(config.graph.synonym_threshold);
+    let options = GraphOptions { synonym_threshold, ..config.graph };
     let report = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
     Index::attach_graph(dir, &graph, label)?;
@@ -127,10 +130,11 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
 /// call per passage, and the cost report.
 fn llm_extraction(
     ctx: &Context,
+    llm: &hoprag::llm::OpenAiChatConfig,
     index: &Index,
     source: &TripleSource,
 ) -> anyhow::Result<(Extraction, LlmExtractReport, String)> {
-    let mut config = ctx.config.llm.clone();
+    let mut config = llm.clone();
     if let Some(url) = &source.llm_base_url {
         config.base_url = url.clone();
     }

@@ -143,7 +143,8 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
 pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
     let mut corpus = args.corpus.load(ctx)?;
     let manifest = Index::open(&args.index)?.manifest;
-    let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &ctx.config.embedder)?;
+    let config = ctx.config_for(&args.index, &[])?;
+    let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &config.embedder)?;
     let source = args.corpus.corpus.display().to_string();
     let stats = Index::add(&args.index, &mut corpus, source, embedder.as_ref(), &ctx.progress)?;
     if let Some(g) = &manifest.graph {

@@ -1,32 +1,56 @@
+pub mod config;
 pub mod eval;
 pub mod graph;
 pub mod index;
 pub mod models;
 pub mod query;
+pub mod serve;
+pub mod train_router;
 pub mod tune;
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use hoprag::Config;
 
 use crate::progress::Bars;
+use crate::settings::{Layers, Settings};
 
 /// What every command gets from the global flags.
 pub struct Context {
     pub json: bool,
     pub progress: Bars,
+    /// The configuration of commands without an index (defaults, `--config`, the
+    /// environment, the flags); commands on an index use [`Context::config_for`].
     pub config: Config,
+    layers: Layers,
 }
 
 impl Context {
-    pub fn new(json: bool, quiet: bool, model_dir: Option<PathBuf>) -> Self {
-        let mut config = Config::default();
-        config.embedder.minilm_dir = model_dir;
-        config.embedder.openai = config.embedder.openai.with_env();
-        config.llm = config.llm.with_env();
+    pub fn new(
+        json: bool,
+        quiet: bool,
+        model_dir: Option<PathBuf>,
+        config_file: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
+        let layers = Layers { config_file, model_dir };
+        let config = layers.resolve(None, &[])?.config;
         let visible = !quiet && !json && std::io::stderr().is_terminal();
-        Context { json, progress: Bars::new(visible), config }
+        Ok(Context { json, progress: Bars::new(visible), config, layers })
+    }
+
+    /// Every setting of a command on the index in `index`: its `hoprag.toml` (or
+    /// `--config`), the environment, the flags and `--set` (`serve.*` included).
+    pub fn settings(&self, index: Option<&Path>, set: &[String]) -> anyhow::Result<Settings> {
+        self.layers.resolve(index, set)
+    }
+
+    /// The engine configuration of a command on the index in `index`, with `--set`.
+    pub fn config_for(&self, index: &Path, set: &[String]) -> anyhow::Result<Config> {
+        if let Some(s) = set.iter().find(|s| s.trim_start().starts_with("serve.")) {
+            anyhow::bail!("--set {s:?}: serve.* settings apply to `hoprag serve` only");
+        }
+        Ok(self.settings(Some(index), set)?.config)
     }
 
     /// Prints a status line on stderr unless output is JSON.
@@ -49,15 +73,34 @@ pub fn methods(ctx: &Context) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// Applies `--set PATH=VALUE` overrides (dotted configuration paths, e.g.
-/// `phasegraph.fusion.alpha=0.5`; values are JSON, or text if they do not parse).
-pub fn apply_settings(config: &Config, settings: &[String]) -> anyhow::Result<Config> {
-    let mut parsed = Vec::new();
-    for s in settings {
-        let (path, value) = s.split_once('=').ok_or_else(|| anyhow::anyhow!("--set {s:?}: expected PATH=VALUE"))?;
-        let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
-        parsed.push((path.trim().to_string(), value));
+/// Method specs from repeated or comma-separated `--method` values; commas inside
+/// `name[param=value,...]` belong to the spec.
+pub fn split_methods(values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for value in values {
+        let (mut depth, mut start) = (0i32, 0);
+        for (i, c) in value.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(value[start..i].trim().to_string());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(value[start..].trim().to_string());
     }
-    Ok(hoprag::eval::tune::with_settings(config, &parsed)?)
+    out.retain(|m| !m.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn method_lists_split_outside_brackets_only() {
+        let v = vec!["dense,regime_router[router=oracle,alpha=0.5]".to_string(), "bm25".to_string()];
+        assert_eq!(super::split_methods(&v), ["dense", "regime_router[router=oracle,alpha=0.5]", "bm25"]);
+    }
 }

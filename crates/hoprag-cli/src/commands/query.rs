@@ -1,7 +1,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use hoprag::engine::DEFAULT_METHOD;
 use hoprag::retrieve::Query;
+use hoprag::serve::api::RetrieveResponse;
 use hoprag::Engine;
 
 use super::Context;
@@ -14,8 +16,8 @@ pub struct QueryArgs {
     /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     settings: Vec<String>,
-    /// Retrieval method (`hoprag methods` lists them).
-    #[arg(long, default_value = "hybrid")]
+    /// Retrieval method (`hoprag methods` lists them); `auto` is the best LLM-free pipeline.
+    #[arg(long, default_value = DEFAULT_METHOD)]
     method: String,
     /// Passages to return.
     #[arg(short, default_value_t = 5)]
@@ -34,7 +36,7 @@ pub struct QueryArgs {
 }
 
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
+    let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
     let answer = if args.answer {
@@ -47,17 +49,8 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
         None
     };
     if ctx.json {
-        let passages: Vec<_> = r
-            .hits
-            .iter()
-            .enumerate()
-            .map(|(rank, h)| {
-                let p = engine.index.passage(h.passage);
-                serde_json::json!({"rank": rank + 1, "id": p.id, "title": p.title, "text": p.text, "score": h.score})
-            })
-            .collect();
-        let mut out = serde_json::json!({"query": args.question, "method": args.method, "k": args.k,
-                                     "passages": passages, "trace": r.trace});
+        // The document `POST /v1/retrieve` answers with, plus the answer when asked for.
+        let mut out = serde_json::to_value(RetrieveResponse::new(&engine, args.question, args.method, args.k, r))?;
         if let Some(a) = &answer {
             out["answer"] = serde_json::json!(a);
         }

@@ -14,6 +14,9 @@ pub struct TuneArgs {
     /// Index directory.
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
+    /// Override a method parameter, e.g. `phasegraph.dk=20` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    settings: Vec<String>,
     /// Questions with gold.
     #[arg(long, value_name = "FILE")]
     dataset: PathBuf,
@@ -52,7 +55,7 @@ fn parse_axis(s: &str) -> anyhow::Result<(String, Vec<Value>)> {
 }
 
 pub fn run(ctx: &Context, args: TuneArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config.clone())?;
+    let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
     let (_, questions) = load_dataset(&args.dataset)?;
     let data = resolve_gold(&questions, engine.index.passages());
     let grid = args.grid.iter().map(|g| parse_axis(g)).collect::<anyhow::Result<Vec<_>>>()?;

@@ -2,8 +2,10 @@
 //! OpenAI-compatible `/v1/embeddings` endpoint.
 
 mod minilm;
-pub mod models;
 mod openai;
+
+/// The model registry used to live here; kept as an alias for existing callers.
+pub use crate::models;
 
 pub use minilm::MiniLm;
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};

@@ -47,13 +47,17 @@ impl Default for OpenAiEmbedderConfig {
 }
 
 impl OpenAiEmbedderConfig {
-    /// Fills unset fields from the environment.
+    /// Applies the environment (`HOPRAG_EMBED_*`), which overrides the configured values;
+    /// `OPENAI_API_KEY` only supplies a key where none is configured.
     pub fn with_env(mut self) -> Self {
         if let Ok(url) = std::env::var("HOPRAG_EMBED_BASE_URL") {
             self.base_url = url;
         }
-        if self.api_key.is_none() {
-            self.api_key = std::env::var("HOPRAG_EMBED_API_KEY").or_else(|_| std::env::var("OPENAI_API_KEY")).ok();
+        // Our own variable overrides a configured key; the generic one only fills a gap.
+        if let Some(key) = std::env::var("HOPRAG_EMBED_API_KEY").ok().filter(|k| !k.trim().is_empty()) {
+            self.api_key = Some(key);
+        } else if self.api_key.is_none() {
+            self.api_key = std::env::var("OPENAI_API_KEY").ok();
         }
         if let Ok(p) = std::env::var("HOPRAG_EMBED_QUERY_PREFIX") {
             self.query_prefix = p;

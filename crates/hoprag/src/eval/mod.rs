@@ -1,14 +1,19 @@
 //! Evaluation: the papers' retrieval metrics, significance tests against a baseline,
 //! breakdowns by question type, and report formats (table, JSON, TREC run).
 
+pub mod flips;
 mod metrics;
+pub mod protocol;
 mod report;
 mod runner;
 pub mod stats;
 mod trec;
 pub mod tune;
 
+pub use flips::{flips, FlipReport, FlipRow};
 pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
-pub use report::{EvalReport, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline};
+pub use report::{
+    EvalReport, Latency, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline,
+};
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
 pub use trec::{write_qrels, write_run};

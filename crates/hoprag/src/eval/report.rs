@@ -26,6 +26,9 @@ pub struct EvalReport {
     pub baseline: Option<String>,
     /// Keyed by method name, in the order asked for (a BTreeMap would sort them).
     pub methods: IndexMap<String, MethodReport>,
+    /// Top-1 flips between pairs of methods, when asked for (see [`super::flips`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flips: Vec<super::FlipReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

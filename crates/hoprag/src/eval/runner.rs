@@ -1,6 +1,7 @@
 //! Runs methods over a dataset and aggregates the metrics.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use indexmap::IndexMap;
@@ -19,7 +20,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::llm::{LlmStats, Meter};
 use crate::progress::Progress;
-use crate::retrieve::Trace;
+use crate::retrieve::{Gold, Query, Trace};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalOptions {
@@ -74,7 +75,7 @@ pub fn evaluate(
 pub fn evaluate_queries(
     engine: &Engine,
     data: &ResolvedDataset,
-    queries: &[crate::retrieve::Query],
+    queries: &[Query],
     methods: &[String],
     options: &EvalOptions,
     progress: &dyn Progress,
@@ -96,6 +97,15 @@ pub fn evaluate_queries(
             names.push(b.clone());
         }
     }
+    // Gold rides along for oracle analyses (methods other than oracles ignore it).
+    let queries: Vec<Query> = queries
+        .iter()
+        .zip(&data.questions)
+        .map(|(query, q)| Query {
+            gold: Some(Arc::new(Gold { passages: q.gold.clone(), ordered: q.last_hop.is_some() })),
+            ..query.clone()
+        })
+        .collect();
     let mut runs: IndexMap<String, Run> = IndexMap::new();
     for name in &names {
         let retriever = engine.retriever(name)?;
@@ -225,6 +235,7 @@ pub fn evaluate_queries(
         ambiguous_gold: data.ambiguous.clone(),
         baseline: options.baseline.clone(),
         methods: report_methods,
+        flips: Vec::new(),
     })
 }
 

@@ -151,19 +151,11 @@ fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// A copy of `config` with the dotted paths set to the values.
 pub fn with_settings(config: &Config, setting: &[(String, Value)]) -> Result<Config> {
-    let mut v = serde_json::to_value(config).map_err(|e| Error::Config(e.to_string()))?;
-    for (path, value) in setting {
-        let (parent, key) = path.rsplit_once('.').unwrap_or(("", path));
-        let slot =
-            if parent.is_empty() { Some(&mut v) } else { parent.split('.').try_fold(&mut v, |v, k| v.get_mut(k)) };
-        match slot.and_then(Value::as_object_mut) {
-            Some(obj) if obj.contains_key(key) => {
-                obj.insert(key.to_string(), value.clone());
-            }
-            _ => return Err(Error::Config(format!("no setting {path:?}"))),
-        }
-    }
-    serde_json::from_value(v).map_err(|e| Error::Config(format!("invalid setting: {e}")))
+    let mut out: Config = crate::config::set_paths(config, setting)?;
+    // API keys are never serialised, so the round trip drops them: carry them over.
+    out.llm.api_key = config.llm.api_key.clone();
+    out.embedder.openai.api_key = config.embedder.openai.api_key.clone();
+    Ok(out)
 }
 
 /// Grid search on the tune split, then one evaluation on the test split.

@@ -29,9 +29,9 @@ pub enum NerMode {
 }
 
 /// Why a method set to LLM query NER cannot run, and how to fix it.
-pub(crate) const NO_LLM_FOR_NER: &str = "LLM query NER (link.ner = \"llm\") needs an LLM, and none is configured: set \
-     HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or llm.base_url and llm.model in the configuration), or use \
-     link.ner = \"heuristic\"";
+pub(crate) const NO_LLM_FOR_NER: &str = "LLM query NER (link.ner = \"llm\") needs an LLM, and this linker has none: \
+     build it through an Engine (which uses the endpoint of llm.base_url and llm.model, or the local model llm.local), \
+     or use link.ner = \"heuristic\"";
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default)]

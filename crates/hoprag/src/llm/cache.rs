@@ -23,7 +23,7 @@ const FORMAT: u32 = 1;
 
 /// `cache_dir()/llm`: `$HOPRAG_CACHE/llm`, else `~/.cache/hoprag/llm`.
 pub fn default_cache_dir() -> PathBuf {
-    crate::embed::models::cache_dir().join("llm")
+    crate::models::cache_dir().join("llm")
 }
 
 /// The cache key of `request` to model `model_id`: the SHA-256 (hex) of a canonical

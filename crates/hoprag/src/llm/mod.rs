@@ -2,9 +2,11 @@
 //! OpenAI-compatible chat client, an on-disk response cache, token accounting and
 //! lenient JSON extraction from model output.
 //!
-//! The usual stack is `Meter` → [`CachedLlm`] → [`OpenAiChat`]: the meter counts what a
-//! query (or a whole run) cost, the cache makes re-runs free and reproducible, and the
-//! client talks to the server with retries and a concurrency limit.
+//! The usual stack is `Meter` → [`CachedLlm`] → [`OpenAiChat`] or [`LazyLocalLlm`]: the
+//! meter counts what a query (or a whole run) cost, the cache makes re-runs free and
+//! reproducible, and the client talks to the server with retries and a concurrency
+//! limit, or runs a GGUF model in-process ([`local`]). [`from_config`] picks the endpoint
+//! when one is configured and the local model otherwise.
 //!
 //! ```no_run
 //! use hoprag::llm::{CachedLlm, ChatRequest, Llm, LlmStats, Message, Meter, OpenAiChat, OpenAiChatConfig};
@@ -23,11 +25,13 @@
 mod cache;
 mod json;
 mod limit;
+pub mod local;
 mod openai;
 mod stats;
 
 pub use cache::{cache_key, default_cache_dir, CachedLlm};
 pub use json::{parse_lenient, ParseFailure};
+pub use local::{LazyLocalLlm, LocalLlm, LocalModel};
 pub use openai::{OpenAiChat, OpenAiChatConfig};
 pub use stats::{LlmStats, LlmStatsSnapshot, Meter};
 
@@ -189,4 +193,63 @@ pub struct ChatResponse {
     /// Wall time of the call, retries and back-off included, queueing for a
     /// concurrency slot excluded.
     pub latency_ms: f64,
+}
+
+/// Where the answers of the LLM stages come from.
+#[derive(Clone)]
+pub enum LlmSource {
+    /// An OpenAI-compatible endpoint.
+    Endpoint { model: String, url: String },
+    /// The in-process GGUF model, loaded on its first call.
+    Local(Arc<LazyLocalLlm>),
+    /// A model the caller supplied, by its [`Llm::id`].
+    Given(String),
+}
+
+impl LlmSource {
+    /// Fails, without loading anything, when the model cannot answer at all: a local
+    /// model that is not installed (the error names the command that installs it).
+    pub fn check(&self) -> Result<()> {
+        match self {
+            LlmSource::Local(local) => local.check().map(|_| ()),
+            LlmSource::Endpoint { .. } | LlmSource::Given(_) => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for LlmSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LlmSource::Endpoint { model, url } => write!(f, "{model} at {url}"),
+            LlmSource::Local(local) => f.write_str(&local.describe()),
+            LlmSource::Given(id) => f.write_str(id),
+        }
+    }
+}
+
+/// The chat model `config` selects, behind the response cache (so that evaluations
+/// re-run for free): its OpenAI-compatible endpoint when it names a model (`llm.model`,
+/// env `HOPRAG_LLM_MODEL`), else the local GGUF model `llm.local` (env
+/// `HOPRAG_LLM_LOCAL`; SmolLM2 by default), which is loaded on its first call. Nothing is
+/// contacted or loaded here.
+pub fn from_config(config: &OpenAiChatConfig) -> Result<(Arc<dyn Llm>, LlmSource)> {
+    fn cached<L: Llm + 'static>(inner: L, fallback: impl FnOnce() -> Result<Arc<dyn Llm>>) -> Result<Arc<dyn Llm>> {
+        match CachedLlm::in_default_dir(inner) {
+            Ok(cached) => Ok(Arc::new(cached)),
+            // Answers only cost more without the cache; a query should not fail over it.
+            Err(e) => {
+                log::warn!("LLM answers will not be cached: {e}");
+                fallback()
+            }
+        }
+    }
+    if config.model.trim().is_empty() {
+        let local = Arc::new(LazyLocalLlm::new(&config.local));
+        let llm = cached(local.clone(), || Ok(local.clone() as Arc<dyn Llm>))?;
+        return Ok((llm, LlmSource::Local(local)));
+    }
+    let client = OpenAiChat::new(config.clone())?;
+    let source = LlmSource::Endpoint { model: config.model.clone(), url: client.url().to_string() };
+    let llm = cached(client, || Ok(Arc::new(OpenAiChat::new(config.clone())?)))?;
+    Ok((llm, source))
 }

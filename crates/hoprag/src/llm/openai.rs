@@ -32,6 +32,10 @@ pub struct OpenAiChatConfig {
     /// Send `response_format: {"type": "json_object"}` for requests that ask for JSON.
     /// Turn off for servers that reject it; answers are parsed leniently either way.
     pub json_mode: bool,
+    /// The in-process GGUF model the LLM stages use while `model` is empty (no
+    /// endpoint): `smollm2`, `gemma3-270m` or a path to a `.gguf` file; env
+    /// `HOPRAG_LLM_LOCAL`. See [`crate::llm::from_config`].
+    pub local: String,
 }
 
 impl Default for OpenAiChatConfig {
@@ -44,6 +48,7 @@ impl Default for OpenAiChatConfig {
             retry: RetryPolicy::default(),
             max_concurrency: 8,
             json_mode: true,
+            local: super::local::DEFAULT_LOCAL_MODEL.into(),
         }
     }
 }
@@ -58,14 +63,16 @@ impl fmt::Debug for OpenAiChatConfig {
             .field("retry", &self.retry)
             .field("max_concurrency", &self.max_concurrency)
             .field("json_mode", &self.json_mode)
+            .field("local", &self.local)
             .finish()
     }
 }
 
 impl OpenAiChatConfig {
-    /// Applies the environment: `HOPRAG_LLM_BASE_URL` and `HOPRAG_LLM_MODEL` override
-    /// the configured values; `HOPRAG_LLM_API_KEY`, else `OPENAI_API_KEY`, supplies a
-    /// key where none is configured. Empty variables count as unset.
+    /// Applies the environment: `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL` and
+    /// `HOPRAG_LLM_API_KEY` and `HOPRAG_LLM_LOCAL` override the configured values (a
+    /// configuration file); the generic `OPENAI_API_KEY` only supplies a key where none
+    /// is configured. Empty variables count as unset.
     pub fn with_env(self) -> Self {
         self.apply_env(|name| std::env::var(name).ok())
     }
@@ -78,8 +85,13 @@ impl OpenAiChatConfig {
         if let Some(model) = var("HOPRAG_LLM_MODEL") {
             self.model = model;
         }
-        if self.api_key.is_none() {
-            self.api_key = var("HOPRAG_LLM_API_KEY").or_else(|| var("OPENAI_API_KEY"));
+        if let Some(local) = var("HOPRAG_LLM_LOCAL") {
+            self.local = local;
+        }
+        if let Some(key) = var("HOPRAG_LLM_API_KEY") {
+            self.api_key = Some(key);
+        } else if self.api_key.is_none() {
+            self.api_key = var("OPENAI_API_KEY");
         }
         self
     }
@@ -228,20 +240,25 @@ mod tests {
     }
 
     #[test]
-    fn environment_overrides_url_and_model_but_not_a_configured_key() {
+    fn environment_overrides_the_configuration_but_openai_api_key_only_fills_a_gap() {
         let env: HashMap<&str, &str> = [
             ("HOPRAG_LLM_BASE_URL", "http://gpu:8000/v1"),
             ("HOPRAG_LLM_MODEL", "qwen"),
             ("HOPRAG_LLM_API_KEY", ""),
             ("OPENAI_API_KEY", "sk-env"),
+            ("HOPRAG_LLM_LOCAL", "gemma3-270m"),
         ]
         .into();
         let var = |name: &str| env.get(name).map(|v| v.to_string());
         let cfg = OpenAiChatConfig::default().apply_env(var);
         assert_eq!((cfg.base_url.as_str(), cfg.model.as_str()), ("http://gpu:8000/v1", "qwen"));
+        assert_eq!(cfg.local, "gemma3-270m");
+        assert_eq!(OpenAiChatConfig::default().apply_env(|_| None).local, "smollm2");
         assert_eq!(cfg.api_key.as_deref(), Some("sk-env"), "empty HOPRAG_LLM_API_KEY falls through");
-        let configured = OpenAiChatConfig { api_key: Some("sk-file".into()), ..Default::default() }.apply_env(var);
-        assert_eq!(configured.api_key.as_deref(), Some("sk-file"));
+        let configured = OpenAiChatConfig { api_key: Some("sk-file".into()), ..Default::default() };
+        assert_eq!(configured.clone().apply_env(var).api_key.as_deref(), Some("sk-file"));
+        let ours = |name: &str| if name == "HOPRAG_LLM_API_KEY" { Some("sk-ours".to_string()) } else { var(name) };
+        assert_eq!(configured.apply_env(ours).api_key.as_deref(), Some("sk-ours"));
     }
 
     #[test]

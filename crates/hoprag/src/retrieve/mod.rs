@@ -1,18 +1,24 @@
 //! Retrieval methods: the [`Retriever`] seam and one file per method.
 
+mod auto;
 mod bm25;
+pub mod bridge_rag;
 mod dense;
 pub mod gear;
 mod hybrid;
 mod phasegraph;
 mod ppr;
+mod regime_router;
 
+pub use auto::{Auto, AutoParams};
 pub use bm25::Bm25;
+pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
 pub use gear::{Gear, NaiveGe, SyncGe};
 pub use hybrid::Hybrid;
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
 pub use ppr::{PassageScoring, Ppr, PprMethodParams};
+pub use regime_router::{RegimeRouter, RegimeRouterParams, RouterMode};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,11 +36,26 @@ use crate::llm::{Llm, LlmStatsSnapshot, Meter};
 pub struct Query {
     pub text: String,
     pub embedding: Option<Arc<Vec<f32>>>,
+    /// The question's gold passages, which evaluation attaches for oracle analyses
+    /// (e.g. RegimeRouter's oracle router). No other method may read them.
+    pub gold: Option<Arc<Gold>>,
+}
+
+/// Gold passages of an evaluation question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gold {
+    pub passages: Vec<PassageIdx>,
+    /// Whether `passages` are in hop order.
+    pub ordered: bool,
 }
 
 impl Query {
     pub fn new(text: impl Into<String>) -> Self {
-        Query { text: text.into(), embedding: None }
+        Query { text: text.into(), embedding: None, gold: None }
+    }
+
+    pub fn with_embedding(text: impl Into<String>, embedding: Vec<f32>) -> Self {
+        Query { embedding: Some(Arc::new(embedding)), ..Query::new(text) }
     }
 }
 

@@ -47,16 +47,22 @@ impl Ord for Scored {
 fn top_k(scores: impl Iterator<Item = (PassageIdx, f32)>, k: usize) -> Vec<Scored> {
     let mut heap = BinaryHeap::with_capacity(k + 1);
     for (i, s) in scores {
-        if heap.len() < k {
-            heap.push(Scored(s, i));
-        } else if let Some(weakest) = heap.peek() {
-            if Scored(s, i) < *weakest {
-                heap.pop();
-                heap.push(Scored(s, i));
-            }
-        }
+        offer(&mut heap, k, i, s);
     }
     heap.into_vec()
+}
+
+/// Keeps (i, s) in a top-k heap if it beats the weakest.
+#[inline]
+fn offer(heap: &mut BinaryHeap<Scored>, k: usize, i: PassageIdx, s: f32) {
+    if heap.len() < k {
+        heap.push(Scored(s, i));
+    } else if let Some(weakest) = heap.peek() {
+        if Scored(s, i) < *weakest {
+            heap.pop();
+            heap.push(Scored(s, i));
+        }
+    }
 }
 
 #[inline]
@@ -97,6 +103,43 @@ impl VectorIndex for ExactIndex {
         Ok(merged.into_iter().map(|Scored(s, i)| (i, s)).collect())
     }
 
+    fn search_many(&self, queries: &[&[f32]], k: usize) -> Result<Vec<Vec<(PassageIdx, f32)>>> {
+        let dim = self.matrix.dim();
+        if let Some(q) = queries.iter().find(|q| q.len() != dim) {
+            return Err(Error::Embedding(format!("query has {} dimensions, index has {dim}", q.len())));
+        }
+        if queries.len() <= 1 || k == 0 || self.matrix.rows() == 0 {
+            return queries.iter().map(|q| self.search(q, k)).collect();
+        }
+        // Each row is read once and scored against every query while it is in cache:
+        // the scan is bound by memory, not by the multiply-adds.
+        let flat = self.matrix.as_flat();
+        let chunks: Vec<Vec<Vec<Scored>>> = flat
+            .par_chunks(ROWS_PER_TASK * dim)
+            .enumerate()
+            .map(|(chunk, rows)| {
+                let base = chunk * ROWS_PER_TASK;
+                let mut heaps: Vec<BinaryHeap<Scored>> =
+                    queries.iter().map(|_| BinaryHeap::with_capacity(k + 1)).collect();
+                for (r, v) in rows.chunks_exact(dim).enumerate() {
+                    for (heap, q) in heaps.iter_mut().zip(queries) {
+                        offer(heap, k, (base + r) as PassageIdx, dot(v, q));
+                    }
+                }
+                heaps.into_iter().map(BinaryHeap::into_vec).collect()
+            })
+            .collect();
+        Ok((0..queries.len())
+            .map(|qi| {
+                let mut merged: Vec<Scored> =
+                    chunks.iter().flat_map(|c| c[qi].iter().map(|s| Scored(s.0, s.1))).collect();
+                merged.sort();
+                merged.truncate(k);
+                merged.into_iter().map(|Scored(s, i)| (i, s)).collect()
+            })
+            .collect())
+    }
+
     fn len(&self) -> usize {
         self.matrix.rows()
     }
@@ -125,6 +168,26 @@ mod tests {
         let hits = idx.search(&[0.0, 1.0, 0.0], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![0, 1]);
         assert!(idx.search(&[1.0, 0.0], 2).is_err());
+    }
+
+    #[test]
+    fn one_scan_for_many_queries_matches_one_search_each() {
+        let dim = 5;
+        let mut m = Matrix::new(dim);
+        for i in 0..2500u32 {
+            let v: Vec<f32> = (0..dim as u32).map(|j| ((i * 31 + j * 17) % 97) as f32 / 97.0 - 0.4).collect();
+            m.push(&v);
+        }
+        let idx = ExactIndex::new(Arc::new(m));
+        let queries: Vec<Vec<f32>> =
+            (0..4).map(|q| (0..dim).map(|j| ((q * 7 + j * 3) % 5) as f32 - 2.0).collect()).collect();
+        let refs: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
+        let many = idx.search_many(&refs, 7).unwrap();
+        assert_eq!(many.len(), 4);
+        for (q, got) in refs.iter().zip(&many) {
+            assert_eq!(got, &idx.search(q, 7).unwrap());
+        }
+        assert!(idx.search_many(&[&[1.0, 0.0][..]], 3).is_err());
     }
 
     #[test]

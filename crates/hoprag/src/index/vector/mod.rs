@@ -16,6 +16,12 @@ use crate::error::Result;
 pub trait VectorIndex: Send + Sync {
     /// The `k` passages most similar to `query`, best first, with cosine scores.
     fn search(&self, query: &[f32], k: usize) -> Result<Vec<(PassageIdx, f32)>>;
+    /// Several searches, one list per query, each as [`search`](VectorIndex::search)
+    /// returns it. Exact search reads the matrix once for all of them (BridgeRAG's five
+    /// expansion searches), other indexes search one by one.
+    fn search_many(&self, queries: &[&[f32]], k: usize) -> Result<Vec<Vec<(PassageIdx, f32)>>> {
+        queries.iter().map(|q| self.search(q, k)).collect()
+    }
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -43,7 +43,7 @@ impl Gear {
                 let embedding = (kind != SearchKind::Bm25).then(|| Arc::new(e.clone()));
                 let from_passages: Ranked = ctx
                     .base
-                    .retrieve(&Query { text: text.clone(), embedding }, k)?
+                    .retrieve(&Query { text: text.clone(), embedding, gold: None }, k)?
                     .hits
                     .into_iter()
                     .map(|h| (h.passage, h.score))
@@ -81,7 +81,7 @@ impl Retriever for Gear {
             steps = n;
             trace.step("iteration", || Ok(((), json!({"step": n, "query": current.text}))))?;
             let q = query_embedding(ctx.embedder.as_ref(), &current, &mut trace)?;
-            let query = Query { text: current.text.clone(), embedding: Some(q.clone()) };
+            let query = Query { text: current.text.clone(), embedding: Some(q.clone()), gold: None };
             // C_q(n): SyncGE on q(n), from round_passages base passages.
             let (retrieved, _) = sync_ge(ctx, llm, &query, &q, p.round_passages, usize::MAX, &mut trace)?;
             // T^G_q(n) = read(C_q(n), q[, G(n−1)]) (Eq. 4); G(n) = G(n−1) ∘ T^G_q(n) (Eq. 5)

@@ -79,7 +79,7 @@ impl Retriever for SyncGe {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let mut trace = Trace::default();
         let q = query_embedding(self.ctx.embedder.as_ref(), query, &mut trace)?;
-        let query = Query { text: query.text.clone(), embedding: Some(q.clone()) };
+        let query = Query { text: query.text.clone(), embedding: Some(q.clone()), gold: None };
         let (fused, _) = sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k), k, &mut trace)?;
         Ok(Retrieval { hits: hits(fused), trace })
     }

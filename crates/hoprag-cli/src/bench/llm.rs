@@ -1,0 +1,144 @@
+//! `hoprag bench llm`: speed of the in-process GGUF chat model: load time, prompt
+//! processing (prefill) and generation tokens per second, median of a few runs with a
+//! fixed prompt and a fixed number of generated tokens.
+
+use std::time::Instant;
+
+use clap::Args;
+use hoprag::llm::{ChatRequest, LocalLlm, LocalModel, Message};
+use serde::Serialize;
+
+use crate::commands::Context;
+
+#[derive(Args)]
+pub struct LlmBench {
+    /// `smollm2`, `gemma3-270m` or a path to a .gguf file.
+    #[arg(long, default_value = "smollm2")]
+    model: String,
+    /// Prompt length in tokens (about: whole sentences are added until it is reached).
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    /// Tokens generated per run (greedy, past any end of turn).
+    #[arg(long, default_value_t = 64)]
+    gen_tokens: u32,
+    /// Timed runs (after one untimed warm-up run).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+}
+
+#[derive(Serialize)]
+struct Run {
+    prefill_secs: f64,
+    decode_secs: f64,
+    prefill_tokens_per_sec: f64,
+    decode_tokens_per_sec: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    path: String,
+    id: String,
+    /// Threads a forward pass runs on.
+    threads: usize,
+    load_secs: f64,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    median_prefill_tokens_per_sec: f64,
+    median_decode_tokens_per_sec: f64,
+    runs: Vec<Run>,
+}
+
+/// Sentences of an invented passage, repeated to the prompt length.
+const FILLER: &[&str] = &[
+    "The Harrowgate ferry crosses the Velloria strait twice a day in summer.",
+    "Its first captain, Ida Marsh, kept a log of every crossing from 1904 to 1931.",
+    "The log is now held by the maritime museum in the old lighthouse.",
+    "In 1958 a second ferry, the Corran Star, joined the route.",
+];
+
+pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
+    if args.runs == 0 || args.gen_tokens < 2 {
+        anyhow::bail!("--runs must be at least 1 and --gen-tokens at least 2");
+    }
+    let model = LocalModel::resolve(&args.model)?;
+    let t = Instant::now();
+    let llm = LocalLlm::load(&model)?;
+    let load_secs = t.elapsed().as_secs_f64();
+    ctx.note(format!("loaded {} in {load_secs:.1}s", model.path.display()));
+
+    let mut passage = String::new();
+    let mut request = request(&passage, args.gen_tokens);
+    for sentence in FILLER.iter().cycle() {
+        if llm.prompt(&request)?.len() >= args.prompt_tokens {
+            break;
+        }
+        passage.push_str(sentence);
+        passage.push(' ');
+        request = self::request(&passage, args.gen_tokens);
+    }
+    let prompt_tokens = llm.prompt(&request)?.len();
+
+    llm.generate_exactly(&request)?; // warm-up: page in the weights, start the threads
+    let mut runs = Vec::new();
+    for _ in 0..args.runs {
+        let g = llm.generate_exactly(&request)?;
+        // The first new token comes from the prefill's logits; each later one costs a
+        // forward pass.
+        runs.push(Run {
+            prefill_secs: g.prefill_secs,
+            decode_secs: g.decode_secs,
+            prefill_tokens_per_sec: g.prompt_tokens as f64 / g.prefill_secs,
+            decode_tokens_per_sec: (g.completion_tokens - 1) as f64 / g.decode_secs,
+        });
+    }
+    let report = Report {
+        model: args.model.clone(),
+        path: model.path.display().to_string(),
+        id: hoprag::llm::Llm::id(&llm).to_string(),
+        threads: hoprag::llm::local::threads(),
+        load_secs,
+        prompt_tokens,
+        generated_tokens: args.gen_tokens as usize,
+        median_prefill_tokens_per_sec: median(runs.iter().map(|r| r.prefill_tokens_per_sec).collect()),
+        median_decode_tokens_per_sec: median(runs.iter().map(|r| r.decode_tokens_per_sec).collect()),
+        runs,
+    };
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} ({} threads): load {:.1}s; prompt processing {:.0} tokens/s ({} tokens), generation {:.1} tokens/s \
+             ({} tokens); median of {} runs",
+            report.model,
+            report.threads,
+            report.load_secs,
+            report.median_prefill_tokens_per_sec,
+            report.prompt_tokens,
+            report.median_decode_tokens_per_sec,
+            report.generated_tokens,
+            report.runs.len()
+        );
+    }
+    Ok(())
+}
+
+fn request(passage: &str, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        max_tokens: Some(max_tokens),
+        ..ChatRequest::new(vec![
+            Message::system("You summarise passages."),
+            Message::user(format!("Passage: {passage}\nSummarise the passage in one paragraph.")),
+        ])
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}

@@ -1,0 +1,60 @@
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use hoprag::serve::{shutdown_signal, Server};
+use hoprag::Engine;
+
+use super::Context;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Index directory.
+    #[arg(long, value_name = "DIR")]
+    index: PathBuf,
+    /// Address to listen on (default `serve.addr`, 127.0.0.1:8080); port 0 picks a free one.
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Option<String>,
+    /// Bearer token required on every route but /health. Prefer env HOPRAG_TOKEN or
+    /// `serve.token` in hoprag.toml: a flag is visible to other users in `ps`.
+    #[arg(long)]
+    token: Option<String>,
+    /// Override a setting, e.g. `serve.max_k=50` or `hybrid.rrf_k=30` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    settings: Vec<String>,
+}
+
+pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
+    let mut settings = ctx.settings(Some(&args.index), &args.settings)?;
+    if let Some(addr) = args.addr {
+        settings.serve.addr = addr;
+    }
+    if let Some(token) = args.token {
+        settings.serve.token = Some(token);
+    }
+    if let Some(file) = &settings.file {
+        ctx.note(format!("configuration: {}", file.display()));
+    }
+    let engine = Engine::open(&args.index, settings.config)?;
+    let passages = engine.index.len();
+    let server = Server::new(engine, settings.serve)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let addr = server.settings().addr.clone();
+        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
+        let bound = listener.local_addr()?;
+        // On stdout, first and flushed: scripts (and the tests) read the port from it.
+        println!("listening on http://{bound}");
+        std::io::stdout().flush()?;
+        let auth = if server.settings().token.as_deref().is_some_and(|t| !t.is_empty()) {
+            "bearer token required"
+        } else {
+            "no token"
+        };
+        ctx.note(format!("serving {} ({passages} passages), {auth}; Ctrl-C or SIGTERM stops", args.index.display()));
+        server.run(listener, shutdown_signal()).await?;
+        ctx.note("stopped");
+        anyhow::Ok(())
+    })
+}

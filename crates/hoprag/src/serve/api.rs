@@ -1,0 +1,233 @@
+//! What goes over the wire: request and response bodies, and the one error shape.
+//! The OpenAPI document is derived from these types.
+
+use std::collections::BTreeMap;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::corpus::Skipped;
+use crate::engine::Engine;
+use crate::retrieve::{Retrieval, Trace};
+
+/// One question to retrieve passages for.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveRequest {
+    pub query: String,
+    /// A method of `GET /v1/methods`; the server's default when left out.
+    pub method: Option<String>,
+    /// Passages to return (at most the server's `max_k`).
+    pub k: Option<usize>,
+    /// Method parameters for this request only, by dotted path as in `--set`, e.g.
+    /// `{"phasegraph.fusion.alpha": 0.5}`. Server-wide sections (`llm`, `embedder`)
+    /// cannot be changed per request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Object)]
+    pub options: BTreeMap<String, Value>,
+}
+
+/// The passages a method returned, best first, with its trace. `hoprag query --json`
+/// prints the same document.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RetrieveResponse {
+    pub query: String,
+    pub method: String,
+    pub k: usize,
+    pub passages: Vec<RankedPassage>,
+    /// The method's steps, with their timings and details.
+    #[schema(value_type = Object)]
+    pub trace: Trace,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RankedPassage {
+    /// 1 for the best passage.
+    pub rank: usize,
+    pub id: String,
+    pub title: String,
+    pub text: String,
+    pub score: f32,
+}
+
+impl RetrieveResponse {
+    pub fn new(engine: &Engine, query: String, method: String, k: usize, retrieval: Retrieval) -> Self {
+        let passages = retrieval
+            .hits
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let p = engine.index.passage(h.passage);
+                RankedPassage {
+                    rank: i + 1,
+                    id: p.id.clone(),
+                    title: p.title.clone(),
+                    text: p.text.clone(),
+                    score: h.score,
+                }
+            })
+            .collect();
+        RetrieveResponse { query, method, k, passages, trace: retrieval.trace }
+    }
+}
+
+/// Passages to add to the live index. A passage without text fails the whole request.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddPassagesRequest {
+    pub passages: Vec<NewPassage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewPassage {
+    /// Derived from the content when left out; renamed (and reported) if the index
+    /// already uses it for another passage.
+    pub id: Option<String>,
+    #[serde(default)]
+    pub title: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AddPassagesResponse {
+    /// Passages added to the index.
+    pub added: usize,
+    /// Passages in the index now.
+    pub total: usize,
+    /// The index generation now served.
+    pub generation: String,
+    /// Entries not added because the index (or the request) already has the same passage.
+    pub duplicates: Vec<Issue>,
+    /// Entries added with a change, e.g. an id renamed to stay unique.
+    pub warnings: Vec<Issue>,
+    /// Present when the index has an entity graph, which does not cover new passages
+    /// until it is rebuilt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// An entry of a request that was skipped or changed, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Issue {
+    /// e.g. `passages[3]`.
+    pub location: String,
+    pub reason: String,
+}
+
+impl From<Skipped> for Issue {
+    fn from(s: Skipped) -> Self {
+        Issue { location: s.location, reason: s.reason }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MethodList {
+    /// The method of requests that name none.
+    pub default: String,
+    pub methods: Vec<MethodInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MethodInfo {
+    pub name: String,
+    pub description: String,
+    /// The method's section of the server's configuration (what `options` paths start
+    /// from), or null for a method without parameters.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// Always `ok` when the server answers.
+    pub status: String,
+    pub version: String,
+    pub passages: usize,
+    pub generation: String,
+}
+
+/// Every error response: `{"error": {"code": ..., "message": ...}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable: `invalid_json`, `invalid_request`, `unknown_method`,
+    /// `invalid_option`, `limit_exceeded`, `payload_too_large`, `unsupported_media_type`,
+    /// `unauthorized`, `not_found`, `method_not_allowed`, `timeout`, `internal`.
+    pub code: String,
+    pub message: String,
+}
+
+/// An error on its way to becoming an [`ErrorBody`] response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// Prefixes the message with where in the request the problem is.
+    pub fn at(mut self, location: &str) -> Self {
+        self.message = format!("{location}: {}", self.message);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody { error: ErrorDetail { code: self.code.to_string(), message: self.message } };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = rejection.status();
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            StatusCode::UNPROCESSABLE_ENTITY => "invalid_request",
+            _ => "invalid_json",
+        };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
+
+/// `axum::Json`, with its rejections in our error shape.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::Json(value) = axum::Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(value))
+    }
+}

@@ -1,0 +1,157 @@
+//! The routes: each checks its input, hands the work to [`AppState`] (on the blocking
+//! pool where it is CPU-bound or writes the index) and returns JSON. The `utoipa::path`
+//! attributes are the source of `/openapi.json`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use tokio::task::JoinSet;
+
+use super::api::{
+    AddPassagesRequest, AddPassagesResponse, ApiError, ApiJson, ErrorBody, Health, MethodInfo, MethodList,
+    RetrieveRequest, RetrieveResponse,
+};
+use super::state::{generation_name, AppState};
+use crate::engine::{DEFAULT_METHOD, METHODS};
+
+type Shared = State<Arc<AppState>>;
+
+/// Retrieve passages for one query.
+#[utoipa::path(post, path = "/v1/retrieve", request_body = RetrieveRequest,
+    responses((status = 200, body = RetrieveResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 413, body = ErrorBody), (status = 422, body = ErrorBody), (status = 504, body = ErrorBody)))]
+pub async fn retrieve(
+    State(state): Shared,
+    ApiJson(request): ApiJson<RetrieveRequest>,
+) -> Result<Json<RetrieveResponse>, ApiError> {
+    let checked = state.check(request)?;
+    let work = state.on_worker(move |s| s.retrieve(checked));
+    Ok(Json(within_timeout(&state, work).await?))
+}
+
+/// Retrieve passages for several queries at once; results come in request order. The
+/// batch fails as a whole, naming the first item at fault.
+#[utoipa::path(post, path = "/v1/retrieve/batch", request_body = Vec<RetrieveRequest>,
+    responses((status = 200, body = Vec<RetrieveResponse>), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody), (status = 504, body = ErrorBody)))]
+pub async fn retrieve_batch(
+    State(state): Shared,
+    ApiJson(requests): ApiJson<Vec<RetrieveRequest>>,
+) -> Result<Json<Vec<RetrieveResponse>>, ApiError> {
+    let max = state.settings.max_batch;
+    if requests.len() > max {
+        return Err(ApiError::bad_request(
+            "limit_exceeded",
+            format!("the batch has {} queries; the limit is {max} (serve.max_batch)", requests.len()),
+        ));
+    }
+    let checked = requests
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| state.check(r).map_err(|e| e.at(&format!("[{i}]"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let n = checked.len();
+    let runner = state.clone();
+    let work = async move {
+        // Dropping the set (on a timeout) cancels the items still waiting for a worker.
+        let mut set = JoinSet::new();
+        for (i, c) in checked.into_iter().enumerate() {
+            let state = runner.clone();
+            set.spawn(async move { (i, state.on_worker(move |s| s.retrieve(c)).await) });
+        }
+        let mut results: Vec<Option<RetrieveResponse>> = vec![None; n];
+        while let Some(joined) = set.join_next().await {
+            let (i, result) = joined.map_err(|e| ApiError::internal(format!("a batch task failed: {e}")))?;
+            results[i] = Some(result.map_err(|e| e.at(&format!("[{i}]")))?);
+        }
+        Ok(results.into_iter().flatten().collect())
+    };
+    Ok(Json(within_timeout(&state, work).await?))
+}
+
+/// Add passages to the live index. They are embedded and written as a new index
+/// generation, which is then served; queries already running finish on the previous one.
+#[utoipa::path(post, path = "/v1/passages", request_body = AddPassagesRequest,
+    responses((status = 200, body = AddPassagesResponse), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn add_passages(
+    State(state): Shared,
+    ApiJson(request): ApiJson<AddPassagesRequest>,
+) -> Result<Json<AddPassagesResponse>, ApiError> {
+    // Not under the request timeout, and in a task of its own: once started, a write
+    // runs to its end even if the client goes away, so the served engine always
+    // matches the index on disk.
+    let state = state.clone();
+    let task = tokio::task::spawn_blocking(move || state.add_passages(request));
+    Ok(Json(task.await.map_err(|e| ApiError::internal(format!("the add task failed: {e}")))??))
+}
+
+/// The retrieval methods, with their parameters as configured on this server.
+#[utoipa::path(get, path = "/v1/methods", responses((status = 200, body = MethodList), (status = 401, body = ErrorBody)))]
+pub async fn methods(State(state): Shared) -> Result<Json<MethodList>, ApiError> {
+    // Through JSON text: `to_value` would widen f32 parameters (0.85 → 0.8500000238).
+    let config: serde_json::Value = serde_json::to_string(&state.engine().config)
+        .and_then(|text| serde_json::from_str(&text))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let methods = METHODS
+        .iter()
+        .map(|(name, description)| MethodInfo {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters: config.get(*name).cloned().unwrap_or_default(),
+        })
+        .collect();
+    Ok(Json(MethodList { default: DEFAULT_METHOD.to_string(), methods }))
+}
+
+/// Liveness and what is served; needs no token.
+#[utoipa::path(get, path = "/health", security(()), responses((status = 200, body = Health)))]
+pub async fn health(State(state): Shared) -> Json<Health> {
+    let engine = state.engine();
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        passages: engine.index.len(),
+        generation: generation_name(&engine),
+    })
+}
+
+/// Prometheus metrics (text format).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String),
+    (status = 401, body = ErrorBody)))]
+pub async fn metrics(State(state): Shared) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.render_metrics())
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", responses(
+    (status = 200, description = "OpenAPI 3.1 document", content_type = "application/json"), (status = 401, body = ErrorBody)))]
+pub async fn openapi(State(state): Shared) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], state.openapi.clone())
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route; GET /openapi.json lists them")
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that HTTP method")
+}
+
+/// Awaits `work` for at most the configured time.
+async fn within_timeout<T>(
+    state: &AppState,
+    work: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let limit = state.settings.timeout();
+    tokio::time::timeout(limit, work).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            format!("the request took longer than {} ms (serve.timeout_ms)", limit.as_millis()),
+        )
+    })?
+}

@@ -1,0 +1,152 @@
+//! The HTTP server (cargo feature `serve`): the engine behind a JSON API.
+//!
+//! It lives in the library, not only in the CLI, so that an application can mount
+//! [`Server::router`] inside its own axum app next to its own routes, with an engine it
+//! built in code.
+//!
+//! Routes: `POST /v1/retrieve`, `POST /v1/retrieve/batch`, `POST /v1/passages`,
+//! `GET /v1/methods`, `GET /health`, `GET /metrics`, `GET /openapi.json` (generated
+//! from the types in [`api`]). Retrieval is CPU-bound and synchronous, so it runs on
+//! tokio's blocking pool, at most [`ServeSettings::workers`] at a time; the async
+//! threads only parse, check and wait. Adding passages writes a new index generation
+//! and then swaps the served engine whole, so a query sees the old index or the new
+//! one, never a mix.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use hoprag::serve::{shutdown_signal, ServeSettings, Server};
+//! let engine = hoprag::Engine::open("idx".as_ref(), hoprag::Config::default())?;
+//! let server = Server::new(engine, ServeSettings::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! server.run(listener, shutdown_signal()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod api;
+mod handlers;
+mod metrics;
+mod middleware;
+mod settings;
+mod state;
+
+pub use settings::ServeSettings;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::OpenApi;
+
+use crate::engine::Engine;
+use crate::error::Result;
+use state::AppState;
+
+pub struct Server {
+    state: Arc<AppState>,
+}
+
+impl Server {
+    /// Checks the settings and prepares the engine (its graph is loaded now).
+    pub fn new(engine: Engine, settings: ServeSettings) -> Result<Server> {
+        Ok(Server { state: Arc::new(AppState::new(engine, settings)?) })
+    }
+
+    pub fn settings(&self) -> &ServeSettings {
+        &self.state.settings
+    }
+
+    /// All routes, with the token check, the body limit, logging and metrics.
+    pub fn router(&self) -> Router {
+        let state = &self.state;
+        let guarded = Router::new()
+            .route("/v1/retrieve", post(handlers::retrieve))
+            .route("/v1/retrieve/batch", post(handlers::retrieve_batch))
+            .route("/v1/passages", post(handlers::add_passages))
+            .route("/v1/methods", get(handlers::methods))
+            .route("/metrics", get(handlers::metrics))
+            .route("/openapi.json", get(handlers::openapi))
+            .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::require_token));
+        Router::new()
+            .route("/health", get(handlers::health))
+            .merge(guarded)
+            .fallback(handlers::not_found)
+            .method_not_allowed_fallback(handlers::method_not_allowed)
+            .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::observe))
+            .with_state(state.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then stops accepting and lets
+    /// the requests in flight finish.
+    pub async fn run(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            log::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                log::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    log::info!("shutting down: no new connections; finishing the requests in flight");
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "hoprag", description = "Multi-hop retrieval: passages for a question, with the method's trace."),
+    paths(
+        handlers::retrieve,
+        handlers::retrieve_batch,
+        handlers::add_passages,
+        handlers::methods,
+        handlers::health,
+        handlers::metrics,
+        handlers::openapi
+    ),
+    modifiers(&BearerToken),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+/// Declares the bearer scheme the `security` requirement above names.
+struct BearerToken;
+
+impl utoipa::Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+/// The OpenAPI document of the routes above.
+pub fn openapi_json() -> String {
+    ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises")
+}

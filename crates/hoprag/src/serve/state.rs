@@ -1,0 +1,324 @@
+//! What the handlers share: the served engine (swapped whole when passages are
+//! added), the limits, the worker slots and the metrics; and the operations behind
+//! the routes, free of HTTP.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use super::api::{AddPassagesRequest, AddPassagesResponse, ApiError, RetrieveRequest, RetrieveResponse};
+use super::metrics::{Gauges, Metrics};
+use super::settings::ServeSettings;
+use crate::corpus::{Dedup, LoadedCorpus, Passage};
+use crate::engine::{Engine, DEFAULT_METHOD, METHODS};
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::llm::{ChatRequest, ChatResponse, Llm, LlmStats};
+use crate::progress::Silent;
+use crate::retrieve::Query;
+
+/// Configuration sections that are fixed when the engine is built (the embedder and
+/// the LLM client), so a request cannot change them.
+const SERVER_WIDE: &[&str] = &["embedder", "llm"];
+
+pub struct AppState {
+    engine: ArcSwap<Engine>,
+    /// Serialises index writers; readers never wait for it.
+    writer: Mutex<()>,
+    /// One permit per retrieval allowed to run at once.
+    workers: Arc<Semaphore>,
+    pub settings: ServeSettings,
+    pub metrics: Metrics,
+    llm_stats: Option<Arc<LlmStats>>,
+    /// SHA-256 of the bearer token: comparing digests in constant time leaks neither
+    /// the token's bytes nor its length.
+    token_digest: Option<[u8; 32]>,
+    /// `/openapi.json`, rendered once.
+    pub openapi: String,
+}
+
+/// A request that passed the checks, with the engine configured for it.
+pub struct Checked {
+    pub query: String,
+    pub method: String,
+    pub k: usize,
+    pub engine: Arc<Engine>,
+}
+
+impl AppState {
+    /// Meters the engine's LLM (if it has one) for `/metrics`, and loads the entity
+    /// graph now rather than on the first request.
+    pub fn new(engine: Engine, settings: ServeSettings) -> Result<AppState> {
+        settings.check()?;
+        let (engine, llm_stats) = match engine.llm().cloned() {
+            Some(llm) => {
+                let stats = Arc::new(LlmStats::new());
+                (engine.with_llm(Arc::new(CountingLlm { inner: llm, stats: stats.clone() })), Some(stats))
+            }
+            None => (engine, None),
+        };
+        preload_graph(&engine)?;
+        let token_digest = settings.token.as_deref().filter(|t| !t.is_empty()).map(|t| Sha256::digest(t).into());
+        Ok(AppState {
+            engine: ArcSwap::from_pointee(engine),
+            writer: Mutex::new(()),
+            workers: Arc::new(Semaphore::new(settings.worker_count())),
+            settings,
+            metrics: Metrics::default(),
+            llm_stats,
+            token_digest,
+            openapi: super::openapi_json(),
+        })
+    }
+
+    /// The engine now served; a request keeps the one it started with.
+    pub fn engine(&self) -> Arc<Engine> {
+        self.engine.load_full()
+    }
+
+    pub fn requires_token(&self) -> bool {
+        self.token_digest.is_some()
+    }
+
+    /// Whether `given` is the token (always true when none is set).
+    pub fn token_matches(&self, given: Option<&str>) -> bool {
+        use subtle::ConstantTimeEq;
+        match (&self.token_digest, given) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(expected), Some(given)) => {
+                let given: [u8; 32] = Sha256::digest(given).into();
+                expected[..].ct_eq(&given[..]).into()
+            }
+        }
+    }
+
+    /// Checks a request against the limits and resolves its method and options.
+    pub fn check(&self, request: RetrieveRequest) -> Result<Checked, ApiError> {
+        let s = &self.settings;
+        let RetrieveRequest { query, method, k, options } = request;
+        if query.trim().is_empty() {
+            return Err(ApiError::bad_request("invalid_request", "query is empty"));
+        }
+        let chars = query.chars().count();
+        if chars > s.max_query_chars {
+            return Err(ApiError::bad_request(
+                "limit_exceeded",
+                format!("query has {chars} characters; the limit is {} (serve.max_query_chars)", s.max_query_chars),
+            ));
+        }
+        let k = k.unwrap_or(s.default_k);
+        if k == 0 {
+            return Err(ApiError::bad_request("invalid_request", "k must be at least 1"));
+        }
+        if k > s.max_k {
+            return Err(ApiError::bad_request(
+                "limit_exceeded",
+                format!("k = {k} is above the limit of {} (serve.max_k)", s.max_k),
+            ));
+        }
+        let method = method.unwrap_or_else(|| DEFAULT_METHOD.to_string());
+        if !METHODS.iter().any(|(name, _)| *name == method) {
+            let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
+            return Err(ApiError::bad_request(
+                "unknown_method",
+                format!("unknown method {method:?}; known: {}", known.join(", ")),
+            ));
+        }
+        let engine = self.engine();
+        let engine = if options.is_empty() {
+            engine
+        } else {
+            if let Some(path) =
+                options.keys().find(|p| SERVER_WIDE.iter().any(|s| p.as_str() == *s || p.starts_with(&format!("{s}."))))
+            {
+                return Err(ApiError::bad_request(
+                    "invalid_option",
+                    format!(
+                        "option {path:?}: the {} section is server-wide; set it in hoprag.toml",
+                        SERVER_WIDE.join(" and ")
+                    ),
+                ));
+            }
+            let settings: Vec<_> = options.into_iter().collect();
+            let config = crate::eval::tune::with_settings(&engine.config, &settings)
+                .map_err(|e| ApiError::bad_request("invalid_option", option_message(e)))?;
+            Arc::new(engine.with_config(config))
+        };
+        Ok(Checked { query, method, k, engine })
+    }
+
+    /// Runs a checked request: CPU-bound and synchronous, for the blocking pool.
+    pub fn retrieve(&self, c: Checked) -> Result<RetrieveResponse, ApiError> {
+        let retriever = c.engine.retriever(&c.method).map_err(|e| match e {
+            // The method exists but cannot run on this index or configuration.
+            Error::Config(_) | Error::Index { .. } => ApiError::bad_request("method_unavailable", e.to_string()),
+            e => ApiError::internal(e.to_string()),
+        })?;
+        let retrieval = retriever
+            .retrieve(&Query::new(c.query.as_str()), c.k)
+            .map_err(|e| ApiError::internal(format!("{} failed: {e}", c.method)))?;
+        self.metrics.record_retrieval(&c.method);
+        Ok(RetrieveResponse::new(&c.engine, c.query, c.method, c.k, retrieval))
+    }
+
+    /// Runs `f` on the blocking pool once a worker slot is free. Dropping the returned
+    /// future (a timeout, a client gone) before the slot is granted does no work.
+    pub async fn on_worker<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = self
+            .workers
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::internal("the server is shutting down"))?;
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&state)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
+    }
+
+    /// Adds passages to the index on disk (a new generation, published atomically) and
+    /// then serves it. Writers go one at a time; readers keep the engine they have.
+    /// Blocking: call it on the blocking pool.
+    pub fn add_passages(&self, request: AddPassagesRequest) -> Result<AddPassagesResponse, ApiError> {
+        // All or nothing: a passage without text fails the request before anything is written.
+        if let Some(i) = request.passages.iter().position(|p| p.text.trim().is_empty()) {
+            return Err(ApiError::bad_request("invalid_request", format!("passages[{i}]: the text is empty")));
+        }
+        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let engine = self.engine();
+        // Duplicates and id clashes are found here, against the served index (which is
+        // the one on disk: writers go one at a time), so that the report names entries
+        // by their place in the request; `Index::add` then finds nothing more to drop.
+        let mut seen = Dedup::with_existing(engine.index.passages());
+        let mut corpus = LoadedCorpus::default();
+        corpus.report.entries = request.passages.len();
+        for (i, p) in request.passages.into_iter().enumerate() {
+            let id = p.id.filter(|id| !id.trim().is_empty()).unwrap_or_else(|| Passage::content_id(&p.title, &p.text));
+            corpus.push(&mut seen, Passage { id, title: p.title, text: p.text }, format!("passages[{i}]"));
+        }
+        let root = engine.index.root().to_path_buf();
+        let stats = Index::add(&root, &mut corpus, "POST /v1/passages".into(), engine.embedder.as_ref(), &Silent)
+            .map_err(|e| ApiError::internal(format!("adding passages: {e}")))?;
+        if stats.passages_added > 0 {
+            let index = Index::open(&root).map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
+            let next = engine.with_index(Arc::new(index)).map_err(|e| ApiError::internal(e.to_string()))?;
+            preload_graph(&next).map_err(|e| ApiError::internal(e.to_string()))?;
+            self.engine.store(Arc::new(next));
+        }
+        let now = self.engine();
+        let note = now.index.manifest.graph.as_ref().filter(|_| stats.passages_added > 0).map(|g| {
+            format!(
+                "the entity graph covers the first {} passages; rebuild it with `hoprag graph` to include the new ones",
+                g.passages
+            )
+        });
+        let report = corpus.report;
+        Ok(AddPassagesResponse {
+            added: stats.passages_added,
+            total: now.index.len(),
+            generation: generation_name(&now),
+            duplicates: report.duplicates.into_iter().map(Into::into).collect(),
+            warnings: report.warnings.into_iter().map(Into::into).collect(),
+            note,
+        })
+    }
+
+    pub fn render_metrics(&self) -> String {
+        let gauges = Gauges { passages: self.engine().index.len(), llm: self.llm_stats.as_ref().map(|s| s.snapshot()) };
+        self.metrics.render(&gauges)
+    }
+}
+
+pub fn generation_name(engine: &Engine) -> String {
+    engine.index.generation_dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Loads the entity graph of an index that has one, so that requests (and engines made
+/// for their options, which share it) never load it themselves, and an engine keeps
+/// working after its generation's files are removed.
+fn preload_graph(engine: &Engine) -> Result<()> {
+    if engine.index.manifest.graph.is_some() {
+        engine.graph()?;
+    }
+    Ok(())
+}
+
+/// `with_settings` errors, without the "configuration:" prefix meant for the CLI.
+fn option_message(e: Error) -> String {
+    match e {
+        Error::Config(message) => format!("options: {message}"),
+        other => other.to_string(),
+    }
+}
+
+/// Counts the engine's LLM calls into the server's totals for `/metrics` (an owned
+/// counterpart of [`Meter`](crate::llm::Meter), which borrows).
+struct CountingLlm {
+    inner: Arc<dyn Llm>,
+    stats: Arc<LlmStats>,
+}
+
+impl Llm for CountingLlm {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        let outcome = self.inner.chat(request);
+        match &outcome {
+            Ok(response) => self.stats.record_response(response),
+            Err(_) => self.stats.record_error(),
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Usage;
+
+    /// Answers from "cache" when asked "cached", fails when asked "fail".
+    struct Scripted;
+
+    impl Llm for Scripted {
+        fn id(&self) -> &str {
+            "scripted"
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+            match request.messages[0].content.as_str() {
+                "fail" => Err(Error::Other("scripted failure".into())),
+                prompt => Ok(ChatResponse {
+                    text: "ok".into(),
+                    usage: Usage { prompt_tokens: 7, completion_tokens: 3 },
+                    cached: prompt == "cached",
+                    retries: 0,
+                    latency_ms: 1.0,
+                }),
+            }
+        }
+    }
+
+    #[test]
+    fn the_counting_llm_feeds_the_server_totals() {
+        let stats = Arc::new(LlmStats::new());
+        let llm = CountingLlm { inner: Arc::new(Scripted), stats: stats.clone() };
+        assert_eq!(llm.id(), "scripted");
+        llm.chat(&ChatRequest::user("fresh")).unwrap();
+        llm.chat(&ChatRequest::user("cached")).unwrap();
+        assert!(llm.chat(&ChatRequest::user("fail")).is_err());
+        let s = stats.snapshot();
+        assert_eq!((s.calls, s.cache_hits, s.errors), (3, 1, 1));
+        assert_eq!(s.tokens_spent, Usage { prompt_tokens: 7, completion_tokens: 3 });
+        assert_eq!(s.tokens_from_cache, Usage { prompt_tokens: 7, completion_tokens: 3 });
+    }
+}

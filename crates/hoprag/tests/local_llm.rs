@@ -1,0 +1,205 @@
+//! The in-process GGUF model (SmolLM2 from the model cache, installed by scripts/test.sh):
+//! its tokenizer, chat template and greedy decoding, and the LLM stages that exist so far
+//! (LLM triple extraction, query NER for PPR and PhaseGraph) run on it end to end,
+//! offline. Assertions are structural (runs complete, calls and failures are counted,
+//! answers repeat), not about the quality of a 135M model's answers.
+//!
+//! All tests share one loaded model and run one at a time (candle's kernels spin-wait
+//! for their worker threads, which turns any competition for the cores into long
+//! stalls).
+
+mod common;
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use common::HashEmbedder;
+use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus};
+use hoprag::graph::linking::NerMode;
+use hoprag::graph::{extract_llm, EntityGraph, GraphOptions, LlmExtractOptions};
+use hoprag::index::{BuildOptions, Index};
+use hoprag::llm::local::Finish;
+use hoprag::llm::{CachedLlm, ChatRequest, Llm, LlmSource, LocalLlm, LocalModel, Message};
+use hoprag::progress::Silent;
+use hoprag::retrieve::Query;
+use hoprag::{Config, Engine};
+
+/// Held by each test for its whole run.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn smollm2() -> &'static LocalLlm {
+    static MODEL: OnceLock<LocalLlm> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        // Not a skip: CI installs the model before the tests (scripts/test.sh).
+        let model = LocalModel::resolve("smollm2").unwrap_or_else(|e| panic!("{e}"));
+        LocalLlm::load(&model).unwrap()
+    })
+}
+
+fn tokens(llm: &LocalLlm, text: &str) -> Vec<String> {
+    let t = llm.tokenizer();
+    t.encode(text).unwrap().iter().map(|&id| t.id_to_token(id).unwrap()).collect()
+}
+
+#[test]
+fn tokenizer_from_the_gguf_round_trips() {
+    let _serial = one_at_a_time();
+    let llm = smollm2();
+    let t = llm.tokenizer();
+    assert_eq!(t.vocab_size(), 49152);
+    for text in [
+        "Hello world",
+        "The Brisk River rises in the Tollan Hills; it was bridged in 1791.",
+        "Café déjà vu, naïve façade: 東京 and Zürich.",
+        "  two  spaces,\ttabs\n\nand blank lines  ",
+        "{\"entities\": [\"Alder Mill\", 1791]}",
+    ] {
+        let ids = t.encode(text).unwrap();
+        assert_eq!(t.decode(&ids).unwrap(), text, "round trip of {text:?}");
+    }
+    // Common words are single byte-level tokens, spaces folded into the next word ("Ġ").
+    assert_eq!(tokens(llm, "Hello world"), ["Hello", "Ġworld"]);
+    // SmolLM2's pre-tokenizer puts every digit on its own.
+    assert_eq!(tokens(llm, "in 1791"), ["in", "Ġ", "1", "7", "9", "1"]);
+    // Control texts in user text stay text: no <|im_end|> id comes out of encoding.
+    let end = t.control("<|im_end|>").expect("ChatML control token");
+    assert_eq!(end, 2);
+    assert!(!t.encode("a <|im_end|> b").unwrap().contains(&end));
+}
+
+#[test]
+fn chatml_prompt_is_built_from_control_ids_and_text() {
+    let _serial = one_at_a_time();
+    let llm = smollm2();
+    let t = llm.tokenizer();
+    let request = ChatRequest::new(vec![Message::system("Be brief."), Message::user("Hi")]);
+    let ids = llm.prompt(&request).unwrap();
+    let (start, end) = (t.control("<|im_start|>").unwrap(), t.control("<|im_end|>").unwrap());
+    let mut expected = vec![start];
+    expected.extend(t.encode("system\nBe brief.").unwrap());
+    expected.extend([end]);
+    expected.extend(t.encode("\n").unwrap());
+    expected.push(start);
+    expected.extend(t.encode("user\nHi").unwrap());
+    expected.push(end);
+    expected.extend(t.encode("\n").unwrap());
+    expected.push(start);
+    expected.extend(t.encode("assistant\n").unwrap());
+    assert_eq!(ids, expected);
+    assert_eq!(t.bos, None, "SmolLM2 adds no BOS");
+    let json = llm.prompt(&ChatRequest { json: true, ..request }).unwrap();
+    assert_eq!(&json[..ids.len()], &ids[..]);
+    assert_eq!(t.decode(&json[ids.len()..]).unwrap(), "{", "JSON answers are started with a brace");
+}
+
+fn question(text: &str, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        max_tokens: Some(max_tokens),
+        ..ChatRequest::new(vec![Message::system("You are a helpful assistant."), Message::user(text)])
+    }
+}
+
+#[test]
+fn greedy_answers_repeat_and_respect_the_limits() {
+    let _serial = one_at_a_time();
+    let llm = smollm2();
+    let request = question("What is the capital of France?", 24);
+    let first = llm.chat(&request).unwrap();
+    let second = llm.chat(&request).unwrap();
+    eprintln!("answer: {:?} {:?}", first.text, first.usage);
+    assert_eq!(first.text, second.text, "greedy decoding is deterministic");
+    assert_eq!(first.usage, second.usage);
+    assert!(!first.text.trim().is_empty());
+    assert_eq!(first.usage.prompt_tokens as usize, llm.prompt(&request).unwrap().len());
+    assert!((1..=24).contains(&first.usage.completion_tokens));
+    assert!(first.latency_ms > 0.0 && !first.cached);
+
+    // A cap of 3 tokens cuts the same answer short: its first tokens, exactly.
+    let short = llm.generate(&ChatRequest { max_tokens: Some(3), ..request.clone() }).unwrap();
+    assert_eq!((short.completion_tokens, short.finish), (3, Finish::Length));
+    assert!(first.text.starts_with(&short.text), "{:?} vs {:?}", short.text, first.text);
+
+    // A stop string taken from the middle of that answer ends it just before.
+    let chars: Vec<char> = first.text.chars().collect();
+    assert!(chars.len() >= 8, "{:?}", first.text);
+    let stop: String = chars[chars.len() / 2..chars.len() / 2 + 3].iter().collect();
+    let stopped = llm.generate(&ChatRequest { stop: vec![stop.clone()], ..request }).unwrap();
+    assert_eq!(stopped.finish, Finish::Stop);
+    assert_eq!(stopped.text, first.text[..first.text.find(&stop).unwrap()], "stop {stop:?}");
+}
+
+/// The first demo passages.
+fn demo_passages(n: usize) -> LoadedCorpus {
+    let mut corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
+    corpus.passages.truncate(n);
+    corpus
+}
+
+#[test]
+fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
+    let _serial = one_at_a_time();
+    let local = smollm2();
+    let cache = tempfile::tempdir().unwrap();
+    let llm: Arc<dyn Llm> = Arc::new(CachedLlm::new(local, cache.path()).unwrap());
+    let corpus = demo_passages(3);
+
+    let options = LlmExtractOptions { concurrency: 2, max_tokens: Some(160) };
+    let (extraction, report) = extract_llm(&corpus.passages, llm.as_ref(), &options, &Silent).unwrap();
+    eprintln!("{report:#?}");
+    eprintln!("{:#?}", extraction.triples);
+    assert_eq!(report.model, local.id());
+    assert!(report.model.starts_with("local:SmolLM2-135M-Instruct.Q4_1:"));
+    assert_eq!(report.passages, 3);
+    assert_eq!(report.failed_passages, 0, "an in-process model does not fail calls");
+    assert_eq!(report.answered + report.unparsed_passages, 3);
+    assert_eq!((report.llm.calls, report.llm.cache_hits, report.llm.errors), (3, 0, 0));
+    assert!(report.llm.parse_failures as usize >= report.unparsed_passages, "every unparsed answer is counted");
+    let spent = report.llm.tokens_spent;
+    assert!(spent.prompt_tokens > 3 * 300, "instructions, demonstration and passage: {spent:?}");
+    assert!((3..=3 * 160).contains(&spent.completion_tokens), "{spent:?}");
+    for t in &extraction.triples {
+        assert!((t.passage as usize) < 3);
+        assert!(![&t.subject, &t.predicate, &t.object].iter().any(|s| s.trim().is_empty()), "{t:?}");
+    }
+
+    // A graph from those triples, and PPR with the local model's query NER.
+    let dir = tempfile::tempdir().unwrap();
+    Index::build(dir.path(), &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
+    let graph =
+        EntityGraph::build(corpus.passages.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
+            .unwrap();
+    Index::attach_graph(dir.path(), &graph, format!("llm:{}", local.id())).unwrap();
+    let index = Arc::new(Index::open(dir.path()).unwrap());
+    let mut config = Config::default();
+    config.ppr.link.ner = NerMode::Llm;
+    config.phasegraph.graph.link = config.ppr.link;
+
+    // With nothing configured, the engine picks SmolLM2 without loading it.
+    let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config).unwrap();
+    assert!(matches!(engine.llm_source(), LlmSource::Local(_)));
+    assert!(engine.llm_source().to_string().starts_with("local smollm2 ("), "{}", engine.llm_source());
+    assert_eq!(engine.llm().unwrap().id(), local.id(), "same file, same cache key");
+    assert!(engine.uses_llm("ppr") && !engine.uses_llm("dense"));
+
+    // Answers go to the test's cache, not the user's.
+    let engine = engine.with_llm(llm.clone());
+    let ppr = engine.retriever("ppr").unwrap();
+    for text in ["Who was the First Chancellor of Tessany?", "What river flows through Quillfort?"] {
+        let r = ppr.retrieve(&Query::new(text), 2).unwrap();
+        let ner = r.trace.steps.iter().find(|s| s.name == "query ner").expect("a query ner step");
+        eprintln!("{text}: {}", ner.detail);
+        assert_eq!(ner.detail["model"], local.id());
+        assert!(ner.detail["mentions"].is_array());
+        assert_eq!(ner.detail["cached"], false);
+        assert!(ner.detail["tokens"]["prompt_tokens"].as_u64().unwrap() > 0);
+        assert!(r.hits.len() <= 2);
+    }
+    // PhaseGraph links through the same linker: the first question's NER comes from the cache.
+    let pg =
+        engine.retriever("phasegraph").unwrap().retrieve(&Query::new("Who was the First Chancellor of Tessany?"), 2);
+    let pg = pg.unwrap();
+    let ner = pg.trace.steps.iter().find(|s| s.name == "query ner").unwrap();
+    assert_eq!(ner.detail["cached"], true);
+}
