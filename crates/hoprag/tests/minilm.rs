@@ -36,3 +36,17 @@ fn missing_model_folder_says_how_to_install() {
     let err = MiniLm::load(dir.path()).err().expect("no model files here").to_string();
     assert!(err.contains("hoprag models fetch minilm"), "{err}");
 }
+
+#[test]
+fn token_counts_include_the_special_tokens() {
+    let dir = models::require("minilm").expect("the default embedder is installed by scripts/test.sh");
+    let model = MiniLm::load(&dir).unwrap();
+    let texts = vec!["hello world".to_string(), "".to_string(), "Hello, world!".to_string()];
+    // [CLS] hello world [SEP]; [CLS] [SEP]; [CLS] hello , world ! [SEP]. Counted by
+    // encoding length, so this also fails if the tokenizer pads again (its file pads
+    // every text to 128, which made short texts cost 128 tokens each to embed).
+    assert_eq!(model.token_counts(&texts).unwrap(), [4, 2, 6]);
+    // Padding is the batch's business, not the tokenizer's (its file pads to 128).
+    let long: Vec<String> = vec!["word ".repeat(300)];
+    assert_eq!(model.token_counts(&long).unwrap(), [MiniLm::MAX_TOKENS], "truncated at 256");
+}

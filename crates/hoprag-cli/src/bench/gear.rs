@@ -111,11 +111,15 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
                 let graph = engine.graph()?;
                 let load_ms = t.elapsed().as_secs_f64() * 1e3;
                 let triples = graph.triple_index(engine.embedder.as_ref())?;
+                let b = triples.build;
                 ctx.note(format!(
-                    "entity graph loaded in {load_ms:.0} ms; triple index ({} triples: token counts, in-memory BM25, \
-                     adjacency) built in {:.0} ms",
+                    "entity graph loaded in {load_ms:.0} ms; triple index of {} triples built in {:.0} ms (token \
+                     counts {:.0}, adjacency {:.0}, in-memory BM25 {:.0})",
                     triples.graph.len(),
-                    triples.build_ms
+                    b.total_ms(),
+                    b.token_counts_ms,
+                    b.adjacency_ms,
+                    b.bm25_ms
                 ));
                 let work = match &args.dataset {
                     Some(path) => {

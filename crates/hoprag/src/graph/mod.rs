@@ -17,7 +17,7 @@ pub use heuristic::extract_heuristic;
 pub use llm_extract::{extract_llm, query_ner, LlmExtractOptions, LlmExtractReport};
 pub use normalize::normalize_entity;
 pub use openie::import_openie;
-pub use triple_index::{TripleGraph, TripleIndex};
+pub use triple_index::{TripleGraph, TripleIndex, TripleIndexBuild};
 
 use serde::{Deserialize, Serialize};
 
