@@ -13,8 +13,21 @@ use serde_json::{json, Value};
 
 const TOKEN: &str = "s3cret-from-env";
 
+/// The binary, with no LLM it can use: no endpoint, and a local model file that is not
+/// there. The LLM methods then fail the same way in the CLI and the server (answering
+/// every question with the local model would take minutes; the LLM paths have their own
+/// tests).
+fn hoprag_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hoprag"));
+    command
+        .env("HOPRAG_LLM_LOCAL", "/nonexistent/hoprag-test-model.gguf")
+        .env_remove("HOPRAG_LLM_MODEL")
+        .env_remove("HOPRAG_LLM_BASE_URL");
+    command
+}
+
 fn hoprag(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hoprag")).args(args).output().expect("run hoprag")
+    hoprag_command().args(args).output().expect("run hoprag")
 }
 
 fn demo() -> PathBuf {
@@ -63,7 +76,7 @@ impl Server {
     fn start(index: &Path, extra: &[&str]) -> Server {
         let mut args = vec!["serve", "--index", index.to_str().unwrap(), "--addr", "127.0.0.1:0"];
         args.extend_from_slice(extra);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hoprag"))
+        let mut child = hoprag_command()
             .args(&args)
             .env("HOPRAG_TOKEN", TOKEN)
             .env_remove("RUST_LOG")

@@ -136,6 +136,22 @@ impl Engine {
     /// The same engine with `llm` as its chat model.
     pub fn with_llm(mut self, llm: Arc<dyn Llm>) -> Engine {
         self.llm_source = LlmSource::Given(llm.id().to_string());
+        self.set_llm(llm)
+    }
+
+    /// The same engine with its chat model wrapped by `wrap` (a meter, say): the model
+    /// answering, and so [`Engine::llm_source`] and its checks, stay the same.
+    pub fn wrap_llm(self, wrap: impl FnOnce(Arc<dyn Llm>) -> Arc<dyn Llm>) -> Engine {
+        match self.llm.clone() {
+            Some(llm) => {
+                let wrapped = wrap(llm);
+                self.set_llm(wrapped)
+            }
+            None => self,
+        }
+    }
+
+    fn set_llm(mut self, llm: Arc<dyn Llm>) -> Engine {
         self.llm = Some(llm);
         // A graph loaded already has the previous model in its linker: rebuild its
         // query-time structures (from memory) around the new one.

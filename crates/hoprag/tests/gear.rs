@@ -255,11 +255,16 @@ fn calls(r: &Retrieval) -> u64 {
 
 #[test]
 fn llm_methods_say_how_to_configure_an_llm() {
+    // No endpoint and a local model file that is not there: refused when built.
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(mill_index(dir.path()), |_| {});
+    let absent = dir.path().join("absent.gguf").to_string_lossy().into_owned();
+    let engine = engine(mill_index(dir.path()), |c| {
+        c.llm.model = String::new();
+        c.llm.local = absent.clone();
+    });
     for m in ["sync_ge", "gear"] {
-        let err = engine.retriever(m).err().expect("no LLM configured").to_string();
-        assert!(err.contains(m) && err.contains("HOPRAG_LLM_MODEL"), "{err}");
+        let err = engine.retriever(m).err().expect("the local model is missing").to_string();
+        assert!(err.contains(m) && err.contains("absent.gguf") && err.contains("HOPRAG_LLM_MODEL"), "{err}");
     }
 }
 

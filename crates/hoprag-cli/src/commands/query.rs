@@ -35,6 +35,14 @@ pub struct QueryArgs {
     question: String,
 }
 
+#[derive(serde::Serialize)]
+struct QueryOutput<'a> {
+    #[serde(flatten)]
+    response: RetrieveResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answer: Option<&'a hoprag::answer::Answer>,
+}
+
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
@@ -50,10 +58,12 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     };
     if ctx.json {
         // The document `POST /v1/retrieve` answers with, plus the answer when asked for.
-        let mut out = serde_json::to_value(RetrieveResponse::new(&engine, args.question, args.method, args.k, r))?;
-        if let Some(a) = &answer {
-            out["answer"] = serde_json::json!(a);
-        }
+        // Serialised straight to text (not through a `Value`, which would widen the f32
+        // scores to f64 digits), so that the CLI and the server print the same numbers.
+        let out = QueryOutput {
+            response: RetrieveResponse::new(&engine, args.question, args.method, args.k, r),
+            answer: answer.as_ref(),
+        };
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }

@@ -52,12 +52,10 @@ impl AppState {
     /// graph now rather than on the first request.
     pub fn new(engine: Engine, settings: ServeSettings) -> Result<AppState> {
         settings.check()?;
-        let (engine, llm_stats) = match engine.llm().cloned() {
-            Some(llm) => {
-                let stats = Arc::new(LlmStats::new());
-                (engine.with_llm(Arc::new(CountingLlm { inner: llm, stats: stats.clone() })), Some(stats))
-            }
-            None => (engine, None),
+        let llm_stats = engine.llm().map(|_| Arc::new(LlmStats::new()));
+        let engine = match &llm_stats {
+            Some(stats) => engine.wrap_llm(|inner| Arc::new(CountingLlm { inner, stats: stats.clone() })),
+            None => engine,
         };
         preload_graph(&engine)?;
         let token_digest = settings.token.as_deref().filter(|t| !t.is_empty()).map(|t| Sha256::digest(t).into());
