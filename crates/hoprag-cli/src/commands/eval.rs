@@ -70,6 +70,7 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         baseline: args.baseline.clone(),
         dataset: args.dataset.display().to_string(),
     };
+    super::note_llm(ctx, &engine, args.methods.iter().map(String::as_str));
     let report = evaluate(&engine, &resolved, &args.methods, &options, &ctx.progress)?;
     if let Some(path) = &args.run {
         write_run(&report, path)?;

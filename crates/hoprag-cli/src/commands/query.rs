@@ -33,6 +33,7 @@ pub struct QueryArgs {
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     let engine = Engine::open(&args.index, super::apply_settings(&ctx.config, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
+    super::note_llm(ctx, &engine, [args.method.as_str()]);
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
     if ctx.json {
         let passages: Vec<_> = r
