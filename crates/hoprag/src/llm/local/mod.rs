@@ -57,10 +57,11 @@ const KEPT_PREFIXES: usize = 4;
 /// The local model used when `llm.local` is not set.
 pub const DEFAULT_LOCAL_MODEL: &str = "smollm2";
 
-/// Threads a forward pass runs on: `RAYON_NUM_THREADS` (or `CANDLE_NUM_THREADS` for
-/// the quantized kernels), else the physical cores.
+/// Threads the quantized matrix products run on: `CANDLE_NUM_THREADS`, else
+/// `RAYON_NUM_THREADS`, else the physical cores (read once per process). The `hoprag`
+/// binary sets `CANDLE_NUM_THREADS=1` when neither is set; see its `main`.
 pub fn threads() -> usize {
-    candle_core::utils::get_num_threads()
+    candle_core::utils::barrier_pool().n_workers() + 1
 }
 
 /// Why a generation ended.
