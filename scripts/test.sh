@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite. Installs the default embedder (tests check it against reference
-# vectors) and the default local chat model first; reads ../shared/data where present.
+# The whole test suite. Installs the default embedder first (tests check it against
+# reference vectors) and the default local chat model (the LLM stages run on it
+# offline); reads ../shared/data where present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

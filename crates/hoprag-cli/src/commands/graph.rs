@@ -7,7 +7,7 @@ use hoprag::graph::{
     LlmExtractReport,
 };
 use hoprag::index::Index;
-use hoprag::llm::{CachedLlm, OpenAiChat};
+use hoprag::llm::{default_cache_dir, LlmSource};
 
 use super::Context;
 
@@ -15,9 +15,11 @@ use super::Context;
 pub enum Extractor {
     /// LLM-free: title, capitalised spans, numbers and dates; triples from entity pairs.
     Heuristic,
-    /// One call per passage to an OpenAI-compatible chat model for its entities and
-    /// triples (env HOPRAG_LLM_BASE_URL, HOPRAG_LLM_MODEL, HOPRAG_LLM_API_KEY). Answers
-    /// are cached, so an interrupted run resumes where it stopped when run again.
+    /// One call per passage to a chat model for its entities and triples: an
+    /// OpenAI-compatible endpoint (env HOPRAG_LLM_BASE_URL, HOPRAG_LLM_MODEL,
+    /// HOPRAG_LLM_API_KEY), else the local GGUF model (SmolLM2 unless --llm-local or
+    /// HOPRAG_LLM_LOCAL names another). Answers are cached, so an interrupted run resumes
+    /// where it stopped when run again.
     Llm,
 }
 
@@ -37,6 +39,10 @@ pub struct TripleSource {
     /// --extract llm: the model to ask (overrides HOPRAG_LLM_MODEL).
     #[arg(long, value_name = "MODEL")]
     pub llm_model: Option<String>,
+    /// --extract llm without an endpoint: the local model, `smollm2`, `gemma3-270m` or a
+    /// .gguf path (overrides HOPRAG_LLM_LOCAL).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub llm_local: Option<String>,
     /// Cosine from which two entities are linked as synonyms (default 0.85, or
     /// `graph.synonym_threshold` of the configuration).
     #[arg(long)]
@@ -126,8 +132,9 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     Ok(())
 }
 
-/// `--extract llm`: the configured model (flags over env) behind the response cache, one
-/// call per passage, and the cost report.
+/// `--extract llm`: the configured model (flags over env; the local model when no
+/// endpoint is named) behind the response cache, one call per passage, and the cost
+/// report.
 fn llm_extraction(
     ctx: &Context,
     llm: &hoprag::llm::OpenAiChatConfig,
@@ -137,31 +144,37 @@ fn llm_extraction(
     let mut config = llm.clone();
     if let Some(url) = &source.llm_base_url {
         config.base_url = url.clone();
+        if config.model.trim().is_empty() && source.llm_model.is_none() {
+            anyhow::bail!("--llm-base-url needs the model to ask there: --llm-model NAME or HOPRAG_LLM_MODEL");
+        }
     }
     if let Some(model) = &source.llm_model {
         config.model = model.clone();
     }
-    if config.model.trim().is_empty() {
-        anyhow::bail!(
-            "--extract llm needs a chat model: --llm-model NAME or HOPRAG_LLM_MODEL, served at --llm-base-url URL or \
-             HOPRAG_LLM_BASE_URL (now {})",
-            config.base_url
-        );
+    if let Some(local) = &source.llm_local {
+        config.local = local.clone();
     }
-    let model = config.model.clone();
-    let options = LlmExtractOptions { concurrency: config.max_concurrency, ..Default::default() };
-    let client = OpenAiChat::new(config)?;
-    let url = client.url().to_string();
+    let (llm, from) = hoprag::llm::from_config(&config)?;
+    from.check()?;
+    let options = match &from {
+        LlmSource::Endpoint { .. } => LlmExtractOptions { concurrency: config.max_concurrency, ..Default::default() },
+        // One generation at a time in-process, so more threads would only wait; and a
+        // small model that loops would otherwise write 2048 tokens at a few per second.
+        LlmSource::Local(_) | LlmSource::Given(_) => LlmExtractOptions { concurrency: 1, max_tokens: Some(512) },
+    };
+    let model = match &from {
+        LlmSource::Endpoint { model, .. } => model.clone(),
+        LlmSource::Local(_) | LlmSource::Given(_) => llm.id().to_string(),
+    };
     // The cache is what makes the run resumable: every answer is on disk as soon as it
     // arrives, so running the command again only asks for what is missing.
-    let llm = CachedLlm::in_default_dir(client)?;
     ctx.note(format!(
-        "extracting triples from {} passages with {model} at {url}; answers cached in {} (an interrupted run resumes \
-         from there)",
+        "extracting triples from {} passages with {from}; answers cached in {} (an interrupted run resumes from \
+         there)",
         index.len(),
-        llm.dir().display()
+        default_cache_dir().display()
     ));
-    let (extraction, report) = extract_llm(index.passages(), &llm, &options, &ctx.progress)?;
+    let (extraction, report) = extract_llm(index.passages(), llm.as_ref(), &options, &ctx.progress)?;
     let s = &report.llm;
     ctx.note(format!(
         "{model} answered {} of {} passages: {} calls ({} from the cache, {} retries, {} failed); tokens spent {} \

@@ -61,6 +61,13 @@ impl Context {
     }
 }
 
+/// Says on stderr which chat model answers, when one of `methods` asks it anything.
+pub fn note_llm<'a>(ctx: &Context, engine: &hoprag::Engine, methods: impl IntoIterator<Item = &'a str>) {
+    if methods.into_iter().any(|m| engine.uses_llm(m)) {
+        ctx.note(format!("LLM: {}", engine.llm_source()));
+    }
+}
+
 pub fn methods(ctx: &Context) -> anyhow::Result<()> {
     if ctx.json {
         let list: Vec<_> =

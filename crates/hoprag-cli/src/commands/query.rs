@@ -46,6 +46,7 @@ struct QueryOutput<'a> {
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
+    super::note_llm(ctx, &engine, [args.method.as_str()]);
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
     let answer = if args.answer {
         let llm = engine

@@ -68,6 +68,7 @@ pub fn run(ctx: &Context, args: TuneArgs) -> anyhow::Result<()> {
         tune_share: args.tune_share,
         dataset: args.dataset.display().to_string(),
     };
+    super::note_llm(ctx, &engine, [args.method.as_str()]);
     let report = tune(&engine, &data, &options, &ctx.progress)?;
     if ctx.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

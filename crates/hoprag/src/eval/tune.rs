@@ -273,6 +273,15 @@ mod tests {
         assert_eq!(c.phasegraph.fusion.alpha, 0.4);
         assert_eq!(c.phasegraph.fusion.normalization, crate::fusion::Normalization::MinMax);
         assert!(with_settings(&config, &[("phasegraph.fusion.alpha".into(), Value::from("x"))]).is_err());
+        let mut keyed = config.clone();
+        keyed.llm.api_key = Some("sk-llm".into());
+        keyed.embedder.openai.api_key = Some("sk-embed".into());
+        let c = with_settings(&keyed, &[("llm.local".into(), Value::from("gemma3-270m"))]).unwrap();
+        assert_eq!(c.llm.local, "gemma3-270m");
+        assert_eq!(
+            (c.llm.api_key.as_deref(), c.embedder.openai.api_key.as_deref()),
+            (Some("sk-llm"), Some("sk-embed"))
+        );
         assert_eq!(cartesian(&[("a".into(), vec![1.into(), 2.into()]), ("b".into(), vec![3.into()])]).len(), 2);
     }
 

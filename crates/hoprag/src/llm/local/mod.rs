@@ -16,7 +16,9 @@
 //! One generation runs at a time per model (a mutex): candle already spreads a forward
 //! pass over every core, so a second generation would only halve the speed of each.
 //! Each call clones the weights (reference-counted tensors) and so has a KV cache of
-//! its own.
+//! its own. The state after a prompt's shared prefix (the turns before its last
+//! message: a stage's instructions and demonstrations) is kept for the next calls, so
+//! an extraction over a corpus runs its 400-token instructions once, not per passage.
 
 mod model;
 pub mod template;
@@ -44,13 +46,22 @@ use crate::models::{self, ModelKind};
 /// repeat itself up to the end of its context, for minutes.
 pub const DEFAULT_MAX_TOKENS: usize = 1024;
 
+/// Shared prompt prefixes (in tokens) whose model state is kept: shorter ones cost
+/// little to run again, and each kept token costs memory (46 kB for SmolLM2).
+const MIN_PREFIX: usize = 32;
+const MAX_PREFIX: usize = 2048;
+/// Prefix states kept per model: the stages that exist send one or two distinct
+/// prefixes (extraction, query NER).
+const KEPT_PREFIXES: usize = 4;
+
 /// The local model used when `llm.local` is not set.
 pub const DEFAULT_LOCAL_MODEL: &str = "smollm2";
 
-/// Threads a forward pass runs on: `RAYON_NUM_THREADS` (or `CANDLE_NUM_THREADS` for
-/// the quantized kernels), else the physical cores.
+/// Threads the quantized matrix products run on: `CANDLE_NUM_THREADS`, else
+/// `RAYON_NUM_THREADS`, else the physical cores (read once per process). The `hoprag`
+/// binary sets `CANDLE_NUM_THREADS=1` when neither is set; see its `main`.
 pub fn threads() -> usize {
-    candle_core::utils::get_num_threads()
+    candle_core::utils::barrier_pool().n_workers() + 1
 }
 
 /// Why a generation ended.
@@ -70,6 +81,9 @@ pub enum Finish {
 pub struct Generation {
     pub text: String,
     pub prompt_tokens: usize,
+    /// Prompt tokens whose model state was kept from an earlier call with the same
+    /// shared prefix (instructions and demonstrations), and so not run again.
+    pub reused_prompt_tokens: usize,
     /// Tokens the model produced, the closing end-of-turn token included.
     pub completion_tokens: usize,
     pub finish: Finish,
@@ -163,6 +177,8 @@ pub struct LocalLlm {
     device: Device,
     /// One generation at a time.
     turn: Mutex<()>,
+    /// Model states after recent shared prefixes, least recently used first.
+    prefixes: Mutex<Vec<(Vec<u32>, Weights)>>,
 }
 
 impl LocalLlm {
@@ -201,6 +217,7 @@ impl LocalLlm {
             context,
             device,
             turn: Mutex::new(()),
+            prefixes: Mutex::new(Vec::new()),
         })
     }
 
@@ -223,16 +240,30 @@ impl LocalLlm {
     /// The prompt ids of a request: BOS where the model wants one, the rendered
     /// conversation, and the open assistant turn (with `{` for a JSON request).
     pub fn prompt(&self, request: &ChatRequest) -> Result<Vec<u32>> {
+        Ok(self.prompt_and_prefix(request)?.0)
+    }
+
+    /// The prompt ids and how many of them form the shared prefix that is run (and its
+    /// state kept) on its own: the turns before the last message, where the model can
+    /// continue a prefill and the prefix is long enough to be worth it; else 0.
+    fn prompt_and_prefix(&self, request: &ChatRequest) -> Result<(Vec<u32>, usize)> {
+        let pieces = self.template.render(&request.messages, prefill(request));
+        let shared = self.template.shared_prefix(&pieces);
         let mut ids: Vec<u32> = self.tokenizer.bos.into_iter().collect();
-        for piece in self.template.render(&request.messages, prefill(request)) {
+        let mut prefix = ids.len();
+        for (i, piece) in pieces.into_iter().enumerate() {
             match piece {
                 Piece::Control(name) => ids.push(self.tokenizer.control(name).ok_or_else(|| {
                     Error::Model(format!("{}: the vocabulary has no {name} token", self.model.label))
                 })?),
                 Piece::Text(text) => ids.extend(self.tokenizer.encode(&text)?),
             }
+            if i + 1 == shared {
+                prefix = ids.len();
+            }
         }
-        Ok(ids)
+        let worth_it = self.weights.continues_prefill() && (MIN_PREFIX..=MAX_PREFIX).contains(&prefix);
+        Ok((ids, if worth_it { prefix } else { 0 }))
     }
 
     /// Runs the model on a request's prompt and decodes until a stop.
@@ -247,7 +278,7 @@ impl LocalLlm {
     }
 
     fn run(&self, request: &ChatRequest, ignore_end: bool) -> Result<Generation> {
-        let prompt = self.prompt(request)?;
+        let (prompt, prefix) = self.prompt_and_prefix(request)?;
         if prompt.len() >= self.context {
             return Err(Error::Model(format!(
                 "{}: the prompt has {} tokens, more than the {} the model can take",
@@ -265,7 +296,7 @@ impl LocalLlm {
         // its pool's jobs, which asks for the lock again and deadlocks. A spawned thread
         // waits without stealing; the spawn costs microseconds against seconds of
         // generation.
-        let work = || self.device.with_context(|| self.decode(request, &prompt, budget, ignore_end));
+        let work = || self.device.with_context(|| self.decode(request, &prompt, prefix, budget, ignore_end));
         std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("hoprag-local-llm".into())
@@ -276,15 +307,25 @@ impl LocalLlm {
         })
     }
 
-    /// Prefill, then one token at a time until a stop, on a fresh KV cache.
-    fn decode(&self, request: &ChatRequest, prompt: &[u32], budget: usize, ignore_end: bool) -> Result<Generation> {
+    /// Prefill (the shared prefix from its kept state where there is one), then one
+    /// token at a time until a stop, on a KV cache of the call's own.
+    fn decode(
+        &self,
+        request: &ChatRequest,
+        prompt: &[u32],
+        prefix: usize,
+        budget: usize,
+        ignore_end: bool,
+    ) -> Result<Generation> {
         let mut sampler = (request.temperature > 0.0)
             .then(|| LogitsProcessor::new(request.seed.unwrap_or(0), Some(f64::from(request.temperature)), None));
         let start = Instant::now();
-        // A clone per call: the shared weights keep no state between calls.
-        let mut weights = self.weights.clone();
-        let input = Tensor::new(prompt, &self.device)?.unsqueeze(0)?;
-        let mut logits = weights.forward(&input, 0)?;
+        // The prefix is always run on its own, kept state or not, so that an answer is
+        // the same whether its prefix was kept: the very same operations run either way.
+        let (mut weights, reused) =
+            if prefix > 0 { self.after_prefix(&prompt[..prefix])? } else { (self.weights.clone(), false) };
+        let input = Tensor::new(&prompt[prefix..], &self.device)?.unsqueeze(0)?;
+        let mut logits = weights.forward(&input, prefix)?;
         let prefill_secs = start.elapsed().as_secs_f64();
 
         let mut out: Vec<u32> = Vec::new();
@@ -325,11 +366,34 @@ impl LocalLlm {
         Ok(Generation {
             text: format!("{}{text}", prefill(request)),
             prompt_tokens: prompt.len(),
+            reused_prompt_tokens: if reused { prefix } else { 0 },
             completion_tokens: produced,
             finish,
             prefill_secs,
             decode_secs,
         })
+    }
+}
+
+impl LocalLlm {
+    /// The model's state after `prefix`: a kept one, or a fresh run that is then kept.
+    /// Returns whether it was kept. Clones share the KV tensors, and the forward passes
+    /// that follow make new ones, so the kept state never changes.
+    fn after_prefix(&self, prefix: &[u32]) -> Result<(Weights, bool)> {
+        let mut kept = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = kept.iter().position(|(ids, _)| ids == prefix) {
+            let entry = kept.remove(i);
+            let weights = entry.1.clone();
+            kept.push(entry); // most recently used last
+            return Ok((weights, true));
+        }
+        let mut weights = self.weights.clone();
+        weights.forward(&Tensor::new(prefix, &self.device)?.unsqueeze(0)?, 0)?;
+        if kept.len() == KEPT_PREFIXES {
+            kept.remove(0);
+        }
+        kept.push((prefix.to_vec(), weights.clone()));
+        Ok((weights, false))
     }
 }
 

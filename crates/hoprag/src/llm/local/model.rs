@@ -67,6 +67,13 @@ impl Weights {
         Ok((weights, trained.unwrap_or(table).min(table)))
     }
 
+    /// Whether a prompt can be run in two parts (a prefix, then the rest from the
+    /// prefix's KV cache). candle 0.11's Gemma 3 masks out the whole cache when more
+    /// than one token follows it, so Gemma prompts run in one part.
+    pub fn continues_prefill(&self) -> bool {
+        matches!(self, Weights::Llama(_))
+    }
+
     /// Logits of the token after `input` (`[1, n]` ids at positions `pos..pos + n`),
     /// extending the KV cache; `pos = 0` starts a new sequence.
     pub fn forward(&mut self, input: &Tensor, pos: usize) -> Result<Tensor> {

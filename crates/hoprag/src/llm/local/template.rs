@@ -54,6 +54,24 @@ impl ChatTemplate {
         }
     }
 
+    /// The control token that opens a turn.
+    fn start_of_turn(self) -> &'static str {
+        match self {
+            ChatTemplate::ChatMl => "<|im_start|>",
+            ChatTemplate::Gemma => "<start_of_turn>",
+        }
+    }
+
+    /// How many of a rendered prompt's pieces come before the turn of its last message:
+    /// the part that repeats across the calls of a stage (instructions and
+    /// demonstrations), worth keeping the model's state for.
+    pub fn shared_prefix(self, pieces: &[Piece]) -> usize {
+        let open = Piece::Control(self.start_of_turn());
+        let mut starts = pieces.iter().enumerate().filter(|(_, p)| **p == open).map(|(i, _)| i).rev();
+        starts.next(); // the assistant turn left open for the answer
+        starts.next().unwrap_or(0)
+    }
+
     /// The prompt for `messages`, ending with an open assistant turn that already holds
     /// `prefill` (the start of the answer the model is to continue; may be empty).
     pub fn render(self, messages: &[Message], prefill: &str) -> Vec<Piece> {
@@ -162,6 +180,21 @@ mod tests {
         );
         let only_system = ChatTemplate::Gemma.render(&[Message::system("Rules.")], "{");
         assert_eq!(text(&only_system), "<start_of_turn>user\nRules.<end_of_turn>\n<start_of_turn>model\n{");
+    }
+
+    #[test]
+    fn the_shared_prefix_ends_before_the_last_message() {
+        let messages = conversation();
+        let chatml = ChatTemplate::ChatMl.render(&messages, "");
+        let n = ChatTemplate::ChatMl.shared_prefix(&chatml);
+        assert!(text(&chatml[..n]).ends_with("Hello.<|im_end|>\n"));
+        assert_eq!(text(&chatml[n..]), "<|im_start|>user\nName one.<|im_end|>\n<|im_start|>assistant\n");
+        let gemma = ChatTemplate::Gemma.render(&messages, "");
+        let n = ChatTemplate::Gemma.shared_prefix(&gemma);
+        assert!(text(&gemma[n..]).starts_with("<start_of_turn>user\nName one."));
+        // A single turn shares nothing.
+        let single = ChatTemplate::Gemma.render(&messages[..2], "");
+        assert_eq!(ChatTemplate::Gemma.shared_prefix(&single), 0, "the system prompt is inside the only user turn");
     }
 
     #[test]
