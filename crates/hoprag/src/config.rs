@@ -12,13 +12,15 @@ use crate::graph::beam::BeamParams;
 use crate::graph::GraphOptions;
 use crate::index::SearchKind;
 use crate::llm::OpenAiChatConfig;
-use crate::retrieve::{AutoParams, Condition, PhaseGraphParams, PprMethodParams, RegimeRouterParams};
+use crate::retrieve::{AutoLlmParams, AutoParams, Condition, PhaseGraphParams, PprMethodParams, RegimeRouterParams};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
     pub embedder: EmbedderSettings,
     pub auto: AutoParams,
+    /// What `auto_llm` runs: the best pipeline measured with an LLM.
+    pub auto_llm: AutoLlmParams,
     pub hybrid: HybridParams,
     pub dense: DenseParams,
     pub graph: GraphOptions,

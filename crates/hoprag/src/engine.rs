@@ -30,6 +30,7 @@ pub struct Engine {
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
 pub const METHODS: &[(&str, &str)] = &[
     ("auto", "the best LLM-free pipeline measured: phasegraph where the index has a graph, else dense"),
+    ("auto_llm", "the best pipeline measured with an LLM: phasegraph where the index has a graph, else dense"),
     ("bm25", "BM25 over title + text (tantivy)"),
     ("dense", "nearest passages to the query embedding"),
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
@@ -73,6 +74,16 @@ pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Val
     Ok((name.trim(), settings))
 }
 
+/// The configuration section that holds a method's parameters: its own name, except
+/// for methods that are variants of one algorithm.
+pub fn config_section(method: &str) -> &str {
+    match method {
+        "naive_ge" | "sync_ge" | "gear" => "gear",
+        "bridge_rag_a" | "bridge_rag_b" => "bridge_rag",
+        other => other,
+    }
+}
+
 /// What a method that asks an LLM says when none is configured.
 const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
      llm.base_url and llm.model in the configuration)";
@@ -112,8 +123,22 @@ impl Engine {
 
     /// Whether method `name`, as configured, asks the LLM anything.
     pub fn uses_llm(&self, name: &str) -> bool {
+        if let Some(choice) = self.auto_choice(name) {
+            return parse_method_spec(choice)
+                .is_ok_and(|(chosen, _)| !chosen.starts_with("auto") && self.uses_llm(chosen));
+        }
         matches!(name, "sync_ge" | "gear" | "bridge_rag" | "bridge_rag_a" | "bridge_rag_b")
             || self.link_params(name).is_some_and(|l| l.mentions && l.ner == NerMode::Llm)
+    }
+
+    /// The method `auto` or `auto_llm` runs on this index; None for other names.
+    fn auto_choice(&self, name: &str) -> Option<&str> {
+        let has_graph = self.index.manifest.graph.is_some();
+        match name {
+            "auto" => Some(self.config.auto.choice(has_graph)),
+            "auto_llm" => Some(self.config.auto_llm.0.choice(has_graph)),
+            _ => None,
+        }
     }
 
     /// Queries an LLM method should run at once: the endpoint client's limit, or 1 for
@@ -242,13 +267,13 @@ impl Engine {
             "hybrid" => Box::new(Hybrid::new(index, self.vectors(), embedder, self.config.hybrid)),
             "ppr" => Box::new(Ppr::new(self.graph()?, self.vectors(), embedder, self.config.ppr)),
             "phasegraph" => Box::new(PhaseGraph::new(self.graph()?, self.vectors(), embedder, self.config.phasegraph)),
-            "auto" => {
-                let has_graph = self.index.manifest.graph.is_some();
-                let choice = if has_graph { &self.config.auto.with_graph } else { &self.config.auto.without_graph };
-                if parse_method_spec(choice)?.0 == "auto" {
-                    return Err(Error::Config("auto cannot choose itself".into()));
+            "auto" | "auto_llm" => {
+                let name = if name == "auto" { "auto" } else { "auto_llm" };
+                let choice = self.auto_choice(name).expect("an auto method");
+                if matches!(parse_method_spec(choice)?.0, "auto" | "auto_llm") {
+                    return Err(Error::Config(format!("{name} cannot choose {choice}")));
                 }
-                Box::new(Auto::new(self.retriever(choice)?, has_graph))
+                Box::new(Auto::new(name, self.retriever(choice)?, self.index.manifest.graph.is_some()))
             }
             "regime_router" => {
                 let params = self.config.regime_router.clone();

@@ -639,3 +639,38 @@ fn tune_grid_searches_alpha_and_reruns_come_from_the_cache() {
     // the first are answered by the cache.
     assert_eq!(server.requests().len(), 3 * 8);
 }
+
+#[test]
+fn auto_llm_runs_its_configured_choice_and_says_so() {
+    let server = Server::start(SVO_ANSWER, ENTITY_ANSWER, Judge::Full);
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_index(dir.path(), passages());
+    let mut config = Config { bridge_rag: small_params(), ..Config::default() };
+    config.auto_llm.0.without_graph = "bridge_rag".into();
+    let engine =
+        Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config).unwrap().with_llm(Arc::new(server.client()));
+    assert!(engine.uses_llm("auto_llm") && !engine.uses_llm("auto"));
+    let q = Query::new(QUESTION);
+    let via_auto = engine.retriever("auto_llm").unwrap().retrieve(&q, 5).unwrap();
+    let first = &via_auto.trace.steps[0];
+    assert_eq!((first.name.as_str(), first.detail["method"].as_str()), ("auto_llm", Some("bridge_rag")));
+    assert_eq!(first.detail["because"], "the index has no entity graph");
+    let direct = engine.retriever("bridge_rag").unwrap().retrieve(&q, 5).unwrap();
+    assert_eq!(ids(&index, &via_auto), ids(&index, &direct));
+
+    // A choice may carry parameters, and may not be an auto method itself.
+    let engine = engine.with_config({
+        let mut c = engine.config.clone();
+        c.auto_llm.0.without_graph = "bridge_rag[condition=a]".into();
+        c
+    });
+    let a = engine.retriever("auto_llm").unwrap().retrieve(&q, 5).unwrap();
+    assert!(a.trace.steps.iter().all(|s| s.name != "judge"), "condition A asks no judge");
+    let looping = engine.with_config({
+        let mut c = engine.config.clone();
+        c.auto_llm.0.without_graph = "auto".into();
+        c
+    });
+    let err = looping.retriever("auto_llm").err().expect("auto_llm may not choose auto").to_string();
+    assert!(err.contains("auto_llm cannot choose auto"), "{err}");
+}

@@ -116,6 +116,7 @@ pub fn resolve_param(config: &Value, method: &str, name: &str) -> Result<String>
             .map(|_| name.to_string())
             .ok_or_else(|| Error::Config(format!("no setting {name:?}")));
     }
+    let method = crate::engine::config_section(method);
     let mut found = Vec::new();
     if let Some(section) = config.get(method) {
         leaves(section, method.to_string(), &mut found);
@@ -262,6 +263,9 @@ mod tests {
         assert_eq!(resolve_param(&v, "phasegraph", "alpha").unwrap(), "phasegraph.fusion.alpha");
         assert_eq!(resolve_param(&v, "phasegraph", "dk").unwrap(), "phasegraph.dk");
         assert!(resolve_param(&v, "phasegraph", "nope").unwrap_err().to_string().contains("alpha"));
+        // Methods that share a section find its parameters.
+        assert_eq!(resolve_param(&v, "naive_ge", "base").unwrap(), "gear.base");
+        assert_eq!(resolve_param(&v, "bridge_rag_b", "alpha").unwrap(), "bridge_rag.alpha");
         let c = with_settings(
             &config,
             &[

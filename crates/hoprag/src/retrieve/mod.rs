@@ -10,7 +10,7 @@ mod phasegraph;
 mod ppr;
 mod regime_router;
 
-pub use auto::{Auto, AutoParams};
+pub use auto::{Auto, AutoLlmParams, AutoParams};
 pub use bm25::Bm25;
 pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
