@@ -125,8 +125,10 @@ pub fn evaluate_queries(
                 })
                 .collect()
         };
-        // Methods that mostly wait on an LLM server run more queries at once than cores.
-        let results = match retriever.concurrency().filter(|&n| n > rayon::current_num_threads()) {
+        // Methods that mostly wait on an LLM server run more queries at once than cores;
+        // one on the local model runs them one at a time (a second would only queue for
+        // the model, and its latency would count the wait).
+        let results = match retriever.concurrency().filter(|&n| n != rayon::current_num_threads()) {
             Some(n) => rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .build()

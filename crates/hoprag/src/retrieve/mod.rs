@@ -134,7 +134,8 @@ pub trait Retriever: Send + Sync {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval>;
 
     /// Queries worth running at once: a method that waits on an LLM server gains from
-    /// more than one per core (evaluation runs up to this many; `None` = one per core).
+    /// more than one per core, one on the in-process model from just one (evaluation
+    /// runs this many; `None` = one per core).
     fn concurrency(&self) -> Option<usize> {
         None
     }
