@@ -30,7 +30,11 @@ pub struct Engine {
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
 pub const METHODS: &[(&str, &str)] = &[
     ("auto", "the best LLM-free pipeline measured: phasegraph where the index has a graph, else dense"),
-    ("auto_llm", "the best pipeline measured with an LLM: phasegraph where the index has a graph, else dense"),
+    (
+        "auto_llm",
+        "the best pipeline measured with an LLM (section auto_llm): with the local SmolLM2 none beat auto's \
+         choice, which it defaults to; re-choose with `tune --method auto_llm` on your endpoint",
+    ),
     ("bm25", "BM25 over title + text (tantivy)"),
     ("dense", "nearest passages to the query embedding"),
     ("hybrid", "reciprocal rank fusion (k = 60) of bm25 and dense"),
