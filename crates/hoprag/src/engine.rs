@@ -275,7 +275,9 @@ impl Engine {
                 let name = if name == "auto" { "auto" } else { "auto_llm" };
                 let choice = self.auto_choice(name).expect("an auto method");
                 if matches!(parse_method_spec(choice)?.0, "auto" | "auto_llm") {
-                    return Err(Error::Config(format!("{name} cannot choose {choice}")));
+                    return Err(Error::Config(format!(
+                        "{name} cannot choose itself or another auto method ({choice})"
+                    )));
                 }
                 Box::new(Auto::new(name, self.retriever(choice)?, self.index.manifest.graph.is_some()))
             }

@@ -672,5 +672,5 @@ fn auto_llm_runs_its_configured_choice_and_says_so() {
         c
     });
     let err = looping.retriever("auto_llm").err().expect("auto_llm may not choose auto").to_string();
-    assert!(err.contains("auto_llm cannot choose auto"), "{err}");
+    assert!(err.contains("auto_llm cannot choose itself or another auto method (auto)"), "{err}");
 }
