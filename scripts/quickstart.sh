@@ -17,4 +17,4 @@ hoprag query --index target/demo-index -k 3 \
   "Who founded the company that built the lighthouse on Varn Island?"
 echo
 hoprag eval --index target/demo-index --dataset demo/questions.jsonl \
-  --method bm25,dense,hybrid,phasegraph,regime_router,auto --baseline dense --k 2,5,10
+  --method bm25,dense,hybrid,phasegraph,regime_router,naive_ge,auto --baseline dense --k 2,5,10
