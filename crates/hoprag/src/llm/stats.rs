@@ -103,6 +103,14 @@ impl LlmStats {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one call's outcome: its answer, or a failed call.
+    pub fn record(&self, outcome: &Result<ChatResponse>) {
+        match outcome {
+            Ok(response) => self.record_response(response),
+            Err(_) => self.record_error(),
+        }
+    }
+
     pub fn record_parse_failure(&self, failure: &ParseFailure) {
         self.parse_failures.fetch_add(1, Ordering::Relaxed);
         let mut examples = self.failure_examples.lock().unwrap_or_else(PoisonError::into_inner);
@@ -183,10 +191,7 @@ impl Llm for Meter<'_> {
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         let outcome = self.llm.chat(request);
-        match &outcome {
-            Ok(response) => self.sinks().for_each(|s| s.record_response(response)),
-            Err(_) => self.sinks().for_each(LlmStats::record_error),
-        }
+        self.sinks().for_each(|s| s.record(&outcome));
         outcome
     }
 }

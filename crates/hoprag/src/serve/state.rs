@@ -272,10 +272,7 @@ impl Llm for CountingLlm {
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         let outcome = self.inner.chat(request);
-        match &outcome {
-            Ok(response) => self.stats.record_response(response),
-            Err(_) => self.stats.record_error(),
-        }
+        self.stats.record(&outcome);
         outcome
     }
 }
