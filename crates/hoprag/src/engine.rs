@@ -140,7 +140,7 @@ impl Engine {
         let has_graph = self.index.manifest.graph.is_some();
         match name {
             "auto" => Some(self.config.auto.choice(has_graph)),
-            "auto_llm" => Some(self.config.auto_llm.0.choice(has_graph)),
+            "auto_llm" | "auto-llm" => Some(self.config.auto_llm.0.choice(has_graph)),
             _ => None,
         }
     }
@@ -238,6 +238,9 @@ impl Engine {
     /// its own section, `name[param=value,...]` (see [`parse_method_spec`]).
     pub fn retriever(&self, spec: &str) -> Result<Box<dyn Retriever>> {
         let (name, settings) = parse_method_spec(spec)?;
+        // `auto-llm` is `auto_llm`: method names take either separator.
+        let name = name.replace('-', "_");
+        let name = name.as_str();
         if settings.is_empty() {
             return self.method(name);
         }

@@ -657,6 +657,8 @@ fn auto_llm_runs_its_configured_choice_and_says_so() {
     assert_eq!(first.detail["because"], "the index has no entity graph");
     let direct = engine.retriever("bridge_rag").unwrap().retrieve(&q, 5).unwrap();
     assert_eq!(ids(&index, &via_auto), ids(&index, &direct));
+    let hyphen = engine.retriever("auto-llm").unwrap().retrieve(&q, 5).unwrap();
+    assert_eq!((hyphen.trace.steps[0].name.as_str(), ids(&index, &hyphen)), ("auto_llm", ids(&index, &direct)));
 
     // A choice may carry parameters, and may not be an auto method itself.
     let engine = engine.with_config({
