@@ -14,9 +14,8 @@ use common::HashEmbedder;
 use hoprag::config::BridgeRagParams;
 use hoprag::corpus::{LoadedCorpus, Passage, PassageIdx};
 use hoprag::embed::{Embedder, TextKind};
-use hoprag::http::RetryPolicy;
 use hoprag::index::{BuildOptions, Index, VectorIndex, VectorIndexKind};
-use hoprag::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
+use hoprag::llm::{CachedLlm, Llm, OpenAiChat};
 use hoprag::progress::Silent;
 use hoprag::retrieve::bridge_rag::prompts::{ENTITY_SYSTEM, JUDGE_BRIDGE_SYSTEM, JUDGE_PLAIN_SYSTEM, SVO_SYSTEM};
 use hoprag::retrieve::{BridgeRag, Condition, DecisionRecord, Query, Retrieval, Retriever};
@@ -150,17 +149,7 @@ impl Server {
     }
 
     fn client(&self) -> OpenAiChat {
-        OpenAiChat::new(OpenAiChatConfig {
-            base_url: self.fixture.base_url.clone(),
-            model: "fixture-chat".into(),
-            api_key: None,
-            timeout_secs: 5,
-            retry: RetryPolicy { max_retries: 1, initial_backoff_ms: 5, max_backoff_ms: 10 },
-            max_concurrency: 4,
-            json_mode: true,
-            ..OpenAiChatConfig::default()
-        })
-        .unwrap()
+        self.fixture.chat_client()
     }
 }
 

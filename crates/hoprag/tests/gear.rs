@@ -15,9 +15,8 @@ use hoprag::dataset::{load_dataset, resolve_gold};
 use hoprag::embed::{Embedder, TextKind};
 use hoprag::eval::{evaluate, EvalOptions};
 use hoprag::graph::{EntityGraph, Extraction, GraphOptions, Triple, TripleIndex};
-use hoprag::http::RetryPolicy;
 use hoprag::index::{BuildOptions, Index, SearchKind};
-use hoprag::llm::{Llm, OpenAiChat, OpenAiChatConfig, Usage};
+use hoprag::llm::{Llm, Usage};
 use hoprag::progress::Silent;
 use hoprag::retrieve::{Query, Retrieval};
 use hoprag::{Config, Engine};
@@ -236,17 +235,7 @@ fn mill_server() -> Fixture {
 }
 
 fn llm(server: &Fixture) -> Arc<dyn Llm> {
-    let config = OpenAiChatConfig {
-        base_url: server.base_url.clone(),
-        model: "fixture-chat".into(),
-        api_key: None,
-        timeout_secs: 5,
-        retry: RetryPolicy { max_retries: 1, initial_backoff_ms: 5, max_backoff_ms: 10 },
-        max_concurrency: 4,
-        json_mode: true,
-        ..OpenAiChatConfig::default()
-    };
-    Arc::new(OpenAiChat::new(config).unwrap())
+    Arc::new(server.chat_client())
 }
 
 fn calls(r: &Retrieval) -> u64 {

@@ -33,7 +33,7 @@ pub use cache::{cache_key, default_cache_dir, CachedLlm};
 pub use json::{parse_lenient, ParseFailure};
 pub use local::{LazyLocalLlm, LocalLlm, LocalModel};
 pub use openai::{OpenAiChat, OpenAiChatConfig};
-pub use stats::{LlmStats, LlmStatsSnapshot, Meter};
+pub use stats::{CountingLlm, LlmStats, LlmStatsSnapshot, Meter};
 
 use std::ops::{Add, AddAssign};
 use std::sync::Arc;

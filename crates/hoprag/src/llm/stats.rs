@@ -2,7 +2,7 @@
 //! that feeds them from the calls made through it, for per-query and per-run reports.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -192,6 +192,25 @@ impl Llm for Meter<'_> {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         let outcome = self.llm.chat(request);
         self.sinks().for_each(|s| s.record(&outcome));
+        outcome
+    }
+}
+
+/// The owned counterpart of [`Meter`]: counts every call made through it into shared
+/// totals that outlive any one query (the server's `/metrics`).
+pub struct CountingLlm {
+    pub inner: Arc<dyn Llm>,
+    pub stats: Arc<LlmStats>,
+}
+
+impl Llm for CountingLlm {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        let outcome = self.inner.chat(request);
+        self.stats.record(&outcome);
         outcome
     }
 }

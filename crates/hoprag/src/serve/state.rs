@@ -15,7 +15,7 @@ use crate::corpus::{Dedup, LoadedCorpus, Passage};
 use crate::engine::{Engine, DEFAULT_METHOD, METHODS};
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::llm::{ChatRequest, ChatResponse, Llm, LlmStats};
+use crate::llm::{CountingLlm, LlmStats};
 use crate::progress::Silent;
 use crate::retrieve::Query;
 
@@ -258,29 +258,10 @@ fn option_message(e: Error) -> String {
     }
 }
 
-/// Counts the engine's LLM calls into the server's totals for `/metrics` (an owned
-/// counterpart of [`Meter`](crate::llm::Meter), which borrows).
-struct CountingLlm {
-    inner: Arc<dyn Llm>,
-    stats: Arc<LlmStats>,
-}
-
-impl Llm for CountingLlm {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
-        let outcome = self.inner.chat(request);
-        self.stats.record(&outcome);
-        outcome
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Usage;
+    use crate::llm::{ChatRequest, ChatResponse, Llm, Usage};
 
     /// Answers from "cache" when asked "cached", fails when asked "fail".
     struct Scripted;

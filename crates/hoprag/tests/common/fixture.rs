@@ -46,6 +46,21 @@ impl Drop for Fixture {
 }
 
 impl Fixture {
+    /// A chat client for this server: quick timeouts and one quick retry, JSON mode.
+    pub fn chat_client(&self) -> hoprag::llm::OpenAiChat {
+        hoprag::llm::OpenAiChat::new(hoprag::llm::OpenAiChatConfig {
+            base_url: self.base_url.clone(),
+            model: "fixture-chat".into(),
+            api_key: None,
+            timeout_secs: 5,
+            retry: hoprag::http::RetryPolicy { max_retries: 1, initial_backoff_ms: 5, max_backoff_ms: 10 },
+            max_concurrency: 4,
+            json_mode: true,
+            ..hoprag::llm::OpenAiChatConfig::default()
+        })
+        .unwrap()
+    }
+
     pub fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Fixture {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
