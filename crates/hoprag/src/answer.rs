@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Passage;
 use crate::error::Result;
-use crate::llm::{ChatRequest, Llm, Message};
+use crate::llm::{ChatRequest, Llm};
 
 /// Longer replies are cut here (an answer is a few words; a rambling model's reply
 /// would otherwise dilute F1 without bound).
@@ -43,16 +43,7 @@ pub fn answer_request(question: &str, passages: &[&Passage], max_tokens: u32) ->
         user.push_str(&format!("[{}] {}\n{}\n", i + 1, p.title, p.text));
     }
     user.push_str(&format!("\nQuestion: {question}"));
-    ChatRequest {
-        messages: vec![
-            Message::system(INSTRUCTIONS),
-            Message::user(DEMO_USER),
-            Message::assistant(DEMO_ANSWER),
-            Message::user(user),
-        ],
-        max_tokens: Some(max_tokens),
-        ..ChatRequest::default()
-    }
+    ChatRequest { max_tokens: Some(max_tokens), ..ChatRequest::one_shot(INSTRUCTIONS, DEMO_USER, DEMO_ANSWER, user) }
 }
 
 /// A generated answer.

@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::{Extraction, Triple};
 use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
-use crate::llm::{ChatRequest, Llm, LlmStatsSnapshot, Message, Meter, ParseFailure};
+use crate::llm::{ChatRequest, Llm, LlmStatsSnapshot, Meter, ParseFailure};
 use crate::progress::Progress;
 
 /// Examples of malformed triples and failed calls kept for the report; the rest are only
@@ -246,12 +246,7 @@ fn extraction_request(passage: &Passage, options: &LlmExtractOptions) -> ChatReq
     ChatRequest {
         json: true,
         max_tokens: options.max_tokens,
-        ..ChatRequest::new(vec![
-            Message::system(EXTRACT_INSTRUCTIONS),
-            Message::user(EXTRACT_DEMO_PASSAGE),
-            Message::assistant(EXTRACT_DEMO_ANSWER),
-            Message::user(prompt),
-        ])
+        ..ChatRequest::one_shot(EXTRACT_INSTRUCTIONS, EXTRACT_DEMO_PASSAGE, EXTRACT_DEMO_ANSWER, prompt)
     }
 }
 
@@ -333,12 +328,7 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
     let request = ChatRequest {
         json: true,
         max_tokens: Some(256),
-        ..ChatRequest::new(vec![
-            Message::system(NER_INSTRUCTIONS),
-            Message::user(NER_DEMO_QUESTION),
-            Message::assistant(NER_DEMO_ANSWER),
-            Message::user(question.trim()),
-        ])
+        ..ChatRequest::one_shot(NER_INSTRUCTIONS, NER_DEMO_QUESTION, NER_DEMO_ANSWER, question.trim())
     };
     let answer = meter.chat(&request)?;
     let Ok(value) = meter.parse_json(&answer.text) else {

@@ -147,6 +147,23 @@ impl ChatRequest {
     pub fn user(prompt: impl Into<String>) -> Self {
         ChatRequest::new(vec![Message::user(prompt)])
     }
+
+    /// Instructions, one worked example (its question and answer), then the real
+    /// question: the shape of every prompt the LLM stages send. The instructions and
+    /// the example are the shared prefix the local model keeps its state after.
+    pub fn one_shot(
+        system: impl Into<String>,
+        demo_user: impl Into<String>,
+        demo_answer: impl Into<String>,
+        user: impl Into<String>,
+    ) -> Self {
+        ChatRequest::new(vec![
+            Message::system(system),
+            Message::user(demo_user),
+            Message::assistant(demo_answer),
+            Message::user(user),
+        ])
+    }
 }
 
 /// Tokens as the server counted them.

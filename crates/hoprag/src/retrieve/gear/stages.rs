@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::prompts;
 use crate::corpus::Passage;
 use crate::error::Result;
-use crate::llm::{ChatRequest, Llm, Message, Meter};
+use crate::llm::{ChatRequest, Llm, Meter};
 
 /// A proximal triple: a fact the LLM read in passages, not (yet) a triple of the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,15 +46,9 @@ pub struct ReadOutcome {
 
 fn request(system: String, demo_user: &str, demo_answer: &str, user: String, max_tokens: u32) -> ChatRequest {
     ChatRequest {
-        messages: vec![
-            Message::system(system),
-            Message::user(demo_user),
-            Message::assistant(demo_answer),
-            Message::user(user),
-        ],
         max_tokens: Some(max_tokens),
         json: true,
-        ..ChatRequest::default()
+        ..ChatRequest::one_shot(system, demo_user, demo_answer, user)
     }
 }
 
