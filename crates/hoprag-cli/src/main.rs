@@ -20,6 +20,9 @@ struct Cli {
     /// Folder with MiniLM's model files (default: the model cache; env HOPRAG_MINILM_DIR).
     #[arg(long, global = true, env = "HOPRAG_MINILM_DIR", value_name = "DIR")]
     model_dir: Option<PathBuf>,
+    /// Threads for the embedder and the local LLM (default: every available core).
+    #[arg(long, global = true, env = "HOPRAG_THREADS", value_name = "N")]
+    threads: Option<usize>,
     /// Configuration file (TOML) to read instead of the index's `hoprag.toml`.
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
@@ -92,6 +95,9 @@ fn main() -> ExitCode {
         std::env::set_var("CANDLE_NUM_THREADS", "1");
     }
     let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        hoprag::threads::set(n);
+    }
     // The server logs one line per request unless RUST_LOG says otherwise.
     let default_log = if matches!(cli.command, Command::Serve(_)) { "warn,hoprag::serve=info" } else { "warn" };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_log)).init();

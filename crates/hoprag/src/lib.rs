@@ -14,7 +14,8 @@
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
 //! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
-//! - `serve` (feature `serve`): the HTTP server.
+//! - `serve` (feature `serve`): the HTTP server;
+//! - [`threads`]: the one thread-count setting of the embedder and the local LLM.
 
 pub mod answer;
 pub mod config;
@@ -36,6 +37,7 @@ pub mod retrieve;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod text;
+pub mod threads;
 
 pub use config::Config;
 pub use corpus::{Passage, PassageIdx};
