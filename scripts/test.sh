@@ -11,5 +11,6 @@ export CANDLE_NUM_THREADS="${CANDLE_NUM_THREADS:-1}"
 
 cargo build --quiet -p hoprag-cli
 ./target/debug/hoprag models fetch minilm
+./target/debug/hoprag models fetch mpnet     # the second local embedder (tests check it against reference vectors)
 ./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run
 cargo test --workspace

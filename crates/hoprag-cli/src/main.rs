@@ -34,6 +34,8 @@ struct Cli {
 enum Command {
     /// Build an index from a corpus file or folder.
     Index(commands::index::IndexArgs),
+    /// Embed texts (stdin lines or JSONL) into JSONL or .npy vectors.
+    Embed(commands::embed::EmbedArgs),
     /// Add passages to an existing index without rebuilding it.
     Add(commands::index::AddArgs),
     /// Build the entity graph of an index from triples (imported or extracted).
@@ -71,6 +73,7 @@ impl Command {
         match self {
             Command::Index(a) => a.json,
             Command::Add(a) => a.json,
+            Command::Embed(_) => false,
             Command::Graph(a) => a.json,
             Command::Query(a) | Command::Answer(a) => a.json,
             Command::Serve(_) => false,
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Index(a) => commands::index::run_index(&ctx, a),
         Command::Add(a) => commands::index::run_add(&ctx, a),
+        Command::Embed(a) => commands::embed::run(&ctx, a),
         Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),
         Command::Serve(a) => commands::serve::run(&ctx, a),

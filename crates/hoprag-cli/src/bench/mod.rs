@@ -2,6 +2,7 @@
 //! measured in the same run.
 
 mod bridge;
+mod embed;
 mod gear;
 mod graph;
 mod index;
@@ -24,6 +25,8 @@ pub struct BenchArgs {
 
 #[derive(Subcommand)]
 enum BenchWhat {
+    /// Embedder throughput (passages/s) and query latency, vs sentence-transformers with `--peer`.
+    Embed(embed::EmbedBench),
     /// Index build and query latency on a corpus (vs memory bandwidth, exact vs HNSW).
     Index(index::IndexBench),
     /// Entity-graph build time and memory with heuristic triples.
@@ -43,6 +46,7 @@ enum BenchWhat {
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
+        BenchWhat::Embed(a) => embed::run(ctx, a),
         BenchWhat::Index(a) => index::run(ctx, a),
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),

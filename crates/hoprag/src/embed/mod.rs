@@ -1,13 +1,14 @@
-//! Text embedders: the [`Embedder`] seam, the in-process MiniLM default and any
-//! OpenAI-compatible `/v1/embeddings` endpoint.
+//! Text embedders: the [`Embedder`] seam, the in-process sentence encoders (MiniLM, the
+//! default, and MPNet) and any OpenAI-compatible `/v1/embeddings` endpoint.
 
-mod minilm;
+pub mod encoder;
+mod local;
 mod openai;
 
 /// The model registry used to live here; kept as an alias for existing callers.
 pub use crate::models;
 
-pub use minilm::MiniLm;
+pub use local::{LocalEmbedder, LocalModel};
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 
 use std::sync::Arc;
@@ -47,20 +48,22 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Which embedder to use, as written on the command line and in manifests:
-/// `minilm` or `openai:MODEL`.
+/// `minilm`, `mpnet` or `openai:MODEL`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EmbedderSpec {
-    MiniLm,
+    Local(LocalModel),
     OpenAi { model: String },
 }
 
 impl std::str::FromStr for EmbedderSpec {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
+        if let Some(model) = LocalModel::from_id(s) {
+            return Ok(EmbedderSpec::Local(model));
+        }
         match s.split_once(':') {
-            None if s == "minilm" || s == MiniLm::ID => Ok(EmbedderSpec::MiniLm),
             Some(("openai", model)) if !model.is_empty() => Ok(EmbedderSpec::OpenAi { model: model.to_string() }),
-            _ => Err(Error::Config(format!("unknown embedder {s:?}: expected `minilm` or `openai:MODEL`"))),
+            _ => Err(Error::Config(format!("unknown embedder {s:?}: expected `minilm`, `mpnet` or `openai:MODEL`"))),
         }
     }
 }
@@ -76,7 +79,7 @@ impl EmbedderSpec {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EmbedderSettings {
     /// Folder holding MiniLM's `model.safetensors`, `tokenizer.json`, `config.json`;
-    /// defaults to the model cache.
+    /// defaults to the model cache. (MPNet's: `HOPRAG_MPNET_DIR`, else the cache.)
     pub minilm_dir: Option<std::path::PathBuf>,
     pub openai: OpenAiEmbedderConfig,
 }
@@ -84,12 +87,12 @@ pub struct EmbedderSettings {
 /// Builds the embedder a spec names.
 pub fn load_embedder(spec: &EmbedderSpec, settings: &EmbedderSettings) -> Result<Arc<dyn Embedder>> {
     Ok(match spec {
-        EmbedderSpec::MiniLm => {
-            let dir = match &settings.minilm_dir {
-                Some(d) => d.clone(),
-                None => models::require("minilm")?,
+        EmbedderSpec::Local(model) => {
+            let dir = match (&settings.minilm_dir, model) {
+                (Some(d), LocalModel::MiniLm) => d.clone(),
+                _ => models::require(model.id())?,
             };
-            Arc::new(MiniLm::load(&dir)?)
+            Arc::new(LocalEmbedder::load(*model, &dir)?)
         }
         EmbedderSpec::OpenAi { model } => {
             let mut cfg = settings.openai.clone();

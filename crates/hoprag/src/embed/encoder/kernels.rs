@@ -1,0 +1,282 @@
+//! The encoder's numeric kernels: matrix products on the `gemm` crate, and element-wise
+//! passes fused so that each touches a row of activations once (bias + GELU; bias +
+//! residual + layer norm; scale + softmax).
+//!
+//! The element-wise kernels are written as plain loops that LLVM vectorises; the exp and
+//! erf they need are branch-free polynomial approximations (relative error ~1e-7, far
+//! below what moves a sentence vector) because libm's scalar calls do not vectorise.
+//! Each hot kernel is compiled twice, for the baseline target and for AVX2 + FMA, and
+//! picked at run time.
+
+use gemm::Parallelism;
+
+/// A matrix product below this many multiply-adds runs on the calling thread: splitting
+/// it costs more than it saves.
+const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+
+/// A row-major matrix view with explicit strides (in elements), so that one head's
+/// queries inside the fused QKV buffer, or a transposed view, need no copy.
+#[derive(Clone, Copy)]
+pub struct View {
+    pub ptr: *const f32,
+    pub row_stride: isize,
+    pub col_stride: isize,
+}
+
+impl View {
+    pub fn rows(data: &[f32], row_stride: usize) -> View {
+        View { ptr: data.as_ptr(), row_stride: row_stride as isize, col_stride: 1 }
+    }
+
+    /// The same matrix read transposed.
+    pub fn t(self) -> View {
+        View { ptr: self.ptr, row_stride: self.col_stride, col_stride: self.row_stride }
+    }
+
+    pub fn offset(self, rows: usize, cols: usize) -> View {
+        // SAFETY: callers only offset within the buffer the view was made from.
+        let ptr = unsafe { self.ptr.offset(rows as isize * self.row_stride + cols as isize * self.col_stride) };
+        View { ptr, ..self }
+    }
+}
+
+/// `dst[m×n] (row stride dst_stride) = alpha · a[m×k] · b[k×n]`, or `+=` with `accumulate`.
+///
+/// # Safety
+/// `a` and `b` must be valid for the shapes and strides given, `dst` for `m` rows of
+/// `dst_stride` elements with `n` used, and `dst` must not overlap `a` or `b`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_stride: usize,
+    a: View,
+    b: View,
+    alpha: f32,
+    accumulate: bool,
+    threads: usize,
+) {
+    let parallelism =
+        if threads > 1 && m * n * k >= PARALLEL_MIN_FLOPS { Parallelism::Rayon(threads) } else { Parallelism::None };
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_stride as isize,
+        accumulate,
+        a.ptr,
+        a.col_stride,
+        a.row_stride,
+        b.ptr,
+        b.col_stride,
+        b.row_stride,
+        1.0,
+        alpha,
+        false,
+        false,
+        false,
+        parallelism,
+    );
+}
+
+/// Compiles `$body` for the baseline target and for AVX2 + FMA and calls the best one
+/// the CPU has.
+macro_rules! multiversion {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
+        $(#[$doc])*
+        pub fn $name($($arg: $ty),*) {
+            #[inline(always)]
+            fn generic($($arg: $ty),*) $body
+
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) {
+                    generic($($arg),*)
+                }
+                if has_avx2_fma() {
+                    // SAFETY: the CPU has the features `avx2` was compiled for.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            generic($($arg),*)
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2_fma() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+}
+
+multiversion! {
+    /// `x = gelu(x + bias)` for every row of `x` (exact, erf-based GELU, as BERT's "gelu").
+    fn bias_gelu(x: &mut [f32], bias: &[f32]) {
+        for row in x.chunks_exact_mut(bias.len()) {
+            for (v, b) in row.iter_mut().zip(bias) {
+                let y = *v + b;
+                *v = 0.5 * y * (1.0 + erf(y * std::f32::consts::FRAC_1_SQRT_2));
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `x = layer_norm(x + y + bias)` row by row: the residual, the projection's bias and
+    /// the normalisation in one pass.
+    fn add_bias_layer_norm(x: &mut [f32], y: &[f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+        let n = bias.len();
+        for (row, add) in x.chunks_exact_mut(n).zip(y.chunks_exact(n)) {
+            let mut sum = 0.0f32;
+            for ((v, a), b) in row.iter_mut().zip(add).zip(bias) {
+                *v += a + b;
+                sum += *v;
+            }
+            normalize_row(row, gamma, beta, eps, sum);
+        }
+    }
+}
+
+multiversion! {
+    /// `x = layer_norm(x)` row by row.
+    fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+        for row in x.chunks_exact_mut(gamma.len()) {
+            let sum = row.iter().sum();
+            normalize_row(row, gamma, beta, eps, sum);
+        }
+    }
+}
+
+#[inline(always)]
+fn normalize_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32, sum: f32) {
+    let n = row.len() as f32;
+    let mean = sum / n;
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
+        *v = (*v - mean) * inv * g + b;
+    }
+}
+
+multiversion! {
+    /// Softmax of each row of `x` (`cols` wide, rows `stride` apart), in place.
+    fn softmax_rows(x: &mut [f32], cols: usize, stride: usize) {
+        for row in x.chunks_mut(stride) {
+            let row = &mut row[..cols];
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let mut sum = 0.0;
+            for v in row.iter_mut() {
+                *v = exp(*v - max);
+                sum += *v;
+            }
+            let inv = 1.0 / sum;
+            row.iter_mut().for_each(|v| *v *= inv);
+        }
+    }
+}
+
+multiversion! {
+    /// `y[j] += bias[j]` for every row of `y`.
+    fn add_bias(y: &mut [f32], bias: &[f32]) {
+        for row in y.chunks_exact_mut(bias.len()) {
+            row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+        }
+    }
+}
+
+/// e^x: x = n·ln 2 + r with |r| ≤ ln 2 / 2, e^r by its Taylor polynomial to degree 6
+/// (relative error < 2e-7), 2^n built in the exponent bits. Branch-free so it
+/// vectorises; inputs below −87 give 0 (softmax only ever passes x ≤ 0).
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
+    let x = x.clamp(-87.0, 88.0);
+    let t = x * std::f32::consts::LOG2_E + ROUND;
+    let n = t - ROUND;
+    let bits = t.to_bits().wrapping_sub(ROUND.to_bits()); // n as a two's-complement int
+                                                          // ln 2 split in two so that n·ln2 is exact to f32 precision.
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    p * f32::from_bits(bits.wrapping_add(127).wrapping_shl(23))
+}
+
+/// erf(x) by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7), odd-extended.
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t * (0.254_829_6 + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152 + t * 1.061_405_4))));
+    let y = 1.0 - poly * exp(-a * a);
+    y.copysign(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_and_erf_match_the_standard_library() {
+        let mut worst_exp = 0.0f32;
+        let mut worst_erf = 0.0f64;
+        for i in -2000..=2000 {
+            let x = i as f32 * 0.01;
+            let rel = ((exp(x) - x.exp()) / x.exp()).abs();
+            worst_exp = worst_exp.max(rel);
+            worst_erf = worst_erf.max((erf(x) as f64 - erf_reference(x as f64)).abs());
+        }
+        assert!(worst_exp < 1e-6, "exp relative error {worst_exp}");
+        assert!(worst_erf < 5e-7, "erf absolute error {worst_erf}");
+        assert_eq!(exp(-200.0), exp(-87.0), "clamped, not NaN");
+        assert!(exp(-87.0) < 1e-37);
+    }
+
+    /// erf by its Maclaurin series (|x| < 3) or asymptotic complement, in f64.
+    fn erf_reference(x: f64) -> f64 {
+        if x.abs() > 5.0 {
+            return x.signum();
+        }
+        let mut term = x;
+        let mut sum = x;
+        for n in 1..200 {
+            term *= -x * x / n as f64;
+            sum += term / (2 * n + 1) as f64;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    }
+
+    #[test]
+    fn fused_passes_compute_what_they_say() {
+        let mut x = vec![1.0, 2.0, 3.0, 4.0];
+        let y = vec![0.5, 0.5, -1.0, 0.0];
+        add_bias_layer_norm(&mut x, &y, &[0.5, -0.5], &[1.0, 2.0], &[0.0, 1.0], 0.0);
+        // rows: [2.0, 2.0] -> [0, 0]*g + b = [0, 1]; [2.5, 3.5] -> [-1, 1] -> [-1, 3]
+        assert_eq!(x, [0.0, 1.0, -1.0, 3.0]);
+
+        let mut s = vec![0.0, (2.0f32).ln(), 9.0, 9.0, 0.0, 0.0];
+        softmax_rows(&mut s, 2, 3);
+        assert!((s[0] - 1.0 / 3.0).abs() < 1e-6 && (s[1] - 2.0 / 3.0).abs() < 1e-6);
+        assert_eq!(s[2], 9.0, "past `cols` untouched");
+        assert!((s[3] - 0.5).abs() < 1e-6);
+
+        let mut g = vec![0.0, 1.0];
+        bias_gelu(&mut g, &[0.0, 0.0]);
+        assert_eq!(g[0], 0.0);
+        assert!((g[1] - 0.841_344_7).abs() < 1e-6, "{}", g[1]);
+    }
+
+    #[test]
+    fn gemm_on_strided_views() {
+        // a = [[1, 2], [3, 4]]; b^T read from b = [[5, 6], [7, 8]] (so a · bᵀ).
+        let a = [1.0, 2.0, 3.0, 4.0];
+        let b = [5.0, 6.0, 7.0, 8.0];
+        let mut c = [0.0f32; 6];
+        unsafe { gemm(2, 2, 2, c.as_mut_ptr(), 3, View::rows(&a, 2), View::rows(&b, 2).t(), 2.0, false, 1) };
+        assert_eq!(c, [34.0, 46.0, 0.0, 78.0, 106.0, 0.0]);
+    }
+}

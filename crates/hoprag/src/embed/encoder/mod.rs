@@ -1,0 +1,368 @@
+//! A CPU forward pass for BERT-family sentence encoders (BERT, MPNet), written for
+//! throughput on a few cores.
+//!
+//! Why not a general tensor library: a sentence encoder is six to twelve identical
+//! layers of four matrix products and a handful of element-wise steps. Run op by op, each
+//! step is a pass over memory with an allocation of its own, and padded batches spend
+//! compute on padding. Here:
+//! - texts are *packed*: the tokens of every text in a batch are rows of one matrix, so
+//!   the projections and the feed-forward layer run as large products with no padding,
+//!   and only attention looks at text boundaries;
+//! - the query, key and value projections are one product; bias + GELU, and bias +
+//!   residual + layer norm, are single fused passes ([`kernels`]);
+//! - attention runs per (text, head) as two small products on strided views of the
+//!   fused QKV matrix, spread over the threads;
+//! - the products run on `gemm` (the kernels candle uses), on a thread pool of
+//!   [`crate::threads::get`] threads owned by the encoder.
+
+pub mod kernels;
+mod weights;
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use self::kernels::View;
+pub use self::weights::{Arch, EncoderConfig};
+use self::weights::{Layer, Weights};
+use crate::error::{Error, Result};
+
+/// Tokens per forward pass: large enough that the products keep both cores busy, small
+/// enough that the feed-forward activations (tokens × intermediate) stay in the tens of MB.
+const BATCH_TOKENS: usize = 4096;
+
+pub struct Encoder {
+    config: EncoderConfig,
+    weights: Weights,
+    threads: usize,
+    pool: rayon::ThreadPool,
+}
+
+/// A raw pointer that may cross threads: each attention job writes its own disjoint
+/// block of the context matrix.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut f32);
+// SAFETY: only used for disjoint writes, joined before the buffer is read.
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+impl SharedMut {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+impl Encoder {
+    /// Loads `config.json` and `model.safetensors`.
+    pub fn load(config: &Path, weights: &Path) -> Result<Self> {
+        let config = EncoderConfig::read(config)?;
+        let weights = Weights::read(weights, &config)?;
+        let threads = crate::threads::get();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("hoprag-encoder-{i}"))
+            .build()
+            .map_err(|e| Error::Model(format!("encoder thread pool: {e}")))?;
+        Ok(Encoder { config, weights, threads, pool })
+    }
+
+    pub fn config(&self) -> &EncoderConfig {
+        &self.config
+    }
+
+    pub fn dim(&self) -> usize {
+        self.config.hidden
+    }
+
+    /// Mean-pooled, L2-normalised vectors of token sequences (special tokens included,
+    /// already truncated to [`EncoderConfig::max_tokens`]), one per sequence, in order.
+    pub fn embed(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+        let max = self.config.max_tokens();
+        let vocab = self.weights.vocab;
+        for (i, s) in sequences.iter().enumerate() {
+            if s.len() > max {
+                return Err(Error::Embedding(format!("text {i}: {} tokens, the model reads at most {max}", s.len())));
+            }
+            if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
+                return Err(Error::Embedding(format!("text {i}: token id {id} outside the vocabulary ({vocab})")));
+            }
+        }
+        let mut out = Vec::with_capacity(sequences.len());
+        self.pool.install(|| {
+            let mut start = 0;
+            while start < sequences.len() {
+                let mut end = start;
+                let mut tokens = 0;
+                while end < sequences.len() && (end == start || tokens + sequences[end].len() <= BATCH_TOKENS) {
+                    tokens += sequences[end].len();
+                    end += 1;
+                }
+                out.extend(self.forward(&sequences[start..end]));
+                start = end;
+            }
+        });
+        Ok(out)
+    }
+
+    /// One packed batch through the whole model, then mean pooling.
+    fn forward(&self, sequences: &[&[u32]]) -> Vec<Vec<f32>> {
+        let h = self.config.hidden;
+        let starts: Vec<usize> = sequences
+            .iter()
+            .scan(0, |acc, s| {
+                let at = *acc;
+                *acc += s.len();
+                Some(at)
+            })
+            .collect();
+        let total: usize = sequences.iter().map(|s| s.len()).sum();
+        let mut x = self.embeddings(sequences, total);
+        let mut scratch = Scratch::new(total, &self.config);
+        for layer in &self.weights.layers {
+            self.layer(layer, &mut x, &mut scratch, sequences, &starts);
+        }
+        sequences
+            .iter()
+            .zip(&starts)
+            .map(|(s, &at)| {
+                let mut v = vec![0.0f32; h];
+                for row in x[at * h..(at + s.len()) * h].chunks_exact(h) {
+                    v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
+                }
+                // Mean then L2: the mean's 1/n cancels in the normalisation, but keeps the
+                // intermediate values in the model's range.
+                let n = s.len().max(1) as f32;
+                v.iter_mut().for_each(|a| *a /= n);
+                super::l2_normalize(&mut v);
+                v
+            })
+            .collect()
+    }
+
+    fn embeddings(&self, sequences: &[&[u32]], total: usize) -> Vec<f32> {
+        let h = self.config.hidden;
+        let w = &self.weights;
+        let mut x = Vec::with_capacity(total * h);
+        for s in sequences {
+            for (pos, &id) in s.iter().enumerate() {
+                let word = &w.word[id as usize * h..][..h];
+                let position = &w.position[(pos + self.config.position_offset) * h..][..h];
+                match &w.token_type {
+                    Some(tt) => x.extend(word.iter().zip(position).zip(tt).map(|((a, b), c)| a + b + c)),
+                    None => x.extend(word.iter().zip(position).map(|(a, b)| a + b)),
+                }
+            }
+        }
+        let eps = self.config.layer_norm_eps;
+        let norm = &w.embedding_norm;
+        self.rows_par(&mut x, h, |chunk| kernels::layer_norm(chunk, &norm.gamma, &norm.beta, eps));
+        x
+    }
+
+    fn layer(&self, layer: &Layer, x: &mut [f32], s: &mut Scratch, sequences: &[&[u32]], starts: &[usize]) {
+        let c = &self.config;
+        let (h, inter, eps) = (c.hidden, c.intermediate, c.layer_norm_eps);
+        let t = x.len() / h;
+        // SAFETY (all products below): each buffer holds `t` rows of the width it is
+        // given, and the weights are `[in, out]` matrices of the sizes in `Linear`.
+        unsafe {
+            kernels::gemm(
+                t,
+                3 * h,
+                h,
+                s.qkv.as_mut_ptr(),
+                3 * h,
+                View::rows(x, h),
+                View::rows(&layer.qkv.weight, 3 * h),
+                1.0,
+                false,
+                self.threads,
+            );
+        }
+        self.rows_par(&mut s.qkv, 3 * h, |chunk| kernels::add_bias(chunk, &layer.qkv.bias));
+        self.attention(&s.qkv, &mut s.context, sequences, starts);
+        unsafe {
+            kernels::gemm(
+                t,
+                h,
+                h,
+                s.projected.as_mut_ptr(),
+                h,
+                View::rows(&s.context, h),
+                View::rows(&layer.attention_out.weight, h),
+                1.0,
+                false,
+                self.threads,
+            );
+        }
+        let norm = &layer.attention_norm;
+        self.rows_par2(x, &s.projected, h, |xc, yc| {
+            kernels::add_bias_layer_norm(xc, yc, &layer.attention_out.bias, &norm.gamma, &norm.beta, eps)
+        });
+        unsafe {
+            kernels::gemm(
+                t,
+                inter,
+                h,
+                s.intermediate.as_mut_ptr(),
+                inter,
+                View::rows(x, h),
+                View::rows(&layer.ffn_in.weight, inter),
+                1.0,
+                false,
+                self.threads,
+            );
+        }
+        self.rows_par(&mut s.intermediate, inter, |chunk| kernels::bias_gelu(chunk, &layer.ffn_in.bias));
+        unsafe {
+            kernels::gemm(
+                t,
+                h,
+                inter,
+                s.projected.as_mut_ptr(),
+                h,
+                View::rows(&s.intermediate, inter),
+                View::rows(&layer.ffn_out.weight, h),
+                1.0,
+                false,
+                self.threads,
+            );
+        }
+        let norm = &layer.output_norm;
+        self.rows_par2(x, &s.projected, h, |xc, yc| {
+            kernels::add_bias_layer_norm(xc, yc, &layer.ffn_out.bias, &norm.gamma, &norm.beta, eps)
+        });
+    }
+
+    /// softmax(Q·Kᵀ/√d + bias)·V for every text and head, into `context` (`t × hidden`).
+    fn attention(&self, qkv: &[f32], context: &mut [f32], sequences: &[&[u32]], starts: &[usize]) {
+        let c = &self.config;
+        let (h, heads, d) = (c.hidden, c.heads, c.head_dim());
+        let scale = 1.0 / (d as f32).sqrt();
+        let out = SharedMut(context.as_mut_ptr());
+        let jobs: Vec<(usize, usize)> = (0..sequences.len()).flat_map(|i| (0..heads).map(move |hd| (i, hd))).collect();
+        let run = |scores: &mut Vec<f32>, &(i, head): &(usize, usize)| {
+            let (len, at) = (sequences[i].len(), starts[i]);
+            scores.clear();
+            scores.resize(len * len, 0.0);
+            let q = View::rows(qkv, 3 * h).offset(at, head * d);
+            let k = View::rows(qkv, 3 * h).offset(at, h + head * d);
+            let v = View::rows(qkv, 3 * h).offset(at, 2 * h + head * d);
+            // SAFETY: the views stay inside this text's rows of `qkv`; `scores` is
+            // len × len; the output block (this text's rows, this head's columns) is
+            // written by this job only.
+            unsafe {
+                kernels::gemm(len, len, d, scores.as_mut_ptr(), len, q, k.t(), scale, false, 1);
+            }
+            if let Some(table) = &self.weights.relative_bias {
+                add_relative_bias(scores, len, table, heads, head, c.arch);
+            }
+            kernels::softmax_rows(scores, len, len);
+            unsafe {
+                let dst = out.get().add(at * h + head * d);
+                kernels::gemm(len, d, len, dst, h, View::rows(scores, len), v, 1.0, false, 1);
+            }
+        };
+        if self.threads > 1 && jobs.len() > 1 {
+            jobs.par_iter().for_each_init(Vec::new, run);
+        } else {
+            let mut scores = Vec::new();
+            jobs.iter().for_each(|job| run(&mut scores, job));
+        }
+    }
+
+    /// Runs a row-wise pass over `x` (rows of `width`) split across the threads.
+    fn rows_par(&self, x: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
+        let chunk = self.chunk_rows(x.len() / width) * width;
+        if chunk >= x.len() {
+            f(x)
+        } else {
+            x.par_chunks_mut(chunk).for_each(|c| f(c))
+        }
+    }
+
+    /// [`Self::rows_par`] over `x` with the matching rows of `y`.
+    fn rows_par2(&self, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
+        let chunk = self.chunk_rows(x.len() / width) * width;
+        if chunk >= x.len() {
+            f(x, y)
+        } else {
+            x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b))
+        }
+    }
+
+    /// Rows per parallel chunk: one chunk per thread, and none below 16 rows (a
+    /// single query's few rows are not worth a hand-off).
+    fn chunk_rows(&self, rows: usize) -> usize {
+        rows.div_ceil(self.threads).max(16)
+    }
+}
+
+/// Activations of one forward pass, reused by every layer.
+struct Scratch {
+    qkv: Vec<f32>,
+    context: Vec<f32>,
+    projected: Vec<f32>,
+    intermediate: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(tokens: usize, c: &EncoderConfig) -> Scratch {
+        Scratch {
+            qkv: vec![0.0; tokens * 3 * c.hidden],
+            context: vec![0.0; tokens * c.hidden],
+            projected: vec![0.0; tokens * c.hidden],
+            intermediate: vec![0.0; tokens * c.intermediate],
+        }
+    }
+}
+
+/// MPNet: adds the learned bias of each (relative-position bucket, head) to the scores.
+fn add_relative_bias(scores: &mut [f32], len: usize, table: &[f32], heads: usize, head: usize, arch: Arch) {
+    let Arch::MpNet { buckets } = arch else { return };
+    // One value per distance k − q in −(len−1)..=len−1.
+    let by_distance: Vec<f32> =
+        (0..2 * len - 1).map(|i| table[relative_bucket(i as i64 - (len as i64 - 1), buckets) * heads + head]).collect();
+    for (q, row) in scores.chunks_exact_mut(len).enumerate() {
+        let diag = &by_distance[len - 1 - q..][..len];
+        row.iter_mut().zip(diag).for_each(|(s, b)| *s += b);
+    }
+}
+
+/// T5/MPNet bidirectional bucketing of a relative position (key − query): half the
+/// buckets per direction, exact below a quarter of them, logarithmic up to distance 128.
+/// Computed in f32 as the reference implementation does, so boundaries fall alike.
+fn relative_bucket(relative: i64, buckets: usize) -> usize {
+    const MAX_DISTANCE: f32 = 128.0;
+    let half = (buckets / 2) as i64;
+    let n = -relative;
+    let mut bucket = if n < 0 { half } else { 0 };
+    let n = n.abs();
+    let exact = half / 2;
+    bucket += if n < exact {
+        n
+    } else {
+        let log = (n as f32 / exact as f32).ln() / (MAX_DISTANCE / exact as f32).ln() * (half - exact) as f32;
+        (exact + log as i64).min(half - 1)
+    };
+    bucket as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_buckets_follow_the_t5_scheme() {
+        // 32 buckets: 16 per direction, distances 0..8 exact, then logarithmic to 128.
+        assert_eq!(relative_bucket(0, 32), 0);
+        assert_eq!(relative_bucket(-1, 32), 1, "key before the query");
+        assert_eq!(relative_bucket(1, 32), 17, "key after the query");
+        assert_eq!(relative_bucket(-7, 32), 7);
+        assert_eq!(relative_bucket(-8, 32), 8);
+        assert_eq!(relative_bucket(-16, 32), 10);
+        assert_eq!(relative_bucket(-127, 32), 15);
+        assert_eq!(relative_bucket(-1000, 32), 15, "capped");
+        assert_eq!(relative_bucket(1000, 32), 31);
+    }
+}

@@ -1,0 +1,96 @@
+//! The in-process sentence encoders against vectors from independent implementations:
+//! MiniLM against `../shared/data/minilm-reference.json`, MPNet against
+//! `tests/data/mpnet-reference.json` (sentence-transformers; see
+//! `scripts/reference_vectors.py` for how it was made).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use hoprag::embed::{models, Embedder, LocalEmbedder, LocalModel, TextKind};
+
+/// The installed model, or `None` (with a message) where it is not installed; in CI,
+/// which installs every model the tests use, a missing model fails the test.
+fn installed(model: LocalModel) -> Option<PathBuf> {
+    match models::require(model.id()) {
+        Ok(dir) => Some(dir),
+        Err(e) if std::env::var_os("CI").is_some() => panic!("CI installs {}: {e}", model.id()),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+fn check_reference(model: LocalModel, reference: &Path) {
+    let Some(dir) = installed(model) else { return };
+    let reference: serde_json::Value = serde_json::from_slice(&std::fs::read(reference).unwrap()).unwrap();
+    let embedder = LocalEmbedder::load(model, &dir).unwrap();
+    let items = reference["items"].as_array().unwrap();
+    assert_eq!(items.len(), 6);
+    let texts: Vec<String> = items.iter().map(|i| i["text"].as_str().unwrap().to_string()).collect();
+    // One batch: the texts are packed together, which must not change any vector.
+    let vectors = embedder.embed(&texts, TextKind::Passage).unwrap();
+    for (item, v) in items.iter().zip(&vectors) {
+        let r: Vec<f32> = item["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        assert_eq!(v.len(), r.len());
+        let norm_r = r.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let cos = hoprag::embed::dot(v, &r) / norm_r;
+        assert!(cos >= 0.999, "{}: cosine {cos} for {:?}", model.id(), item["text"]);
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4);
+    }
+    // Each text alone gives the same vector as in the batch.
+    for (text, v) in texts.iter().zip(&vectors) {
+        let single = embedder.embed_one(text, TextKind::Query).unwrap();
+        assert!(hoprag::embed::dot(&single, v) > 0.9999, "{}: {text:?} alone", model.id());
+    }
+}
+
+#[test]
+fn minilm_matches_reference_vectors() {
+    let Some(data) = common::shared_data() else { return };
+    check_reference(LocalModel::MiniLm, &data.join("minilm-reference.json"));
+}
+
+#[test]
+fn mpnet_matches_reference_vectors() {
+    check_reference(LocalModel::MpNet, &common::repo_root().join("crates/hoprag/tests/data/mpnet-reference.json"));
+}
+
+#[test]
+fn large_batches_split_across_forward_passes_keep_every_vector() {
+    let Some(dir) = installed(LocalModel::MiniLm) else { return };
+    let embedder = LocalEmbedder::load(LocalModel::MiniLm, &dir).unwrap();
+    // ~300 texts of up to 256 tokens: more tokens than one forward pass takes, so the
+    // batch is split; every text must get the vector it gets alone.
+    let texts: Vec<String> =
+        (0..300).map(|i| format!("passage {i} about {}", "the history of the river valley ".repeat(i % 40))).collect();
+    let batch = embedder.embed(&texts, TextKind::Passage).unwrap();
+    assert_eq!(batch.len(), texts.len());
+    for i in [0, 1, 77, 150, 299] {
+        let alone = embedder.embed_one(&texts[i], TextKind::Passage).unwrap();
+        assert!(hoprag::embed::dot(&alone, &batch[i]) > 0.9999, "text {i}");
+    }
+    assert!(hoprag::embed::dot(&batch[1], &batch[2]) < 0.9999, "different texts, different vectors");
+}
+
+#[test]
+fn missing_model_folder_says_how_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = LocalEmbedder::load(LocalModel::MiniLm, dir.path()).err().expect("no model files here").to_string();
+    assert!(err.contains("hoprag models fetch minilm"), "{err}");
+}
+
+#[test]
+fn token_counts_include_the_special_tokens() {
+    let Some(dir) = installed(LocalModel::MiniLm) else { return };
+    let model = LocalEmbedder::load(LocalModel::MiniLm, &dir).unwrap();
+    let texts = vec!["hello world".to_string(), "".to_string(), "Hello, world!".to_string()];
+    // [CLS] hello world [SEP]; [CLS] [SEP]; [CLS] hello , world ! [SEP]. Counted by
+    // encoding length, so this also fails if the tokenizer pads again (its file pads
+    // every text to 128).
+    assert_eq!(model.token_counts(&texts).unwrap(), [4, 2, 6]);
+    let long: Vec<String> = vec!["word ".repeat(300)];
+    assert_eq!(model.token_counts(&long).unwrap(), [LocalModel::MiniLm.max_tokens()], "truncated at 256");
+}
