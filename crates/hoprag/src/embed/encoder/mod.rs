@@ -274,25 +274,17 @@ impl Encoder {
     /// Runs a row-wise pass over `x` (rows of `width`) split across the threads.
     fn rows_par(&self, x: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
         let chunk = self.chunk_rows(x.len() / width) * width;
-        if chunk >= x.len() {
-            f(x)
-        } else {
-            x.par_chunks_mut(chunk).for_each(|c| f(c))
-        }
+        x.par_chunks_mut(chunk).for_each(|c| f(c))
     }
 
     /// [`Self::rows_par`] over `x` with the matching rows of `y`.
     fn rows_par2(&self, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
         let chunk = self.chunk_rows(x.len() / width) * width;
-        if chunk >= x.len() {
-            f(x, y)
-        } else {
-            x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b))
-        }
+        x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b))
     }
 
     /// Rows per parallel chunk: one chunk per thread, and none below 16 rows (a
-    /// single query's few rows are not worth a hand-off).
+    /// single query's few rows stay one chunk, run without a hand-off).
     fn chunk_rows(&self, rows: usize) -> usize {
         rows.div_ceil(self.threads).max(16)
     }
