@@ -254,15 +254,18 @@ mod tests {
     fn fused_passes_compute_what_they_say() {
         let mut x = vec![1.0, 2.0, 3.0, 4.0];
         let y = vec![0.5, 0.5, -1.0, 0.0];
-        add_bias_layer_norm(&mut x, &y, &[0.5, -0.5], &[1.0, 2.0], &[0.0, 1.0], 0.0);
-        // rows: [2.0, 2.0] -> [0, 0]*g + b = [0, 1]; [2.5, 3.5] -> [-1, 1] -> [-1, 3]
-        assert_eq!(x, [0.0, 1.0, -1.0, 3.0]);
+        add_bias_layer_norm(&mut x, &y, &[0.5, -0.5], &[1.0, 2.0], &[0.0, 1.0], 1e-12);
+        // rows: [2.0, 2.0] -> [0, 0]*g + b = [0, 1] (eps keeps a constant row finite);
+        // [2.5, 3.5] -> [-1, 1] -> [-1, 3]
+        let want = [0.0, 1.0, -1.0, 3.0];
+        assert!(x.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5), "{x:?}");
 
-        let mut s = vec![0.0, (2.0f32).ln(), 9.0, 9.0, 0.0, 0.0];
+        let mut s = vec![0.0, (2.0f32).ln(), 9.0, 0.0, 0.0, 9.0];
         softmax_rows(&mut s, 2, 3);
         assert!((s[0] - 1.0 / 3.0).abs() < 1e-6 && (s[1] - 2.0 / 3.0).abs() < 1e-6);
         assert_eq!(s[2], 9.0, "past `cols` untouched");
-        assert!((s[3] - 0.5).abs() < 1e-6);
+        assert!((s[3] - 0.5).abs() < 1e-6 && (s[4] - 0.5).abs() < 1e-6);
+        assert_eq!(s[5], 9.0);
 
         let mut g = vec![0.0, 1.0];
         bias_gelu(&mut g, &[0.0, 0.0]);

@@ -274,7 +274,7 @@ impl Encoder {
     /// Runs a row-wise pass over `x` (rows of `width`) split across the threads.
     fn rows_par(&self, x: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
         let chunk = self.chunk_rows(x.len() / width) * width;
-        x.par_chunks_mut(chunk).for_each(|c| f(c))
+        x.par_chunks_mut(chunk).for_each(&f)
     }
 
     /// [`Self::rows_par`] over `x` with the matching rows of `y`.
