@@ -22,7 +22,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use self::kernels::View;
+use self::kernels::{SharedMut, View};
 pub use self::weights::{Arch, EncoderConfig};
 use self::weights::{Layer, Weights};
 use crate::error::{Error, Result};
@@ -31,25 +31,15 @@ use crate::error::{Error, Result};
 /// enough that the feed-forward activations (tokens × intermediate) stay in the tens of MB.
 const BATCH_TOKENS: usize = 4096;
 
+/// Below this many tokens the element-wise passes and attention run on one thread (the
+/// products still split their columns: the weights they read are the larger cost).
+const PARALLEL_MIN_ROWS: usize = 128;
+
 pub struct Encoder {
     config: EncoderConfig,
     weights: Weights,
     threads: usize,
     pool: rayon::ThreadPool,
-}
-
-/// A raw pointer that may cross threads: each attention job writes its own disjoint
-/// block of the context matrix.
-#[derive(Clone, Copy)]
-struct SharedMut(*mut f32);
-// SAFETY: only used for disjoint writes, joined before the buffer is read.
-unsafe impl Send for SharedMut {}
-unsafe impl Sync for SharedMut {}
-
-impl SharedMut {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 impl Encoder {
@@ -87,25 +77,18 @@ impl Encoder {
                 return Err(Error::Embedding(format!("text {i}: token id {id} outside the vocabulary ({vocab})")));
             }
         }
-        let mut out = Vec::with_capacity(sequences.len());
-        self.pool.install(|| {
-            let mut start = 0;
-            while start < sequences.len() {
-                let mut end = start;
-                let mut tokens = 0;
-                while end < sequences.len() && (end == start || tokens + sequences[end].len() <= BATCH_TOKENS) {
-                    tokens += sequences[end].len();
-                    end += 1;
-                }
-                out.extend(self.forward(&sequences[start..end]));
-                start = end;
-            }
+        let batches = plan_batches(sequences, self.threads);
+        // Enough batches for every thread: each runs whole on one thread, with no
+        // hand-off inside the model. Fewer: the threads share each batch's products.
+        let threads_per_batch = if batches.len() >= self.threads { 1 } else { self.threads };
+        let vectors: Vec<Vec<Vec<f32>>> = self.pool.install(|| {
+            batches.par_iter().map(|range| self.forward(&sequences[range.clone()], threads_per_batch)).collect()
         });
-        Ok(out)
+        Ok(vectors.into_iter().flatten().collect())
     }
 
     /// One packed batch through the whole model, then mean pooling.
-    fn forward(&self, sequences: &[&[u32]]) -> Vec<Vec<f32>> {
+    fn forward(&self, sequences: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
         let h = self.config.hidden;
         let starts: Vec<usize> = sequences
             .iter()
@@ -116,10 +99,10 @@ impl Encoder {
             })
             .collect();
         let total: usize = sequences.iter().map(|s| s.len()).sum();
-        let mut x = self.embeddings(sequences, total);
+        let mut x = self.embeddings(sequences, total, threads);
         let mut scratch = Scratch::new(total, &self.config);
         for layer in &self.weights.layers {
-            self.layer(layer, &mut x, &mut scratch, sequences, &starts);
+            self.layer(layer, &mut x, &mut scratch, sequences, &starts, threads);
         }
         sequences
             .iter()
@@ -139,7 +122,7 @@ impl Encoder {
             .collect()
     }
 
-    fn embeddings(&self, sequences: &[&[u32]], total: usize) -> Vec<f32> {
+    fn embeddings(&self, sequences: &[&[u32]], total: usize, threads: usize) -> Vec<f32> {
         let h = self.config.hidden;
         let w = &self.weights;
         let mut x = Vec::with_capacity(total * h);
@@ -155,32 +138,29 @@ impl Encoder {
         }
         let eps = self.config.layer_norm_eps;
         let norm = &w.embedding_norm;
-        self.rows_par(&mut x, h, |chunk| kernels::layer_norm(chunk, &norm.gamma, &norm.beta, eps));
+        rows_par(threads, &mut x, h, |chunk| kernels::layer_norm(chunk, &norm.gamma, &norm.beta, eps));
         x
     }
 
-    fn layer(&self, layer: &Layer, x: &mut [f32], s: &mut Scratch, sequences: &[&[u32]], starts: &[usize]) {
+    fn layer(
+        &self,
+        layer: &Layer,
+        x: &mut [f32],
+        s: &mut Scratch,
+        sequences: &[&[u32]],
+        starts: &[usize],
+        threads: usize,
+    ) {
         let c = &self.config;
         let (h, inter, eps) = (c.hidden, c.intermediate, c.layer_norm_eps);
         let t = x.len() / h;
         // SAFETY (all products below): each buffer holds `t` rows of the width it is
         // given, and the weights are `[in, out]` matrices of the sizes in `Linear`.
         unsafe {
-            kernels::gemm(
-                t,
-                3 * h,
-                h,
-                s.qkv.as_mut_ptr(),
-                3 * h,
-                View::rows(x, h),
-                View::rows(&layer.qkv.weight, 3 * h),
-                1.0,
-                false,
-                self.threads,
-            );
+            kernels::gemm(t, 3 * h, h, s.qkv.as_mut_ptr(), 3 * h, View::rows(x, h), layer.qkv.view(), 1.0, threads);
         }
-        self.rows_par(&mut s.qkv, 3 * h, |chunk| kernels::add_bias(chunk, &layer.qkv.bias));
-        self.attention(&s.qkv, &mut s.context, sequences, starts);
+        rows_par(threads, &mut s.qkv, 3 * h, |chunk| kernels::add_bias(chunk, &layer.qkv.bias));
+        self.attention(&s.qkv, &mut s.context, sequences, starts, threads);
         unsafe {
             kernels::gemm(
                 t,
@@ -189,14 +169,13 @@ impl Encoder {
                 s.projected.as_mut_ptr(),
                 h,
                 View::rows(&s.context, h),
-                View::rows(&layer.attention_out.weight, h),
+                layer.attention_out.view(),
                 1.0,
-                false,
-                self.threads,
+                threads,
             );
         }
         let norm = &layer.attention_norm;
-        self.rows_par2(x, &s.projected, h, |xc, yc| {
+        rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.attention_out.bias, &norm.gamma, &norm.beta, eps)
         });
         unsafe {
@@ -207,13 +186,12 @@ impl Encoder {
                 s.intermediate.as_mut_ptr(),
                 inter,
                 View::rows(x, h),
-                View::rows(&layer.ffn_in.weight, inter),
+                layer.ffn_in.view(),
                 1.0,
-                false,
-                self.threads,
+                threads,
             );
         }
-        self.rows_par(&mut s.intermediate, inter, |chunk| kernels::bias_gelu(chunk, &layer.ffn_in.bias));
+        rows_par(threads, &mut s.intermediate, inter, |chunk| kernels::bias_gelu(chunk, &layer.ffn_in.bias));
         unsafe {
             kernels::gemm(
                 t,
@@ -222,20 +200,19 @@ impl Encoder {
                 s.projected.as_mut_ptr(),
                 h,
                 View::rows(&s.intermediate, inter),
-                View::rows(&layer.ffn_out.weight, h),
+                layer.ffn_out.view(),
                 1.0,
-                false,
-                self.threads,
+                threads,
             );
         }
         let norm = &layer.output_norm;
-        self.rows_par2(x, &s.projected, h, |xc, yc| {
+        rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.ffn_out.bias, &norm.gamma, &norm.beta, eps)
         });
     }
 
     /// softmax(Q·Kᵀ/√d + bias)·V for every text and head, into `context` (`t × hidden`).
-    fn attention(&self, qkv: &[f32], context: &mut [f32], sequences: &[&[u32]], starts: &[usize]) {
+    fn attention(&self, qkv: &[f32], context: &mut [f32], sequences: &[&[u32]], starts: &[usize], threads: usize) {
         let c = &self.config;
         let (h, heads, d) = (c.hidden, c.heads, c.head_dim());
         let scale = 1.0 / (d as f32).sqrt();
@@ -252,7 +229,7 @@ impl Encoder {
             // len × len; the output block (this text's rows, this head's columns) is
             // written by this job only.
             unsafe {
-                kernels::gemm(len, len, d, scores.as_mut_ptr(), len, q, k.t(), scale, false, 1);
+                kernels::gemm(len, len, d, scores.as_mut_ptr(), len, q, k.t(), scale, 1);
             }
             if let Some(table) = &self.weights.relative_bias {
                 add_relative_bias(scores, len, table, heads, head, c.arch);
@@ -260,34 +237,61 @@ impl Encoder {
             kernels::softmax_rows(scores, len, len);
             unsafe {
                 let dst = out.get().add(at * h + head * d);
-                kernels::gemm(len, d, len, dst, h, View::rows(scores, len), v, 1.0, false, 1);
+                kernels::gemm(len, d, len, dst, h, View::rows(scores, len), v, 1.0, 1);
             }
         };
-        if self.threads > 1 && jobs.len() > 1 {
+        // A query's few rows cost less than a hand-off between threads.
+        if threads > 1 && qkv.len() >= PARALLEL_MIN_ROWS * 3 * h {
             jobs.par_iter().for_each_init(Vec::new, run);
         } else {
             let mut scores = Vec::new();
             jobs.iter().for_each(|job| run(&mut scores, job));
         }
     }
+}
 
-    /// Runs a row-wise pass over `x` (rows of `width`) split across the threads.
-    fn rows_par(&self, x: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
-        let chunk = self.chunk_rows(x.len() / width) * width;
-        x.par_chunks_mut(chunk).for_each(&f)
+/// Runs a row-wise pass over `x` (rows of `width`) split across `threads`.
+fn rows_par(threads: usize, x: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
+    if threads == 1 || x.len() < PARALLEL_MIN_ROWS * width {
+        return f(x);
     }
+    let chunk = (x.len() / width).div_ceil(threads) * width;
+    x.par_chunks_mut(chunk.max(width)).for_each(&f)
+}
 
-    /// [`Self::rows_par`] over `x` with the matching rows of `y`.
-    fn rows_par2(&self, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
-        let chunk = self.chunk_rows(x.len() / width) * width;
-        x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b))
+/// [`rows_par`] over `x` with the matching rows of `y`.
+fn rows_par2(threads: usize, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
+    if threads == 1 || x.len() < PARALLEL_MIN_ROWS * width {
+        return f(x, y);
     }
+    let chunk = ((x.len() / width).div_ceil(threads) * width).max(width);
+    x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b))
+}
 
-    /// Rows per parallel chunk: one chunk per thread, and none below 16 rows (a
-    /// single query's few rows stay one chunk, run without a hand-off).
-    fn chunk_rows(&self, rows: usize) -> usize {
-        rows.div_ceil(self.threads).max(16)
+/// Splits the sequences, in order, into batches of about `1/threads` of all the tokens
+/// each (so every thread gets one), but never more than [`BATCH_TOKENS`] (so the
+/// activations stay small) or fewer than [`PARALLEL_MIN_ROWS`] unless that is all.
+fn plan_batches(sequences: &[&[u32]], threads: usize) -> Vec<std::ops::Range<usize>> {
+    let total: usize = sequences.iter().map(|s| s.len()).sum();
+    let target = total.div_ceil(threads.max(1)).clamp(PARALLEL_MIN_ROWS, BATCH_TOKENS);
+    let mut batches = Vec::new();
+    let mut start = 0;
+    let mut tokens = 0;
+    for (i, s) in sequences.iter().enumerate() {
+        if i > start && tokens + s.len() > BATCH_TOKENS {
+            batches.push(start..i);
+            (start, tokens) = (i, 0);
+        }
+        tokens += s.len();
+        if tokens >= target {
+            batches.push(start..i + 1);
+            (start, tokens) = (i + 1, 0);
+        }
     }
+    if start < sequences.len() {
+        batches.push(start..sequences.len());
+    }
+    batches
 }
 
 /// Activations of one forward pass, reused by every layer.
@@ -356,5 +360,32 @@ mod tests {
         assert_eq!(relative_bucket(-127, 32), 15);
         assert_eq!(relative_bucket(-1000, 32), 15, "capped");
         assert_eq!(relative_bucket(1000, 32), 31);
+    }
+
+    #[test]
+    fn batches_cover_every_sequence_in_order_and_share_the_tokens() {
+        let lens = |ls: &[usize]| ls.iter().map(|&n| vec![0u32; n]).collect::<Vec<_>>();
+        let plan = |ls: &[Vec<u32>], threads| {
+            let seqs: Vec<&[u32]> = ls.iter().map(Vec::as_slice).collect();
+            plan_batches(&seqs, threads)
+        };
+        // 32 passages of 85 tokens on 2 threads: two batches of about half the tokens.
+        let passages = lens(&[85; 32]);
+        assert_eq!(plan(&passages, 2), vec![0..16, 16..32]);
+        assert_eq!(plan(&passages, 1), vec![0..32]);
+        // One query: one batch, whatever the threads.
+        assert_eq!(plan(&lens(&[12]), 2), vec![0..1]);
+        // Few tokens stay together rather than split below PARALLEL_MIN_ROWS.
+        assert_eq!(plan(&lens(&[20, 20, 20]), 2), vec![0..3]);
+        // No batch passes BATCH_TOKENS unless one sequence alone does.
+        let big = lens(&[3000, 3000, 5000, 10]);
+        let batches = plan(&big, 1);
+        assert_eq!(batches, vec![0..1, 1..2, 2..3, 3..4]);
+        let long = lens(&[100; 100]);
+        let batches = plan(&long, 1);
+        assert!(batches.iter().all(|b| b.len() * 100 <= BATCH_TOKENS));
+        assert_eq!(batches.first().unwrap().start, 0);
+        assert!(batches.windows(2).all(|w| w[0].end == w[1].start));
+        assert_eq!(batches.last().unwrap().end, 100);
     }
 }

@@ -5,6 +5,7 @@
 //! so every product reads its right-hand side row by row, and the query, key and value
 //! projections are concatenated into one `[in, 3·hidden]` matrix (one product, not three).
 
+use super::kernels::View;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
@@ -105,7 +106,9 @@ impl EncoderConfig {
     }
 }
 
-/// A linear layer, weight transposed to `[in, out]`.
+/// A linear layer, weight `[out, in]` as stored: each output's weights are contiguous, so
+/// a product with a query's few rows streams them from memory in order (with `[in, out]`
+/// the same product ran at 20 instead of 31 GFLOP/s when the weights are not in cache).
 pub struct Linear {
     pub weight: Vec<f32>,
     pub bias: Vec<f32>,
@@ -261,13 +264,7 @@ impl Tensors<'_> {
     fn linear(&self, name: &str, inputs: usize, outputs: usize) -> Result<Linear> {
         let weight = self.tensor(&format!("{name}.weight"), Some(&[outputs, inputs]))?;
         let bias = self.tensor(&format!("{name}.bias"), Some(&[outputs]))?;
-        let mut transposed = vec![0.0; weight.len()];
-        for (o, row) in weight.chunks_exact(inputs).enumerate() {
-            for (i, &w) in row.iter().enumerate() {
-                transposed[i * outputs + o] = w;
-            }
-        }
-        Ok(Linear { weight: transposed, bias, inputs, outputs })
+        Ok(Linear { weight, bias, inputs, outputs })
     }
 
     fn layer_norm(&self, name: &str, size: usize) -> Result<LayerNorm> {
@@ -279,16 +276,16 @@ impl Tensors<'_> {
 }
 
 impl Linear {
+    /// The weight as the `[in, out]` matrix a product `x · W` reads.
+    pub fn view(&self) -> View {
+        View::rows(&self.weight, self.inputs).t()
+    }
+
     /// Layers with the same inputs side by side: one product computes all their outputs.
     fn concat(parts: &[Linear]) -> Linear {
         let inputs = parts[0].inputs;
         let outputs: usize = parts.iter().map(|p| p.outputs).sum();
-        let mut weight = Vec::with_capacity(inputs * outputs);
-        for i in 0..inputs {
-            for p in parts {
-                weight.extend_from_slice(&p.weight[i * p.outputs..(i + 1) * p.outputs]);
-            }
-        }
+        let weight = parts.iter().flat_map(|p| p.weight.iter().copied()).collect();
         let bias = parts.iter().flat_map(|p| p.bias.iter().copied()).collect();
         Linear { weight, bias, inputs, outputs }
     }
