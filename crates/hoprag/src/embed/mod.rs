@@ -1,6 +1,7 @@
 //! Text embedders: the [`Embedder`] seam, the in-process sentence encoders (MiniLM, the
 //! default, and MPNet) and any OpenAI-compatible `/v1/embeddings` endpoint.
 
+mod coalesce;
 pub mod encoder;
 mod local;
 mod openai;
@@ -8,6 +9,7 @@ mod openai;
 /// The model registry used to live here; kept as an alias for existing callers.
 pub use crate::models;
 
+use self::coalesce::Coalescing;
 pub use local::{LocalEmbedder, LocalModel};
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 
@@ -92,7 +94,8 @@ pub fn load_embedder(spec: &EmbedderSpec, settings: &EmbedderSettings) -> Result
                 (Some(d), LocalModel::MiniLm) => d.clone(),
                 _ => models::require(model.id())?,
             };
-            Arc::new(LocalEmbedder::load(*model, &dir)?)
+            // Concurrent queries (the server) share forward passes.
+            Arc::new(Coalescing::new(LocalEmbedder::load(*model, &dir)?))
         }
         EmbedderSpec::OpenAi { model } => {
             let mut cfg = settings.openai.clone();
