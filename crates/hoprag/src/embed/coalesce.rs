@@ -6,6 +6,11 @@
 //! everything queued, its own texts included, hands each caller its vectors, and repeats
 //! until the queue is empty; callers that arrive meanwhile wait for their share. A lone
 //! caller is its own leader at the cost of one uncontended lock.
+//!
+//! Callers on a rayon worker thread (eval's parallel questions, graph building) bypass
+//! the queue: a worker that waits inside rayon runs other queued work, which may call
+//! the embedder again on the same thread while it leads, and blocking there would
+//! deadlock. Their batches are large already.
 
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
@@ -110,6 +115,9 @@ impl<E: Embedder> Embedder for Coalescing<E> {
     }
 
     fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>> {
+        if rayon::current_thread_index().is_some() {
+            return self.inner.embed(texts, kind);
+        }
         let (reply, answer) = mpsc::channel();
         let lead = {
             let mut queue = self.lock();
@@ -177,6 +185,18 @@ mod tests {
         assert!(calls < 8, "8 overlapping callers made {calls} calls");
         // Alone, a caller still gets its answer (it leads itself).
         assert_eq!(embedder.embed(&["7".into()], TextKind::Query).unwrap(), vec![vec![7.0, 1.0]]);
+    }
+
+    #[test]
+    fn rayon_workers_embed_directly_and_never_wait_on_each_other() {
+        use rayon::prelude::*;
+        let embedder = Coalescing::new(Echo { calls: AtomicUsize::new(0) });
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let got: Vec<Vec<Vec<f32>>> = pool.install(|| {
+            (0..16).into_par_iter().map(|i| embedder.embed(&[format!("{i}")], TextKind::Query).unwrap()).collect()
+        });
+        assert_eq!(got, (0..16).map(|i| vec![vec![i as f32, 1.0]]).collect::<Vec<_>>());
+        assert_eq!(embedder.inner.calls.load(Ordering::SeqCst), 16);
     }
 
     #[test]
