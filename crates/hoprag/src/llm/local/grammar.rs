@@ -19,9 +19,101 @@ number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0
 ws     ::= ( " " | "\n" [ ]{0,16} )?
 "#;
 
+/// Closes a JSON answer that `max_tokens` cut short: `text` is a prefix of a JSON
+/// value (the grammar guarantees that much), so it is cut back to the last point where
+/// a value or member was complete and the open brackets are closed. What the model had
+/// not finished is dropped, never invented. None when no such point exists.
+pub fn close_cut_json(text: &str) -> Option<String> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Frame {
+        Array,
+        /// An object, and whether a string now would be a key.
+        Object { expect_key: bool },
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut safe: Option<(usize, Vec<Frame>)> = None;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut string_is_key = false;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+                if !string_is_key {
+                    // A string value: complete, and so is the member it ends.
+                    if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                        *expect_key = true;
+                    }
+                    safe = Some((i + 1, stack.clone()));
+                }
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                string_is_key = matches!(stack.last(), Some(Frame::Object { expect_key: true }));
+                if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                    *expect_key = false;
+                }
+            }
+            '{' | '[' => {
+                stack.push(if c == '{' { Frame::Object { expect_key: true } } else { Frame::Array });
+                safe = Some((i + 1, stack.clone()));
+            }
+            '}' | ']' => {
+                stack.pop();
+                if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                    *expect_key = true;
+                }
+                safe = Some((i + 1, stack.clone()));
+            }
+            ',' => {
+                // Whatever came before a comma is complete.
+                safe = Some((i, stack.clone()));
+                if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                    *expect_key = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    if stack.is_empty() && !in_string {
+        return Some(text.to_string());
+    }
+    let (at, open) = safe?;
+    let mut out = text[..at].trim_end().to_string();
+    for frame in open.iter().rev() {
+        out.push(if *frame == Frame::Array { ']' } else { '}' });
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_answers_are_closed_after_their_last_complete_part() {
+        let close = |s: &str| close_cut_json(s).unwrap();
+        let parses = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+        assert_eq!(close(r#"{"a": [1, 2]}"#), r#"{"a": [1, 2]}"#);
+        assert_eq!(close(r#"{"entities": ["Ada", "Lond"#), r#"{"entities": ["Ada"]}"#);
+        assert_eq!(close(r#"{"triples": [["Ada", "wrote", "notes"], ["Ada", "bo"#), r#"{"triples": [["Ada", "wrote", "notes"], ["Ada"]]}"#);
+        assert_eq!(close(r#"{"a": "x", "b"#), r#"{"a": "x"}"#);
+        assert_eq!(close(r#"{"a": "x", "b": "y \" }"#), r#"{"a": "x"}"#);
+        assert_eq!(close(r#"{"a": {"b": {"c"#), r#"{"a": {"b": {}}}"#);
+        assert_eq!(close(r#"{"n": 12"#), "{}");
+        assert_eq!(close("{"), "{}");
+        for s in [r#"{"entities": ["Ada", "Lond"#, r#"{"a": {"b": {"c"#, r#"{"a": "x", "b"#, "{\n  \"k\"\n:\n{"] {
+            parses(&close(s));
+        }
+        assert_eq!(close_cut_json(""), None);
+    }
 
     /// Every rule the grammar uses is defined, and every defined rule is used: a
     /// typo would otherwise surface only when a model loads the grammar.

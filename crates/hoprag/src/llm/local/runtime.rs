@@ -32,9 +32,12 @@ const KEPT_PREFIXES: usize = 4;
 /// (the models' own limits are far larger; the stages' prompts are 1–3k tokens).
 const CONTEXT: u32 = 8192;
 /// Tokens per `llama_decode` call during a prefill.
-const BATCH: usize = 512;
+const BATCH: usize = 2048;
 /// The KV sequence a generation runs in; kept prefixes live in 1..=KEPT_PREFIXES.
 const WORK: i32 = 0;
+/// Private-use characters that delimit a message's place in a rendered template.
+const MARK_OPEN: char = '\u{E000}';
+const MARK_CLOSE: char = '\u{E001}';
 
 fn backend() -> Result<&'static LlamaBackend> {
     static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
@@ -178,15 +181,21 @@ impl LocalLlm {
     }
 
     fn apply_template(&self, messages: &[crate::llm::Message], open_turn: bool) -> Result<String> {
+        let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        self.apply_template_to(messages, &contents, open_turn)
+    }
+
+    fn apply_template_to(&self, messages: &[crate::llm::Message], contents: &[&str], open_turn: bool) -> Result<String> {
         let chat = messages
             .iter()
-            .map(|m| {
+            .zip(contents)
+            .map(|(m, content)| {
                 let role = match m.role {
                     Role::System => "system",
                     Role::User => "user",
                     Role::Assistant => "assistant",
                 };
-                LlamaChatMessage::new(role.into(), m.content.clone())
+                LlamaChatMessage::new(role.into(), content.to_string())
                     .map_err(|e| Error::Model(format!("a message holds a NUL byte: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -204,20 +213,59 @@ impl LocalLlm {
     /// the last message: a stage's instructions and demonstrations), which is run, and
     /// its state kept, on its own; 0 when there is none worth keeping. The prefix is
     /// tokenized apart from the rest, so its tokens never depend on what follows.
+    ///
+    /// The template is rendered with a marker in place of each message, so that only
+    /// the template's own text is read for control tokens: a message that contains
+    /// `<|im_end|>` stays text and cannot close its turn.
     fn prompt_and_prefix(&self, request: &ChatRequest) -> Result<(Vec<LlamaToken>, usize)> {
-        let full = self.render(request)?;
-        let vocab = self.llama.vocab();
-        let add_bos = vocab.should_add_bos();
-        if request.messages.len() > 1 {
-            let head = self.apply_template(&request.messages[..request.messages.len() - 1], false)?;
+        let messages = &request.messages;
+        let markers: Vec<String> = (0..messages.len()).map(|i| format!("{MARK_OPEN}{i}{MARK_CLOSE}")).collect();
+        let markers: Vec<&str> = markers.iter().map(String::as_str).collect();
+        let full = self.apply_template_to(messages, &markers, true)?;
+        let add_bos = self.llama.vocab().should_add_bos();
+        if messages.len() > 1 {
+            let n = messages.len() - 1;
+            let head = self.apply_template_to(&messages[..n], &markers[..n], false)?;
             if let Some(rest) = full.strip_prefix(&head) {
-                let mut tokens = vocab.tokenize(head.as_bytes(), add_bos, true);
+                let mut tokens = self.tokenize_marked(&head, messages, add_bos)?;
                 let prefix = tokens.len();
-                tokens.extend(vocab.tokenize(rest.as_bytes(), false, true));
+                tokens.extend(self.tokenize_marked(rest, messages, false)?);
                 return Ok((tokens, if prefix >= MIN_PREFIX { prefix } else { 0 }));
             }
         }
-        Ok((vocab.tokenize(full.as_bytes(), add_bos, true), 0))
+        Ok((self.tokenize_marked(&full, messages, add_bos)?, 0))
+    }
+
+    /// Tokens of a rendered template whose messages are markers: the template's text
+    /// with its control tokens, each message's content as plain text.
+    fn tokenize_marked(&self, rendered: &str, messages: &[crate::llm::Message], bos: bool) -> Result<Vec<LlamaToken>> {
+        let vocab = self.llama.vocab();
+        let mut tokens = Vec::new();
+        let mut first = bos;
+        let mut push = |text: &str, special: bool, tokens: &mut Vec<LlamaToken>| {
+            if !text.is_empty() || first {
+                tokens.extend(vocab.tokenize(text.as_bytes(), first, special));
+                first = false;
+            }
+        };
+        let mut rest = rendered;
+        while let Some(open) = rest.find(MARK_OPEN) {
+            push(&rest[..open], true, &mut tokens);
+            let after = &rest[open + MARK_OPEN.len_utf8()..];
+            let close = after
+                .find(MARK_CLOSE)
+                .ok_or_else(|| Error::Model(format!("{}: the chat template cut a message", self.model.label)))?;
+            let i: usize = after[..close]
+                .parse()
+                .map_err(|_| Error::Model(format!("{}: the chat template changed a message", self.model.label)))?;
+            let message = messages
+                .get(i)
+                .ok_or_else(|| Error::Model(format!("{}: the chat template changed a message", self.model.label)))?;
+            push(&message.content, false, &mut tokens);
+            rest = &after[close + MARK_CLOSE.len_utf8()..];
+        }
+        push(rest, true, &mut tokens);
+        Ok(tokens)
     }
 
     /// Runs the model on a request's prompt and decodes until a stop.
@@ -336,6 +384,13 @@ impl LocalLlm {
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if let Some(at) = cut {
             text.truncate(at);
+        }
+        if request.json && !ignore_end && finish == Finish::Length {
+            // Cut short inside the grammar: keep what was complete, so that the answer
+            // still parses (its finish says it was cut).
+            if let Some(closed) = grammar::close_cut_json(&text) {
+                text = closed;
+            }
         }
         Ok(Generation {
             text,
