@@ -98,8 +98,8 @@ fn json_requests_are_decoded_under_the_grammar() {
         // cap), the answer parses: a cut one is closed after its last complete part.
         let json = llm.generate(&ChatRequest { json: true, ..request }).unwrap();
         assert_ne!(json.finish, Finish::Stop, "{json:?}");
-        let value: serde_json::Value = serde_json::from_str(&json.text)
-            .unwrap_or_else(|e| panic!("{prompt:?}: not JSON ({e}): {:?}", json.text));
+        let value: serde_json::Value =
+            serde_json::from_str(&json.text).unwrap_or_else(|e| panic!("{prompt:?}: not JSON ({e}): {:?}", json.text));
         assert!(value.is_object(), "{prompt:?}: {value}");
     }
     assert!(unconstrained_json < 3, "without the grammar the model writes prose");

@@ -28,7 +28,9 @@ pub fn close_cut_json(text: &str) -> Option<String> {
     enum Frame {
         Array,
         /// An object, and whether a string now would be a key.
-        Object { expect_key: bool },
+        Object {
+            expect_key: bool,
+        },
     }
     let mut stack: Vec<Frame> = Vec::new();
     let mut safe: Option<(usize, Vec<Frame>)> = None;
@@ -82,7 +84,7 @@ pub fn close_cut_json(text: &str) -> Option<String> {
             _ => {}
         }
     }
-    if stack.is_empty() && !in_string {
+    if stack.is_empty() && !in_string && safe.is_some() {
         return Some(text.to_string());
     }
     let (at, open) = safe?;
@@ -103,7 +105,10 @@ mod tests {
         let parses = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
         assert_eq!(close(r#"{"a": [1, 2]}"#), r#"{"a": [1, 2]}"#);
         assert_eq!(close(r#"{"entities": ["Ada", "Lond"#), r#"{"entities": ["Ada"]}"#);
-        assert_eq!(close(r#"{"triples": [["Ada", "wrote", "notes"], ["Ada", "bo"#), r#"{"triples": [["Ada", "wrote", "notes"], ["Ada"]]}"#);
+        assert_eq!(
+            close(r#"{"triples": [["Ada", "wrote", "notes"], ["Ada", "bo"#),
+            r#"{"triples": [["Ada", "wrote", "notes"], ["Ada"]]}"#
+        );
         assert_eq!(close(r#"{"a": "x", "b"#), r#"{"a": "x"}"#);
         assert_eq!(close(r#"{"a": "x", "b": "y \" }"#), r#"{"a": "x"}"#);
         assert_eq!(close(r#"{"a": {"b": {"c"#), r#"{"a": {"b": {}}}"#);

@@ -185,7 +185,12 @@ impl LocalLlm {
         self.apply_template_to(messages, &contents, open_turn)
     }
 
-    fn apply_template_to(&self, messages: &[crate::llm::Message], contents: &[&str], open_turn: bool) -> Result<String> {
+    fn apply_template_to(
+        &self,
+        messages: &[crate::llm::Message],
+        contents: &[&str],
+        open_turn: bool,
+    ) -> Result<String> {
         let chat = messages
             .iter()
             .zip(contents)
