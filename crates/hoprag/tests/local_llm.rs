@@ -207,7 +207,8 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
     config.ppr.link.ner = NerMode::Llm;
     config.phasegraph.graph.link = config.ppr.link;
 
-    // With nothing configured, the engine picks SmolLM2 without loading it.
+    // With only `llm.local` configured, the engine picks that model without loading it.
+    config.llm.local = "smollm2".into();
     let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config).unwrap();
     assert!(matches!(engine.llm_source(), LlmSource::Local(_)));
     assert!(engine.llm_source().to_string().starts_with("local smollm2 ("), "{}", engine.llm_source());

@@ -247,7 +247,7 @@ impl std::fmt::Display for LlmSource {
 /// The chat model `config` selects, behind the response cache (so that evaluations
 /// re-run for free): its OpenAI-compatible endpoint when it names a model (`llm.model`,
 /// env `HOPRAG_LLM_MODEL`), else the local GGUF model `llm.local` (env
-/// `HOPRAG_LLM_LOCAL`; SmolLM2 by default), which is loaded on its first call. Nothing is
+/// `HOPRAG_LLM_LOCAL`; Qwen2.5-Coder 0.5B by default), which is loaded on its first call. Nothing is
 /// contacted or loaded here.
 pub fn from_config(config: &OpenAiChatConfig) -> Result<(Arc<dyn Llm>, LlmSource)> {
     fn cached<L: Llm + 'static>(inner: L, fallback: impl FnOnce() -> Result<Arc<dyn Llm>>) -> Result<Arc<dyn Llm>> {

@@ -37,8 +37,10 @@ use crate::models::{self, ModelKind};
 /// repeat itself up to the end of its context, for minutes.
 pub const DEFAULT_MAX_TOKENS: usize = 1024;
 
-/// The local model used when `llm.local` is not set.
-pub const DEFAULT_LOCAL_MODEL: &str = "smollm2";
+/// The local model used when `llm.local` is not set: the smallest one whose triples,
+/// entities and judgements carry signal (README, "Local models"); SmolLM2 and Gemma 3
+/// 270M are faster but answer with the prompt's own example.
+pub const DEFAULT_LOCAL_MODEL: &str = "qwen2.5-0.5b";
 
 /// Threads the local model runs on: the process-wide setting ([`crate::threads::get`]).
 pub fn threads() -> usize {
@@ -166,7 +168,8 @@ pub struct LazyLocalLlm {
 }
 
 impl LazyLocalLlm {
-    /// `setting`: `smollm2`, `gemma3-270m`, a `.gguf` path, or empty for the default.
+    /// `setting`: a registry name (`smollm2`, `qwen2.5-0.5b`, ...), a `.gguf` path, or
+    /// empty for the default.
     /// A model that cannot be resolved is reported by [`check`](Self::check) and by
     /// every call, not here.
     pub fn new(setting: &str) -> LazyLocalLlm {

@@ -297,16 +297,28 @@ impl LocalLlm {
         }
         let wanted = request.max_tokens.map_or(DEFAULT_MAX_TOKENS, |n| n as usize);
         let budget = wanted.min(context - prompt.len());
-        let mut sampler = self.sampler(request, ignore_end)?;
-        let result = self.decode(&mut state, request, &prompt, prefix, budget, ignore_end, &mut sampler);
-        // The generation's cells go back to the cache whatever happened.
-        state.ctx.clear_kv_cache_seq(Some(WORK as u32), None, None).ok();
-        if result.is_err() {
-            // A failed decode may leave a kept prefix half written.
-            state.ctx.clear_kv_cache();
-            state.kept.clear();
+        let mut attempt = || {
+            let result = self.sampler(request, ignore_end).and_then(|mut sampler| {
+                self.decode(&mut state, request, &prompt, prefix, budget, ignore_end, &mut sampler)
+            });
+            // The generation's cells go back to the cache whatever happened.
+            state.ctx.clear_kv_cache_seq(Some(WORK as u32), None, None).ok();
+            let had_kept = !state.kept.is_empty();
+            if result.is_err() {
+                // A failed decode may leave a kept prefix half written; and the kept
+                // prefixes may be what filled the cache.
+                state.ctx.clear_kv_cache();
+                state.kept.clear();
+            }
+            (result, had_kept)
+        };
+        match attempt() {
+            (Err(e), true) => {
+                log::debug!("{}: retrying without kept prefixes after: {e}", self.model.label);
+                attempt().0
+            }
+            (result, _) => result,
         }
-        result
     }
 
     /// Greedy at temperature 0, else sampling with the request's seed; under the JSON
