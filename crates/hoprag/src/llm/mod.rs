@@ -123,6 +123,13 @@ pub struct ChatRequest {
     /// Sampling seed, for servers that honour one. Identical requests share one cached
     /// answer, so several samples at a temperature above 0 need distinct seeds.
     pub seed: Option<u64>,
+    /// The JSON Schema (as JSON text, properties in the order the answer should list
+    /// them) of the answer a stage parses. The local model decodes under a grammar made
+    /// from it, so its answer has that shape by construction; endpoints are only asked
+    /// for `json` (servers differ in what schemas they take), and every answer is still
+    /// parsed leniently against the shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
 }
 
 impl Default for ChatRequest {
@@ -134,6 +141,7 @@ impl Default for ChatRequest {
             stop: Vec::new(),
             json: false,
             seed: None,
+            schema: None,
         }
     }
 }
@@ -141,6 +149,11 @@ impl Default for ChatRequest {
 impl ChatRequest {
     pub fn new(messages: Vec<Message>) -> Self {
         ChatRequest { messages, ..ChatRequest::default() }
+    }
+
+    /// The same request with its answer constrained to `schema` (see [`ChatRequest::schema`]).
+    pub fn with_schema(self, schema: impl Into<String>) -> Self {
+        ChatRequest { schema: Some(schema.into()), ..self }
     }
 
     /// A single user message.

@@ -1,10 +1,15 @@
-//! The GBNF grammar a JSON request is decoded under: llama.cpp masks every token that
-//! would leave the grammar, so the answer is a JSON object by construction, not by
-//! the model's goodwill.
+//! The GBNF grammars a JSON request is decoded under: llama.cpp masks every token that
+//! would leave the grammar, so the answer has the asked shape by construction, not by
+//! the model's goodwill. A request with a [`schema`](crate::llm::ChatRequest::schema)
+//! gets the grammar of that schema ([`from_schema`]: the stage's own shape, such as a
+//! list of three-string triples); one that only sets `json` gets [`JSON_OBJECT`].
 //!
-//! Whitespace between tokens is bounded (one space, or a newline and up to 16 spaces
-//! of indentation, as the stages' demonstrations are laid out): an unbounded `ws` lets
-//! a small model pad forever until its token cap, leaving an unfinished object.
+//! Whitespace between tokens is bounded in both (in [`JSON_OBJECT`]: one space, or a
+//! newline and up to 16 spaces of indentation, as the stages' demonstrations are laid
+//! out): an unbounded `ws` lets a small model pad forever until its token cap, leaving
+//! an unfinished object.
+
+use crate::error::{Error, Result};
 
 /// A JSON object: any keys, any values. The stages' parsers check the shape.
 pub const JSON_OBJECT: &str = r#"
@@ -18,6 +23,15 @@ char   ::= [^"\\\x00-\x1F\x7F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
 ws     ::= ( " " | "\n" [ ]{0,16} )?
 "#;
+
+/// The GBNF grammar of a JSON Schema, by llama.cpp's own converter (its `common`
+/// library, which the bindings build anyway): objects with their properties in the
+/// schema's order, `prefixItems`, `minItems`/`maxItems`, `const`, `enum`, integer
+/// `minimum`/`maximum` and string lengths are honoured.
+pub fn from_schema(schema: &str) -> Result<String> {
+    llama_cpp_2::json_schema_to_grammar(schema)
+        .map_err(|e| Error::Model(format!("the answer's JSON Schema has no grammar ({e}): {schema}")))
+}
 
 /// Closes a JSON answer that `max_tokens` cut short: `text` is a prefix of a JSON
 /// value (the grammar guarantees that much), so it is cut back to the last point where
@@ -118,6 +132,16 @@ mod tests {
             parses(&close(s));
         }
         assert_eq!(close_cut_json(""), None);
+    }
+
+    #[test]
+    fn schemas_become_grammars() {
+        let grammar =
+            from_schema(r#"{"type": "array", "items": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}}"#)
+                .unwrap();
+        assert!(grammar.contains("root ::="), "{grammar}");
+        let err = from_schema("{not json").unwrap_err().to_string();
+        assert!(err.contains("{not json"), "{err}");
     }
 
     /// Every rule the grammar uses is defined, and every defined rule is used: a

@@ -321,15 +321,22 @@ impl LocalLlm {
         }
     }
 
-    /// Greedy at temperature 0, else sampling with the request's seed; under the JSON
-    /// grammar for JSON requests.
+    /// Greedy at temperature 0, else sampling with the request's seed; under the
+    /// grammar of the request's schema, or the JSON object grammar for a JSON request
+    /// without one.
     fn sampler(&self, request: &ChatRequest, ignore_end: bool) -> Result<LlamaSampler> {
         let mut chain = Vec::new();
         // Speed runs decode past the end of turn, where a finished grammar allows nothing.
-        if request.json && !ignore_end {
+        let constraint = match (&request.schema, request.json) {
+            _ if ignore_end => None,
+            (Some(schema), _) => Some(grammar::from_schema(schema)?),
+            (None, true) => Some(grammar::JSON_OBJECT.to_string()),
+            (None, false) => None,
+        };
+        if let Some(gbnf) = constraint {
             chain.push(
-                LlamaSampler::grammar(self.llama, grammar::JSON_OBJECT, "root")
-                    .map_err(|e| Error::Model(format!("the JSON grammar: {e}")))?,
+                LlamaSampler::grammar(self.llama, &gbnf, "root")
+                    .map_err(|e| Error::Model(format!("llama.cpp rejects the answer's grammar ({e}): {gbnf}")))?,
             );
         }
         if request.temperature > 0.0 {
@@ -402,7 +409,7 @@ impl LocalLlm {
         if let Some(at) = cut {
             text.truncate(at);
         }
-        if request.json && !ignore_end && finish == Finish::Length {
+        if (request.json || request.schema.is_some()) && !ignore_end && finish == Finish::Length {
             // Cut short inside the grammar: keep what was complete, so that the answer
             // still parses (its finish says it was cut).
             if let Some(closed) = grammar::close_cut_json(&text) {
