@@ -89,14 +89,6 @@ impl Command {
 }
 
 fn main() -> ExitCode {
-    // candle's quantized kernels (the local LLM) split each product over their threads
-    // and spin-wait for the slowest; with anything else running on the machine a second
-    // thread made SmolLM2 generate 3 to 7 times slower (`hoprag bench llm`, 2 cores). One
-    // thread unless the user asks for more. Set here, before any thread starts, as
-    // changing the environment is only sound then.
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() && std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        std::env::set_var("CANDLE_NUM_THREADS", "1");
-    }
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
         hoprag::threads::set(n);

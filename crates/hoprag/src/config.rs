@@ -32,7 +32,7 @@ pub struct Config {
     pub gear: GearParams,
     /// The chat model of the LLM stages (query NER, BridgeRAG, GEAR): the
     /// OpenAI-compatible endpoint when `model` is set, else the in-process GGUF model
-    /// `local` (SmolLM2 by default). The CLI fills it from `HOPRAG_LLM_BASE_URL`,
+    /// `local` (Qwen2.5-Coder 0.5B by default). The CLI fills it from `HOPRAG_LLM_BASE_URL`,
     /// `HOPRAG_LLM_MODEL`, `HOPRAG_LLM_API_KEY` and `HOPRAG_LLM_LOCAL`.
     pub llm: OpenAiChatConfig,
 }

@@ -44,9 +44,3 @@ impl Error {
         Error::Index { path: path.into(), message: message.into() }
     }
 }
-
-impl From<candle_core::Error> for Error {
-    fn from(e: candle_core::Error) -> Self {
-        Error::Model(e.to_string())
-    }
-}

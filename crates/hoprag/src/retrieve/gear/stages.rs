@@ -44,11 +44,18 @@ pub struct ReadOutcome {
     pub unparsed: bool,
 }
 
-fn request(system: String, demo_user: &str, demo_answer: &str, user: String, max_tokens: u32) -> ChatRequest {
+fn request(
+    system: String,
+    demo_user: &str,
+    demo_answer: &str,
+    schema: &str,
+    user: String,
+    max_tokens: u32,
+) -> ChatRequest {
     ChatRequest {
         max_tokens: Some(max_tokens),
         json: true,
-        ..ChatRequest::one_shot(system, demo_user, demo_answer, user)
+        ..ChatRequest::one_shot(system, demo_user, demo_answer, user).with_schema(schema)
     }
 }
 
@@ -76,7 +83,14 @@ pub fn read(
         user.push_str(&format!("[{}] {}\n{}\n", i + 1, p.title, p.text));
     }
     user.push_str(&format!("\nQuestion: {question}"));
-    let answer = llm.chat(&request(system, prompts::READ_DEMO_USER, prompts::READ_DEMO_ANSWER, user, max_tokens))?;
+    let answer = llm.chat(&request(
+        system,
+        prompts::READ_DEMO_USER,
+        prompts::READ_DEMO_ANSWER,
+        prompts::READ_SCHEMA,
+        user,
+        max_tokens,
+    ))?;
     let Ok(value) = llm.parse_json(&answer.text) else {
         return Ok(ReadOutcome { unparsed: true, ..Default::default() });
     };
@@ -158,8 +172,14 @@ pub struct Verdict {
 pub fn reason(llm: &Meter, question: &str, memory: &[Fact], max_tokens: u32) -> Result<Verdict> {
     let user = format!("Question: {question}\nKnown facts:\n{}", facts_block(memory));
     let system = prompts::REASON.to_string();
-    let answer =
-        llm.chat(&request(system, prompts::REASON_DEMO_USER, prompts::REASON_DEMO_ANSWER, user, max_tokens))?;
+    let answer = llm.chat(&request(
+        system,
+        prompts::REASON_DEMO_USER,
+        prompts::REASON_DEMO_ANSWER,
+        prompts::REASON_SCHEMA,
+        user,
+        max_tokens,
+    ))?;
     Ok(match llm.parse_json(&answer.text) {
         Ok(Value::Object(m)) => Verdict {
             answerable: m.get("answerable").is_some_and(truthy),
@@ -191,8 +211,14 @@ fn truthy(v: &Value) -> bool {
 pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_tokens: u32) -> Result<Option<String>> {
     let user = format!("Question: {question}\nKnown facts:\n{}\nMissing: {why}", facts_block(memory));
     let system = prompts::REWRITE.to_string();
-    let answer =
-        llm.chat(&request(system, prompts::REWRITE_DEMO_USER, prompts::REWRITE_DEMO_ANSWER, user, max_tokens))?;
+    let answer = llm.chat(&request(
+        system,
+        prompts::REWRITE_DEMO_USER,
+        prompts::REWRITE_DEMO_ANSWER,
+        prompts::REWRITE_SCHEMA,
+        user,
+        max_tokens,
+    ))?;
     let query = match llm.parse_json(&answer.text) {
         Ok(Value::Object(m)) => ["query", "next_question", "question"].iter().find_map(|k| m.get(*k)).map(scalar),
         Ok(Value::String(s)) => Some(s.trim().to_string()),
@@ -216,6 +242,22 @@ mod tests {
         assert_eq!(r.malformed, 3);
         assert_eq!(parse_facts(&json!([["x", "y", "z"]])).facts.len(), 1, "a bare list");
         assert_eq!(parse_facts(&json!({"answer": 3})).malformed, 1, "no list at all");
+    }
+
+    #[test]
+    fn answer_shapes_become_grammars_and_the_demonstrations_fit_them() {
+        for schema in [prompts::READ_SCHEMA, prompts::REASON_SCHEMA, prompts::REWRITE_SCHEMA] {
+            crate::llm::local::grammar::from_schema(schema).unwrap();
+        }
+        let demo = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+        let read = parse_facts(&demo(prompts::READ_DEMO_ANSWER));
+        assert_eq!((read.facts.len(), read.malformed), (2, 0));
+        let keys = |s: &str| demo(s).as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
+        let schema_keys = |s: &str| {
+            demo(s)["properties"].as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(keys(prompts::REASON_DEMO_ANSWER), schema_keys(prompts::REASON_SCHEMA));
+        assert_eq!(keys(prompts::REWRITE_DEMO_ANSWER), schema_keys(prompts::REWRITE_SCHEMA));
     }
 
     #[test]
