@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # spin-wait for their workers, which stalls when anything else wants the cores.
 export CANDLE_NUM_THREADS="${CANDLE_NUM_THREADS:-1}"
 
+# trec_eval's own code, which a CLI test reads hoprag's TREC runs with (Debian packages
+# no trec_eval).
+python3 -m pip install --quiet --disable-pip-version-check pytrec-eval-terrier
+
 cargo build --quiet -p hoprag-cli
 ./target/debug/hoprag models fetch minilm
 ./target/debug/hoprag models fetch mpnet     # the second local embedder (tests check it against reference vectors)

@@ -201,7 +201,7 @@ impl GearParams {
 /// A copy of `value` with the dotted paths (e.g. `phasegraph.fusion.alpha`) set: the
 /// mechanism behind `--set` and per-request options. A path that names no existing
 /// field is an error naming it. Fields that are not serialised (API keys) come back at
-/// their defaults; [`with_settings`](crate::eval::tune::with_settings) restores them
+/// their defaults; [`with_settings`] restores them
 /// for a [`Config`].
 pub fn set_paths<T: Serialize + DeserializeOwned>(value: &T, settings: &[(String, Value)]) -> Result<T> {
     let mut v = serde_json::to_value(value).map_err(|e| Error::Config(e.to_string()))?;
@@ -222,3 +222,65 @@ pub fn set_paths<T: Serialize + DeserializeOwned>(value: &T, settings: &[(String
     }
     serde_json::from_value(v).map_err(|e| Error::Config(format!("invalid setting: {e}")))
 }
+
+/// The configuration section holding a method's parameters (methods that share a
+/// paper share its section).
+pub fn config_section(method: &str) -> &str {
+    match method {
+        "naive_ge" | "sync_ge" | "gear" => "gear",
+        "bridge_rag_a" | "bridge_rag_b" => "bridge_rag",
+        other => other,
+    }
+}
+
+/// Resolves a parameter name to a dotted path in the configuration: a full path is kept,
+/// a bare name must match exactly one leaf under the method's section.
+pub fn resolve_param(config: &Value, method: &str, name: &str) -> Result<String> {
+    if name.contains('.') {
+        return get(config, name)
+            .map(|_| name.to_string())
+            .ok_or_else(|| Error::Config(format!("no setting {name:?}")));
+    }
+    let method = config_section(method);
+    let mut found = Vec::new();
+    if let Some(section) = config.get(method) {
+        leaves(section, method.to_string(), &mut found);
+    }
+    let matches: Vec<&String> = found.iter().filter(|p| p.rsplit('.').next() == Some(name)).collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(Error::Config(format!(
+            "method {method} has no parameter {name:?}; its parameters: {}",
+            found.iter().map(|p| p.trim_start_matches(&format!("{method}."))).collect::<Vec<_>>().join(", ")
+        ))),
+        many => Err(Error::Config(format!(
+            "parameter {name:?} is ambiguous: {}",
+            many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn leaves(v: &Value, prefix: String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, x) in map {
+                leaves(x, format!("{prefix}.{k}"), out);
+            }
+        }
+        _ => out.push(prefix),
+    }
+}
+
+fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, key| v.get(key))
+}
+
+/// A copy of `config` with the dotted paths set to the values.
+pub fn with_settings(config: &Config, setting: &[(String, Value)]) -> Result<Config> {
+    let mut out: Config = crate::config::set_paths(config, setting)?;
+    // API keys are never serialised, so the round trip drops them: carry them over.
+    out.llm.api_key = config.llm.api_key.clone();
+    out.embedder.openai.api_key = config.embedder.openai.api_key.clone();
+    Ok(out)
+}
+

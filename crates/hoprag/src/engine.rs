@@ -80,13 +80,7 @@ pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Val
 
 /// The configuration section that holds a method's parameters: its own name, except
 /// for methods that are variants of one algorithm.
-pub fn config_section(method: &str) -> &str {
-    match method {
-        "naive_ge" | "sync_ge" | "gear" => "gear",
-        "bridge_rag_a" | "bridge_rag_b" => "bridge_rag",
-        other => other,
-    }
-}
+pub use crate::config::config_section;
 
 /// What a method that asks an LLM says when none is configured.
 const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
@@ -247,9 +241,9 @@ impl Engine {
         let config = serde_json::to_value(&self.config).map_err(|e| Error::Other(e.to_string()))?;
         let mut paths = Vec::new();
         for (key, value) in settings {
-            paths.push((crate::eval::tune::resolve_param(&config, name, key)?, value));
+            paths.push((crate::config::resolve_param(&config, name, key)?, value));
         }
-        let config = crate::eval::tune::with_settings(&self.config, &paths)?;
+        let config = crate::config::with_settings(&self.config, &paths)?;
         self.with_config(config).method(name)
     }
 
