@@ -13,7 +13,7 @@ use crate::regime::RegimeModel;
 use crate::retrieve::gear::Expansion;
 use crate::retrieve::{
     Auto, Bm25, BridgeRag, Condition, Dense, Gear, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
-    SyncGe,
+    SyncGe, WithFallback,
 };
 
 pub struct Engine {
@@ -24,7 +24,7 @@ pub struct Engine {
     llm: Option<Arc<dyn Llm>>,
     llm_source: LlmSource,
     /// The index's entity graph with its query-time structures, loaded on first use.
-    graph: OnceLock<Option<Arc<GraphContext>>>,
+    graph: OnceLock<std::result::Result<Option<Arc<GraphContext>>, String>>,
 }
 
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
@@ -104,6 +104,7 @@ impl Engine {
     /// loaded until a method asks the LLM something.
     pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
+        config.validate()?;
         let (llm, llm_source) = llm::from_config(&config.llm)?;
         Ok(Engine { index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
     }
@@ -292,17 +293,21 @@ impl Engine {
                     _ => params.condition,
                 };
                 let concurrency = self.llm_concurrency();
-                Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
+                let dense = Box::new(Dense::new(self.vectors(), embedder.clone()));
+                let bridge = BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency);
+                Box::new(WithFallback::new(Box::new(bridge), dense))
             }
             "naive_ge" => Box::new(NaiveGe::new(self.gear_expansion()?)),
             "sync_ge" | "gear" => {
                 let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
                 let concurrency = self.llm_concurrency();
-                if name == "gear" {
+                let base = self.retriever(self.config.gear.base.method())?;
+                let method: Box<dyn Retriever> = if name == "gear" {
                     Box::new(Gear::new(self.gear_expansion()?, llm, concurrency))
                 } else {
                     Box::new(SyncGe::new(self.gear_expansion()?, llm, concurrency))
-                }
+                };
+                Box::new(WithFallback::new(method, base))
             }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
@@ -327,25 +332,30 @@ impl Engine {
 
     /// The index's graph, or an error saying how to build one.
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
+        // A graph that is there but cannot be read is damaged, not missing: the error
+        // names the file and says how to rebuild it.
         let loaded = self.graph.get_or_init(|| match self.index.graph() {
             Ok(Some(g)) => {
                 let mut context = GraphContext::new(Arc::new(g));
                 context.linker.set_llm(self.llm.clone());
-                Some(Arc::new(context))
+                Ok(Some(Arc::new(context)))
             }
-            Ok(None) => None,
-            Err(e) => {
-                log::error!("{e}");
-                None
-            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!(
+                "the entity graph is damaged ({e}); rebuild it with `hoprag graph --index {} --triples OPENIE.json` \
+                 or `--extract heuristic|llm`",
+                self.index.root().display()
+            )),
         });
-        loaded.clone().ok_or_else(|| {
-            Error::index(
+        match loaded {
+            Ok(Some(g)) => Ok(g.clone()),
+            Ok(None) => Err(Error::index(
                 self.index.root(),
                 "this method needs an entity graph; add one with `hoprag graph --index DIR --triples OPENIE.json` \
                  or `--extract heuristic|llm`",
-            )
-        })
+            )),
+            Err(message) => Err(Error::index(self.index.root(), message.clone())),
+        }
     }
 
     /// Queries with their embeddings computed in batches.

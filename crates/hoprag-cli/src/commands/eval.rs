@@ -257,7 +257,7 @@ fn print_report(r: &EvalReport, stages: bool) {
         println!("by question type");
         println!("{}", table(&header, &rows));
     }
-    let with_llm: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.llm.as_ref()?))).collect();
+    let with_llm: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.llm.as_ref()?, m.fallbacks))).collect();
     if !with_llm.is_empty() {
         let header = [
             "method",
@@ -268,10 +268,11 @@ fn print_report(r: &EvalReport, stages: bool) {
             "cache hits",
             "errors",
             "unparsed",
+            "fell back",
         ];
         let rows: Vec<Vec<String>> = with_llm
             .iter()
-            .map(|(n, c)| {
+            .map(|(n, c, fallbacks)| {
                 vec![
                     n.to_string(),
                     format!("{:.2}", c.calls_per_query),
@@ -281,11 +282,19 @@ fn print_report(r: &EvalReport, stages: bool) {
                     c.cache_hits.to_string(),
                     c.errors.to_string(),
                     c.parse_failures.to_string(),
+                    format!("{fallbacks}/{}", r.n),
                 ]
             })
             .collect();
         println!("LLM cost per query (tokens at their original cost, cached or not)");
         println!("{}", table(&header.map(String::from), &rows));
+    }
+    for (name, m) in r.methods.iter().filter(|(_, m)| m.fallbacks > 0) {
+        println!(
+            "note: {name} answered {} of {} questions with its LLM-free fallback ranking (its LLM stages failed; \
+             `fell_back` in --json)",
+            m.fallbacks, r.n
+        );
     }
     let with_qa: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.qa.as_ref()?))).collect();
     if !with_qa.is_empty() {

@@ -47,6 +47,10 @@ pub struct MethodReport {
     pub last_hop_n: usize,
     pub by_type: BTreeMap<String, TypeReport>,
     pub latency_ms: Latency,
+    /// Queries the method answered with its LLM-free fallback ranking because its LLM
+    /// stages failed (see [`crate::retrieve::fallback`]); their ids are in `per_query`.
+    #[serde(default)]
+    pub fallbacks: usize,
     /// What the method's LLM calls cost, for methods that made any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmCost>,
@@ -95,6 +99,9 @@ pub struct PerQuery {
     pub full: BTreeMap<String, bool>,
     pub last_hop: BTreeMap<String, bool>,
     pub latency_ms: f64,
+    /// Answered with the method's fallback ranking (its LLM stages failed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fell_back: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmStatsSnapshot>,
     /// The method's trace, when the run was asked to keep them.

@@ -159,15 +159,13 @@ pub fn extract_llm(
                 {
                     Outcome::Failed("not tried: every earlier call failed".into())
                 } else {
-                    match meter.chat(&extraction_request(passage, options)) {
+                    let request = extraction_request(passage, options);
+                    match meter.chat(&request) {
                         Ok(answer) => {
                             succeeded.fetch_add(1, Ordering::SeqCst);
-                            match meter.parse_json(&answer.text) {
+                            match meter.parse_answer(&request, &answer.text) {
                                 Ok(value) => parse_extraction(&value).unwrap_or_else(|reason| {
-                                    meter.stats().record_parse_failure(&ParseFailure {
-                                        reason: reason.to_string(),
-                                        snippet: answer.text.chars().take(160).collect(),
-                                    });
+                                    meter.wrong_shape(&request, &answer.text, &reason.to_string());
                                     Outcome::Unparsed
                                 }),
                                 Err(_) => Outcome::Unparsed,
@@ -331,15 +329,14 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
         ..ChatRequest::one_shot(NER_INSTRUCTIONS, NER_DEMO_QUESTION, NER_DEMO_ANSWER, question.trim())
     };
     let answer = meter.chat(&request)?;
-    let Ok(value) = meter.parse_json(&answer.text) else {
+    let Ok(value) = meter.parse_answer(&request, &answer.text) else {
         return Ok(Vec::new());
     };
-    // `{"entities": [...]}` as asked, a bare list, or an object under another key.
+    // `{"entities": [...]}` as asked (the key in any case) or a bare list; never another
+    // key's list.
     let list = match &value {
         Value::Array(items) => Some(items),
-        Value::Object(map) => {
-            map.get("entities").and_then(Value::as_array).or_else(|| map.values().find_map(Value::as_array))
-        }
+        Value::Object(_) => crate::llm::field(&value, &["entities", "named_entities"]).and_then(Value::as_array),
         _ => None,
     };
     let Some(list) = list else {
@@ -347,6 +344,7 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
             reason: "the answer holds no list of entities".into(),
             snippet: answer.text.chars().take(160).collect(),
         });
+        meter.reject(&request);
         return Ok(Vec::new());
     };
     let mut seen = HashSet::new();

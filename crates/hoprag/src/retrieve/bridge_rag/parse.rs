@@ -18,19 +18,17 @@ pub struct SvoAnswer {
     pub skipped: usize,
 }
 
-/// Reads `{"queries": [...]}`, or any array of strings in the answer; an entry may also
-/// be an object with subject/verb/object fields or a `[subject, verb, object]` list.
-/// Keeps the first `n` distinct queries.
+/// Reads `{"queries": [...]}` (the key without case; never another key's list), or a
+/// bare array; an entry may also be an object with subject/verb/object fields or a
+/// `[subject, verb, object]` list. Keeps the first `n` distinct queries.
 pub fn svo_queries(value: &Value, n: usize) -> SvoAnswer {
     let items: Vec<&Value> = match value {
         Value::Array(a) => a.iter().collect(),
-        Value::Object(o) => {
-            let named = o.iter().find(|(k, v)| k.eq_ignore_ascii_case("queries") && v.is_array());
-            match named.or_else(|| o.iter().find(|(_, v)| v.is_array())) {
-                Some((_, Value::Array(a))) => a.iter().collect(),
-                _ => o.values().filter(|v| v.is_string()).collect(),
-            }
-        }
+        Value::Object(_) => match crate::llm::field(value, &["queries", "svo_queries", "query"]) {
+            Some(Value::Array(a)) => a.iter().collect(),
+            Some(v @ Value::String(_)) => vec![v],
+            _ => Vec::new(),
+        },
         Value::String(_) => vec![value],
         _ => Vec::new(),
     };
@@ -201,12 +199,13 @@ impl JudgeAnswer {
 /// Reads one score per candidate from the judge's answer: an array of objects with an
 /// id and a score (ids as numbers or strings like "[3]"; without an id, an object's place
 /// in the array is its candidate), an array of plain numbers in candidate order, an
-/// object wrapping such an array (`{"scores": [...]}`), or an object mapping ids to
-/// scores (`{"1": 7, ...}`). Scores may be numbers or strings ("7", "7/10").
+/// object wrapping such an array under a key that says so (`{"scores": [...]}`, any
+/// case; never another key's list), or an object mapping ids to scores (`{"1": 7,
+/// ...}`). Scores may be numbers or strings ("7", "7/10").
 pub fn judge_scores(value: &Value, n: usize, max: f64) -> JudgeAnswer {
     let entries: Vec<(Option<i64>, Option<f64>)> = match value {
         Value::Array(items) => items.iter().map(entry).collect(),
-        Value::Object(o) => match o.values().find(|v| v.is_array()) {
+        Value::Object(o) => match crate::llm::field(value, &["scores", "ratings", "candidates", "results", "judgements"]) {
             Some(Value::Array(items)) => items.iter().map(entry).collect(),
             _ => o.iter().map(|(k, v)| (id_of(&Value::String(k.clone())), number(v))).collect(),
         },
@@ -303,8 +302,10 @@ mod tests {
         assert_eq!((a.extra, a.skipped), (1, 2), "Y dropped; the duplicate and the number skipped");
         let b = svo_queries(&json!([{"subject": "A", "verb": "married", "object": "B"}, ["C", "born in", "D"]]), 3);
         assert_eq!(b.queries, ["A married B", "C born in D"]);
-        let c = svo_queries(&json!({"hop2": ["only one"]}), 3);
-        assert_eq!(c.queries, ["only one"]);
+        // Another key's list is not the answer (a wrong shape, counted by the caller).
+        assert!(svo_queries(&json!({"hop2": ["only one"]}), 3).queries.is_empty());
+        let c = svo_queries(&json!({"notes": ["no"], "Queries": ["only one"]}), 3);
+        assert_eq!(c.queries, ["only one"], "the expected key, any case, wherever it stands");
         assert!(svo_queries(&json!(17), 3).queries.is_empty());
     }
 
@@ -367,6 +368,9 @@ mod tests {
         let wrapped = judge_scores(&json!({"scores": [{"candidate": 1, "rating": 5}]}), 2, 10.0);
         assert_eq!(wrapped.scores, [5.0, 0.0]);
         assert_eq!(wrapped.missing, 1);
+
+        let first_array_is_not_it = judge_scores(&json!({"ids": [9, 9], "Scores": [1, 2]}), 2, 10.0);
+        assert_eq!(first_array_is_not_it.scores, [1.0, 2.0]);
 
         let keyed = judge_scores(&json!({"1": 2, "2": "6"}), 2, 10.0);
         assert_eq!(keyed.scores, [2.0, 6.0]);
