@@ -290,7 +290,6 @@ pub fn with_settings(config: &Config, setting: &[(String, Value)]) -> Result<Con
 /// index past the end of a list.
 const AT_LEAST_ONE: &[&str] = &[
     "hybrid.depth",
-    "gear.base_k",
     "gear.beam_size",
     "gear.length",
     "gear.neighbours",
@@ -365,7 +364,6 @@ fn number_paths(v: &Value, prefix: String, out: &mut Vec<String>) {
         _ => {}
     }
 }
-
 
 #[cfg(test)]
 mod validation_tests {

@@ -179,10 +179,10 @@ impl Engine {
         self.llm = Some(llm);
         // A graph loaded already has the previous model in its linker: rebuild its
         // query-time structures (from memory) around the new one.
-        if let Some(Some(loaded)) = self.graph.take() {
+        if let Some(Ok(Some(loaded))) = self.graph.take() {
             let mut context = GraphContext::new(loaded.linker.graph.clone());
             context.linker.set_llm(self.llm.clone());
-            let _ = self.graph.set(Some(Arc::new(context)));
+            let _ = self.graph.set(Ok(Some(Arc::new(context))));
         }
         self
     }

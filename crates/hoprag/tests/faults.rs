@@ -61,12 +61,12 @@ fn reply(fault: Fault, _: &Request) -> Reply {
         Fault::WrongKeys => ok(r#"{"thoughts": ["a", "b"], "result": {"value": 3}, "note": "done"}"#),
         // Every key a stage asks for, in capitals: accepted (keys are compared without
         // case), so this fault's answers are usable.
-        Fault::WrongCase => ok(
-            r#"{"QUERIES": ["Varn Light was built by Ardent Ironworks"], "ENTITIES": ["Varn Light"],
+        Fault::WrongCase => {
+            ok(r#"{"QUERIES": ["Varn Light was built by Ardent Ironworks"], "ENTITIES": ["Varn Light"],
                 "TRIPLES": [["Varn Light", "built by", "Ardent Ironworks"]], "ANSWERABLE": false,
                 "REASON": "the founder is not known", "QUERY": "Who founded Ardent Ironworks?",
-                "SCORES": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]}"#,
-        ),
+                "SCORES": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]}"#)
+        }
         Fault::SingleTriple => ok(r#"["Varn Light", "built by", "Ardent Ironworks"]"#),
         Fault::FinishLength => Reply::json(completion(r#"{"queries": ["who built"#, "length")),
         Fault::Http500 => Reply::status(500, r#"{"error": "internal"}"#),

@@ -188,7 +188,9 @@ fn supporting_facts(v: &Value) -> Result<Question, String> {
         .and_then(|t| t.get(0))
         .and_then(Value::as_str);
     let last = last_subject.filter(|_| chained).and_then(|s| {
-        gold.iter().position(|g| matches!(g, GoldRef::Title { title, .. } if normalize_whitespace(title) == normalize_whitespace(s)))
+        gold.iter().position(
+            |g| matches!(g, GoldRef::Title { title, .. } if normalize_whitespace(title) == normalize_whitespace(s)),
+        )
     });
     let hop_ordered = match last {
         Some(pos) => {

@@ -95,11 +95,14 @@ pub fn resolve_gold(questions: &[Question], passages: &[Passage]) -> ResolvedDat
                                 Some(i)
                             } else if let [only] = same_text {
                                 c.by_text_only += 1;
-                                out.fallback.push(issue("matched by text alone: the passage with this text has another title"));
+                                out.fallback
+                                    .push(issue("matched by text alone: the passage with this text has another title"));
                                 Some(*only)
                             } else if let [only] = same_title {
                                 c.by_title_only += 1;
-                                out.fallback.push(issue("matched by title alone: no passage has this text, one has this title"));
+                                out.fallback.push(issue(
+                                    "matched by title alone: no passage has this text, one has this title",
+                                ));
                                 Some(*only)
                             } else {
                                 None

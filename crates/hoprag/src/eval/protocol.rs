@@ -52,7 +52,13 @@ pub fn hop1_correct(
             report.hop1_missed += 1;
             continue;
         };
-        kept.push(EvalQuestion { gold: vec![hop2], gold_total: 1, hop_ordered: true, last_hop: Some(hop2), ..q.clone() });
+        kept.push(EvalQuestion {
+            gold: vec![hop2],
+            gold_total: 1,
+            hop_ordered: true,
+            last_hop: Some(hop2),
+            ..q.clone()
+        });
         kept_queries.push(query.clone());
     }
     report.kept = kept.len();

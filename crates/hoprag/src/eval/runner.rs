@@ -399,7 +399,8 @@ fn vs_baseline(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &
 /// Wins, losses and ties on R@[`PAIRED_K`] with the sign test, and McNemar on LastHop@k
 /// at every cutoff, over the questions `idx`.
 fn paired(idx: &[usize], questions: &[EvalQuestion], method: &Run, base: &Run, ks: &[usize]) -> Paired {
-    let rank = |run: &Run, i: usize, k: usize| super::metrics::rank_metrics(&questions[i], &ranked_ids(&run.ranked[i]), k);
+    let rank =
+        |run: &Run, i: usize, k: usize| super::metrics::rank_metrics(&questions[i], &ranked_ids(&run.ranked[i]), k);
     let (mut wins, mut losses, mut ties) = (0, 0, 0);
     for &i in idx {
         match rank(method, i, PAIRED_K).recall.total_cmp(&rank(base, i, PAIRED_K).recall) {

@@ -91,8 +91,11 @@ mod tests {
         assert_eq!(sign_test(5, 5), 1.0);
         assert_eq!(sign_test(0, 0), 1.0);
         // Large n does not underflow.
-        let p = sign_test(1500, 1500);
+        let p = sign_test_greater(1500, 1500);
         assert!(p > 0.4 && p < 0.6, "{p}");
+        assert_eq!(sign_test(1500, 1500), 1.0);
+        let p = sign_test(1600, 1400);
+        assert!(p > 0.0 && p < 1e-3, "{p}");
     }
 
     #[test]

@@ -8,12 +8,11 @@ use serde_json::Value;
 
 use super::runner::{evaluate_queries, EvalOptions};
 use super::EvalReport;
-use crate::dataset::{EvalQuestion, ResolvedDataset};
+use crate::config::{resolve_param, with_settings};
+use crate::dataset::ResolvedDataset;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::config::{resolve_param, with_settings};
 use crate::progress::Progress;
-use crate::Config;
 
 /// A metric at a cutoff, written `recall@5`, `full@10`, `any@2` or `last_hop@10`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,6 +187,7 @@ fn cartesian(axes: &[(String, Vec<Value>)]) -> Vec<Vec<(String, Value)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Config;
 
     #[test]
     fn split_is_stable_and_roughly_balanced() {

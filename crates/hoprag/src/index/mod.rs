@@ -378,7 +378,8 @@ impl Index {
         }
         let dir = self.generation.join(GRAPH);
         let graph = crate::graph::EntityGraph::load(&dir, self.manifest.embedder.dim)?;
-        check_graph(&graph, self.len()).map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
+        check_graph(&graph, self.len())
+            .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
         Ok(Some(graph))
     }
 

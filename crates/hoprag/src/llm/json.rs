@@ -57,11 +57,7 @@ pub fn parse_lenient(text: &str) -> Result<Value, ParseFailure> {
 /// only when it has the shape asked for. A value that parses but is never of that shape
 /// is a "wrong shape" failure (`expected` says what was wanted); none at all, or a
 /// truncated one, fails as with [`parse_lenient`].
-pub fn parse_expecting(
-    text: &str,
-    accept: impl Fn(&Value) -> bool,
-    expected: &str,
-) -> Result<Value, ParseFailure> {
+pub fn parse_expecting(text: &str, accept: impl Fn(&Value) -> bool, expected: &str) -> Result<Value, ParseFailure> {
     let body = after_reasoning(text).trim();
     if body.is_empty() {
         return Err(ParseFailure::new("empty output", text));
@@ -94,7 +90,8 @@ pub fn parse_expecting(
 /// in the object's.
 pub fn field<'a>(object: &'a Value, keys: &[&str]) -> Option<&'a Value> {
     let map = object.as_object()?;
-    keys.iter().find_map(|k| map.get(*k).or_else(|| map.iter().find(|(x, _)| x.eq_ignore_ascii_case(k)).map(|(_, v)| v)))
+    keys.iter()
+        .find_map(|k| map.get(*k).or_else(|| map.iter().find(|(x, _)| x.eq_ignore_ascii_case(k)).map(|(_, v)| v)))
 }
 
 /// An object holding at least one of `keys` (without case): the usual accept test for
@@ -447,8 +444,8 @@ mod properties {
     /// inputs reach its repair paths rather than only "no JSON found".
     fn jsonish() -> impl Strategy<Value = String> {
         let atoms = prop::sample::select(vec![
-            "{", "}", "[", "]", "\"", "'", "“", "”", "‘", "’", ":", ",", "\\", "\n", " ", "a", "True", "None",
-            "1", "-2.5e3", "```", "```json", "<think>", "</think>", "é", "\u{0}", "null", "key:",
+            "{", "}", "[", "]", "\"", "'", "“", "”", "‘", "’", ":", ",", "\\", "\n", " ", "a", "True", "None", "1",
+            "-2.5e3", "```", "```json", "<think>", "</think>", "é", "\u{0}", "null", "key:",
         ]);
         prop::collection::vec(atoms, 0..60).prop_map(|v| v.concat())
     }

@@ -151,8 +151,7 @@ impl Llm for OpenAiChat {
         // not an answer: asked once more with a larger budget, then a failure (never
         // returned, so never cached).
         for attempt in 0..2 {
-            let answer =
-                post_json(&self.client, &self.url, self.config.api_key.as_deref(), &body, &self.config.retry)?;
+            let answer = post_json(&self.client, &self.url, self.config.api_key.as_deref(), &body, &self.config.retry)?;
             retries += answer.retries + attempt;
             let (text, usage, finish) =
                 parse_completion(&answer.body).map_err(|message| Error::Http { url: self.url.clone(), message })?;

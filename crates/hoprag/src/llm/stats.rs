@@ -185,6 +185,23 @@ impl<'a> Meter<'a> {
         self.parse_json(text).inspect_err(|_| self.llm.reject(request))
     }
 
+    /// Like [`Meter::parse_answer`], taking the first value in the answer that `accept`s
+    /// (see [`parse_expecting`](super::parse_expecting)); a value of another shape is a
+    /// counted, rejected "wrong shape" failure.
+    pub fn parse_answer_as(
+        &self,
+        request: &ChatRequest,
+        text: &str,
+        accept: impl Fn(&Value) -> bool,
+        expected: &str,
+    ) -> Result<Value, ParseFailure> {
+        super::parse_expecting(text, accept, expected).inspect_err(|failure| {
+            log::debug!("{}: unusable answer: {failure}", self.llm.id());
+            self.sinks().for_each(|s| s.record_parse_failure(failure));
+            self.llm.reject(request);
+        })
+    }
+
     /// Counts an answer that parsed but is not the shape asked for (wrong keys, a lone
     /// item for a list, ...) as a parse failure, and rejects it.
     pub fn wrong_shape(&self, request: &ChatRequest, text: &str, reason: &str) -> ParseFailure {

@@ -366,7 +366,8 @@ fn ask_svo(
             return (Vec::new(), json!({"error": e.to_string(), "fallback": "question"}));
         }
     };
-    let parsed = match m.parse_answer(request, &answer.text) {
+    let accept = |v: &Value| v.is_array() || crate::llm::has_any_key(v, &["queries", "svo_queries", "query"]);
+    let parsed = match m.parse_answer_as(request, &answer.text, accept, "`{\"queries\": [...]}`") {
         Ok(v) => {
             let parsed = svo_queries(&v, n);
             if parsed.queries.is_empty() {
@@ -451,7 +452,8 @@ fn ask_judge(
             return ((j.scores, 0), json!({"error": e.to_string(), "missing": n, "prompt_chars": prompt_chars}));
         }
     };
-    let (parsed, unparsed) = match m.parse_answer(request, &answer.text) {
+    let accept = |v: &Value| v.is_array() || v.is_object();
+    let (parsed, unparsed) = match m.parse_answer_as(request, &answer.text, accept, "a list of scores") {
         Ok(v) => {
             let parsed = judge_scores(&v, n, max);
             if n > 0 && parsed.missing == n {

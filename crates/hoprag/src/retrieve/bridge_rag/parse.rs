@@ -205,10 +205,12 @@ impl JudgeAnswer {
 pub fn judge_scores(value: &Value, n: usize, max: f64) -> JudgeAnswer {
     let entries: Vec<(Option<i64>, Option<f64>)> = match value {
         Value::Array(items) => items.iter().map(entry).collect(),
-        Value::Object(o) => match crate::llm::field(value, &["scores", "ratings", "candidates", "results", "judgements"]) {
-            Some(Value::Array(items)) => items.iter().map(entry).collect(),
-            _ => o.iter().map(|(k, v)| (id_of(&Value::String(k.clone())), number(v))).collect(),
-        },
+        Value::Object(o) => {
+            match crate::llm::field(value, &["scores", "ratings", "candidates", "results", "judgements"]) {
+                Some(Value::Array(items)) => items.iter().map(entry).collect(),
+                _ => o.iter().map(|(k, v)| (id_of(&Value::String(k.clone())), number(v))).collect(),
+            }
+        }
         v => vec![(None, number(v))],
     };
     // Ids are 1-based as the prompt numbers the candidates; an answer whose ids run from

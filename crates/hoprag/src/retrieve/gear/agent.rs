@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::fusion::rrf;
 use crate::index::SearchKind;
 use crate::llm::Llm;
-use crate::retrieve::fallback::fallback_step;
 use crate::retrieve::dense::query_embedding;
+use crate::retrieve::fallback::fallback_step;
 use crate::retrieve::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 
 pub struct Gear {

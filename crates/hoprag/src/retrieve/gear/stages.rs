@@ -78,7 +78,8 @@ pub fn read(
     user.push_str(&format!("\nQuestion: {question}"));
     let request = request(system, prompts::READ_DEMO_USER, prompts::READ_DEMO_ANSWER, user, max_tokens);
     let answer = llm.chat(&request)?;
-    let Ok(value) = llm.parse_answer(&request, &answer.text) else {
+    let accept = |v: &Value| v.is_array() || crate::llm::has_any_key(v, &["triples", "facts", "triple", "subject"]);
+    let Ok(value) = llm.parse_answer_as(&request, &answer.text, accept, "`{\"triples\": [...]}`") else {
         return Ok(ReadOutcome { unparsed: true, ..Default::default() });
     };
     let out = parse_facts(&value);
@@ -221,7 +222,9 @@ pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_toke
     let parsed = llm.parse_answer(&request, &answer.text);
     let wrong = parsed.is_ok();
     let query = match parsed {
-        Ok(v @ Value::Object(_)) => crate::llm::field(&v, &["query", "next_query", "next_question", "question"]).map(scalar),
+        Ok(v @ Value::Object(_)) => {
+            crate::llm::field(&v, &["query", "next_query", "next_question", "question"]).map(scalar)
+        }
         Ok(Value::String(s)) => Some(s.trim().to_string()),
         _ => None,
     };
@@ -248,8 +251,12 @@ mod tests {
         assert_eq!(parse_facts(&json!([["x", "y", "z"]])).facts.len(), 1, "a bare list");
         assert_eq!(parse_facts(&json!({"answer": 3})).malformed, 1, "no list at all");
         // A single triple where a list was asked for is that triple.
-        for one in [json!(["A", "r", "B"]), json!({"Triples": ["A", "r", "B"]}), json!({"subject": "A", "predicate": "r", "object": "B"}),
-                    json!({"TRIPLES": [{"Subject": "A", "Relation": "r", "Object": "B"}]})] {
+        for one in [
+            json!(["A", "r", "B"]),
+            json!({"Triples": ["A", "r", "B"]}),
+            json!({"subject": "A", "predicate": "r", "object": "B"}),
+            json!({"TRIPLES": [{"Subject": "A", "Relation": "r", "Object": "B"}]}),
+        ] {
             let r = parse_facts(&one);
             assert_eq!(r.facts.iter().map(Fact::text).collect::<Vec<_>>(), ["A r B"], "{one}");
             assert_eq!(r.malformed, 0, "{one}");
