@@ -138,29 +138,48 @@ fn fenced_blocks(text: &str) -> impl Iterator<Item = &str> {
 /// The first `{` or `[` in `region` that opens a value which parses after repair and
 /// that `accept`s; the error says why none did, and whether some value parsed but was
 /// not accepted.
+///
+/// Only values that stand on their own are tried: the brackets inside a value that
+/// parsed are part of it (the list under `"thoughts"` is not the answer because the
+/// object holding it has the wrong keys), and a value that runs to the end unclosed is
+/// a truncated answer, whatever complete pieces it holds.
 fn first_value(region: &str, accept: &dyn Fn(&Value) -> bool) -> Result<Value, (String, bool)> {
     let chars: Vec<char> = region.chars().collect();
     let mut first_reason = None;
     let mut wrong_shape = false;
+    let mut next = 0;
     let starts = chars.iter().enumerate().filter(|&(_, &c)| matches!(c, '{' | '[')).map(|(i, _)| i);
     for start in starts.take(MAX_STARTS) {
-        let attempt = repair(&chars[start..]).and_then(|json| {
+        if start < next {
+            continue;
+        }
+        let attempt = repair(&chars[start..]).and_then(|(json, len)| {
+            next = start + len;
             serde_json::from_str::<Value>(&json).map_err(|e| format!("not JSON even after repair: {e}"))
         });
         match attempt {
             Ok(value) if accept(&value) => return Ok(value),
             Ok(_) => wrong_shape = true,
             Err(reason) => {
+                // A value that parsed is passed over whole; a balanced stretch that is
+                // no JSON (`[this one]`) is only skipped at its opening bracket.
+                next = start + 1;
+                let truncated = reason.contains(TRUNCATED);
                 first_reason.get_or_insert(reason);
+                if truncated {
+                    break;
+                }
             }
         }
     }
     Err((first_reason.unwrap_or_else(|| NOT_FOUND.to_string()), wrong_shape))
 }
 
+const TRUNCATED: &str = "(truncated?)";
+
 /// Rewrites the value opening at `chars[0]` (a `{` or `[`) as strict JSON, up to its
-/// matching bracket.
-fn repair(chars: &[char]) -> Result<String, String> {
+/// matching bracket; with the number of characters it spans.
+fn repair(chars: &[char]) -> Result<(String, usize), String> {
     let mut out = String::with_capacity(chars.len());
     let mut closers = Vec::new();
     let mut i = 0;
@@ -178,7 +197,7 @@ fn repair(chars: &[char]) -> Result<String, String> {
                 drop_trailing_comma(&mut out);
                 out.push(c);
                 if closers.is_empty() {
-                    return Ok(out);
+                    return Ok((out, i + 1));
                 }
             }
             '"' | '\'' | '“' | '”' | '‘' | '’' => {
@@ -194,7 +213,7 @@ fn repair(chars: &[char]) -> Result<String, String> {
         i += 1;
     }
     let inside = if closers.last() == Some(&'}') { "an object" } else { "an array" };
-    Err(format!("output ends inside {inside} (truncated?)"))
+    Err(format!("output ends inside {inside} {TRUNCATED}"))
 }
 
 /// Copies the string literal opening at `chars[start]` as a JSON string and returns the
@@ -416,6 +435,21 @@ mod tests {
         assert!(e.reason.starts_with("wrong shape"), "{e}");
         let e = parse_expecting("{\"a\": [1", |v| v.is_object(), "an object").unwrap_err();
         assert!(e.reason.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn a_value_inside_another_is_not_an_answer() {
+        let list = |v: &Value| v.is_array();
+        // The object has the wrong keys; its list is not the answer.
+        let e = parse_expecting(r#"{"thoughts": ["a", "b"], "note": "done"}"#, list, "a list").unwrap_err();
+        assert!(e.reason.starts_with("wrong shape"), "{e}");
+        // A truncated object is truncated, whatever complete lists it holds.
+        let e = parse_expecting(r#"{"thoughts": ["a", "b"], "queries": ["x", "y"#, list, "a list").unwrap_err();
+        assert!(e.reason.contains("truncated"), "{e}");
+        // Side by side, the second value is still found.
+        assert_eq!(parse_expecting(r#"{"a": [1]} then ["x"]"#, list, "a list").unwrap(), json!(["x"]));
+        // Inside a balanced stretch that is no JSON, a value is still found.
+        assert_eq!(parse_expecting("[see {\"a\": 1}]", |v| v.is_object(), "an object").unwrap(), json!({"a": 1}));
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl Retriever for BridgeRag {
         // Stage 3: two entities "e1 | e2" from (q, b).
         let (e1, e2) = trace.llm_step("entities", llm, |m| {
             let request = entity_request(&query.text, &bridge, p.entity_max_tokens);
-            Ok(ask_entities(m, &request, &bridge_passage.title, &mut warnings))
+            Ok(ask_entities(m, &request, &bridge_passage.title, &mut warnings, &mut raw))
         })?;
 
         // One embedding call for the SVO queries and the entities.
@@ -366,7 +366,12 @@ fn ask_svo(
             return (Vec::new(), json!({"error": e.to_string(), "fallback": "question"}));
         }
     };
-    let accept = |v: &Value| v.is_array() || crate::llm::has_any_key(v, &["queries", "svo_queries", "query"]);
+    // The object asked for, or a bare list of queries; a list of anything else (the
+    // `[2]` of "passage [2] helps") is prose, not the answer.
+    let accept = |v: &Value| match v {
+        Value::Array(items) => !items.is_empty() && items.iter().all(|x| x.is_string() || x.is_array() || x.is_object()),
+        _ => crate::llm::has_any_key(v, &["queries", "svo_queries", "query"]),
+    };
     let parsed = match m.parse_answer_as(request, &answer.text, accept, "`{\"queries\": [...]}`") {
         Ok(v) => {
             let parsed = svo_queries(&v, n);
@@ -395,24 +400,30 @@ fn ask_entities(
     request: &ChatRequest,
     bridge_title: &str,
     warnings: &mut Vec<String>,
+    raw: &mut BTreeMap<String, String>,
 ) -> ((String, String), Value) {
     let fallback = bridge_title.trim().to_string();
-    let (parsed, detail) = match m.chat(request) {
+    let (parsed, detail, text) = match m.chat(request) {
         Ok(answer) => {
             let e = entities(&answer.text);
             let d = json!({"split": e.split, "cut": e.cut, "cached": answer.cached, "answer": snippet(&answer.text)});
-            (e, d)
+            (e, d, Some(answer.text))
         }
         Err(err) => {
             let e = EntityAnswer { e1: String::new(), e2: String::new(), split: EntitySplit::Empty, cut: 0 };
-            (e, json!({"error": err.to_string()}))
+            (e, json!({"error": err.to_string()}), None)
         }
     };
     let mut detail = detail;
     let (e1, e2) = match parsed.split {
-        EntitySplit::Empty => {
-            if detail.get("error").is_none() {
-                m.wrong_shape(request, detail["answer"].as_str().unwrap_or(""), "no entity");
+        split if split.is_unusable() => {
+            if let Some(text) = text {
+                let reason = match split {
+                    EntitySplit::Empty => "no entity",
+                    _ => "not an \"e1 | e2\" line (JSON of another shape, or brackets in the names)",
+                };
+                m.wrong_shape(request, &text, reason);
+                raw.insert("entities".into(), text);
             }
             warnings.push(format!("entity answer unusable; the bridge title {fallback:?} stands in for both"));
             (fallback.clone(), fallback)
@@ -452,15 +463,12 @@ fn ask_judge(
             return ((j.scores, 0), json!({"error": e.to_string(), "missing": n, "prompt_chars": prompt_chars}));
         }
     };
-    let accept = |v: &Value| v.is_array() || v.is_object();
-    let (parsed, unparsed) = match m.parse_answer_as(request, &answer.text, accept, "a list of scores") {
-        Ok(v) => {
-            let parsed = judge_scores(&v, n, max);
-            if n > 0 && parsed.missing == n {
-                m.wrong_shape(request, &answer.text, "no score for any candidate");
-            }
-            (parsed, false)
-        }
+    // The shape asked for is one score per candidate: a value that scores fewer than
+    // half of them (the `[2]` of "passage [2] helps", another key's list) is not it. Such
+    // an answer is counted and not cached, and the query falls back (see `retrieve`).
+    let accept = |v: &Value| (v.is_array() || v.is_object()) && 2 * judge_scores(v, n, max).missing <= n;
+    let (parsed, unparsed) = match m.parse_answer_as(request, &answer.text, accept, "a score for most candidates") {
+        Ok(v) => (judge_scores(&v, n, max), false),
         Err(_) => (JudgeAnswer::all_missing(n), true),
     };
     if unparsed || parsed.missing > 0 {
@@ -470,7 +478,7 @@ fn ask_judge(
         warnings.push("judge numbered the candidates from 0; read as such".into());
     }
     if unparsed {
-        warnings.push("judge answer held no JSON; every candidate scores 0".into());
+        warnings.push("judge answer held no scores for most candidates; every candidate scores 0".into());
     } else if parsed.missing > 0 {
         warnings.push(format!("judge gave no score for {} of {n} candidates; they score 0", parsed.missing));
     }

@@ -98,7 +98,8 @@ impl Retriever for Gear {
                     let r = llm_or_nothing(stages::read(meter, &passages, &question.text, &memory, p.max_tokens));
                     let added = remember(&mut memory, &r.facts);
                     let d = json!({"passages": passages.len(), "proximal_triples": r.facts, "added": added,
-                                   "memory": memory, "malformed": r.malformed, "unparsed": r.unparsed,
+                                   "memory": memory, "malformed": r.malformed, "ungrounded": r.ungrounded,
+                                   "unparsed": r.unparsed,
                                    "error": r.error});
                     Ok((r.failure(), d))
                 })?;

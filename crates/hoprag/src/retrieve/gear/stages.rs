@@ -42,6 +42,11 @@ pub struct ReadOutcome {
     pub malformed: usize,
     /// The answer held no usable JSON (also counted by the meter).
     pub unparsed: bool,
+    /// Well-formed triples whose subject and object both name nothing in the passages
+    /// read (or the known facts): the prompt asks for names "written as in the
+    /// passages", so these are not read from them. Dropped.
+    #[serde(default)]
+    pub ungrounded: usize,
 }
 
 fn request(system: String, demo_user: &str, demo_answer: &str, user: String, max_tokens: u32) -> ChatRequest {
@@ -78,15 +83,51 @@ pub fn read(
     user.push_str(&format!("\nQuestion: {question}"));
     let request = request(system, prompts::READ_DEMO_USER, prompts::READ_DEMO_ANSWER, user, max_tokens);
     let answer = llm.chat(&request)?;
-    let accept = |v: &Value| v.is_array() || crate::llm::has_any_key(v, &["triples", "facts", "triple", "subject"]);
+    // The object asked for, a bare list of triples, or one triple; a list of numbers
+    // (the `[2]` of "passage [2] helps") is prose, not the answer.
+    let accept = |v: &Value| match v {
+        Value::Array(items) => items.iter().all(|x| x.is_array() || x.is_object()) || is_single_triple(items),
+        _ => crate::llm::has_any_key(v, &["triples", "facts", "triple", "subject"]),
+    };
     let Ok(value) = llm.parse_answer_as(&request, &answer.text, accept, "`{\"triples\": [...]}`") else {
         return Ok(ReadOutcome { unparsed: true, ..Default::default() });
     };
-    let out = parse_facts(&value);
+    let mut out = parse_facts(&value);
+    let mut source: Vec<&str> = passages.iter().flat_map(|p| [p.title.as_str(), p.text.as_str()]).collect();
+    let known: Vec<String> = memory.iter().map(Fact::text).collect();
+    source.extend(known.iter().map(String::as_str));
+    let haystack = words(&source.join(" \n "));
+    let read = out.facts.len();
+    out.facts.retain(|f| [&f.subject, &f.object].iter().any(|name| names_in(&haystack, name)));
+    out.ungrounded = read - out.facts.len();
     if out.facts.is_empty() && out.malformed > 0 {
         llm.wrong_shape(&request, &answer.text, "no triple of three non-empty values");
+    } else if out.facts.is_empty() && out.ungrounded > 0 {
+        llm.wrong_shape(&request, &answer.text, "no triple names anything in the passages");
     }
     Ok(out)
+}
+
+/// `[s, p, o]` of scalars: one triple where a list of them was asked for.
+fn is_single_triple(items: &[Value]) -> bool {
+    items.len() == 3 && items.iter().all(|v| v.is_string() || v.is_number())
+}
+
+/// Lower-case alphanumeric words joined by single spaces, with a space at each end, so
+/// that names compare word by word whatever their case and punctuation.
+fn words(text: &str) -> String {
+    let mut out = String::from(" ");
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        out.push_str(&word.to_lowercase());
+        out.push(' ');
+    }
+    out
+}
+
+/// Whether `name` occurs, as whole words, in `haystack` (made by [`words`]).
+fn names_in(haystack: &str, name: &str) -> bool {
+    let name = words(name);
+    name.trim().len() > 0 && haystack.contains(&name)
 }
 
 /// Triples from the JSON a model wrote: `{"triples": [...]}` (or `"facts"`, keys in any
@@ -111,7 +152,7 @@ pub fn parse_facts(value: &Value) -> ReadOutcome {
         return ReadOutcome { malformed: usize::from(!value.is_null()), ..Default::default() };
     };
     let single;
-    let items = if items.len() == 3 && items.iter().all(|v| v.is_string() || v.is_number()) {
+    let items = if is_single_triple(items) {
         single = [Value::Array(items.to_vec())];
         &single[..]
     } else {
@@ -182,10 +223,9 @@ pub fn reason(llm: &Meter, question: &str, memory: &[Fact], max_tokens: u32) -> 
     let system = prompts::REASON.to_string();
     let request = request(system, prompts::REASON_DEMO_USER, prompts::REASON_DEMO_ANSWER, user, max_tokens);
     let answer = llm.chat(&request)?;
-    let parsed = llm.parse_answer(&request, &answer.text);
-    if matches!(&parsed, Ok(v) if !crate::llm::has_any_key(v, &["answerable", "answer", "reason"])) {
-        llm.wrong_shape(&request, &answer.text, "no `answerable`, `answer` or `reason`");
-    }
+    let keys = ["answerable", "answer", "reason"];
+    let expected = "an object with `answerable`, `answer` or `reason`";
+    let parsed = llm.parse_answer_as(&request, &answer.text, |v| crate::llm::has_any_key(v, &keys), expected);
     Ok(match parsed {
         Ok(v @ Value::Object(_)) if crate::llm::has_any_key(&v, &["answerable", "answer", "reason"]) => Verdict {
             answerable: crate::llm::field(&v, &["answerable"]).is_some_and(truthy),
@@ -219,20 +259,14 @@ pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_toke
     let system = prompts::REWRITE.to_string();
     let request = request(system, prompts::REWRITE_DEMO_USER, prompts::REWRITE_DEMO_ANSWER, user, max_tokens);
     let answer = llm.chat(&request)?;
-    let parsed = llm.parse_answer(&request, &answer.text);
-    let wrong = parsed.is_ok();
-    let query = match parsed {
-        Ok(v @ Value::Object(_)) => {
-            crate::llm::field(&v, &["query", "next_query", "next_question", "question"]).map(scalar)
-        }
-        Ok(Value::String(s)) => Some(s.trim().to_string()),
+    const KEYS: [&str; 4] = ["query", "next_query", "next_question", "question"];
+    let text_of = |v: &Value| match v {
+        Value::Object(_) => crate::llm::field(v, &KEYS).map(scalar).filter(|q| !q.is_empty()),
+        Value::String(s) => Some(s.trim().to_string()).filter(|q| !q.is_empty()),
         _ => None,
     };
-    let query = query.filter(|q| !q.is_empty());
-    if wrong && query.is_none() {
-        llm.wrong_shape(&request, &answer.text, "no `query`");
-    }
-    Ok(query)
+    let parsed = llm.parse_answer_as(&request, &answer.text, |v| text_of(v).is_some(), "an object with `query`");
+    Ok(parsed.ok().as_ref().and_then(text_of))
 }
 
 #[cfg(test)]

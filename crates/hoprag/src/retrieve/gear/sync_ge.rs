@@ -48,7 +48,8 @@ pub(crate) fn sync_ge(
     let (read, failure) = trace.llm_step("read", llm, |meter| {
         let r = llm_or_nothing(stages::read(meter, &passages, &query.text, &[], ctx.params.max_tokens));
         let d = json!({"query": query.text, "passages": passages.len(), "proximal_triples": r.facts,
-                       "malformed": r.malformed, "unparsed": r.unparsed, "error": r.error});
+                       "malformed": r.malformed, "ungrounded": r.ungrounded, "unparsed": r.unparsed,
+                       "error": r.error});
         let failure = r.failure();
         Ok(((r.facts, failure), d))
     })?;
@@ -70,20 +71,22 @@ pub(crate) fn sync_ge(
 pub(crate) struct Read {
     pub facts: Vec<Fact>,
     pub malformed: usize,
+    pub ungrounded: usize,
     pub unparsed: bool,
     pub error: Option<String>,
 }
 
 impl Read {
     /// Why the read gave nothing usable: the call failed, the answer held no JSON, or
-    /// every triple in it was malformed.
+    /// every triple in it was malformed or named nothing in the passages.
     pub fn failure(&self) -> Option<String> {
         match (&self.error, self.unparsed) {
             (Some(e), _) => Some(format!("read failed: {e}")),
             (None, true) => Some("read answer held no usable JSON".into()),
-            _ if self.facts.is_empty() && self.malformed > 0 => {
-                Some(format!("read answer held {} malformed triples and no good one", self.malformed))
-            }
+            _ if self.facts.is_empty() && self.malformed + self.ungrounded > 0 => Some(format!(
+                "read answer held {} malformed triples, {} naming nothing in the passages, and no good one",
+                self.malformed, self.ungrounded
+            )),
             _ => None,
         }
     }
@@ -91,8 +94,12 @@ impl Read {
 
 pub(crate) fn llm_or_nothing(r: Result<stages::ReadOutcome>) -> Read {
     match r {
-        Ok(o) => Read { facts: o.facts, malformed: o.malformed, unparsed: o.unparsed, error: None },
-        Err(e) => Read { facts: Vec::new(), malformed: 0, unparsed: false, error: Some(e.to_string()) },
+        Ok(o) => {
+            Read { facts: o.facts, malformed: o.malformed, ungrounded: o.ungrounded, unparsed: o.unparsed, error: None }
+        }
+        Err(e) => {
+            Read { facts: Vec::new(), malformed: 0, ungrounded: 0, unparsed: false, error: Some(e.to_string()) }
+        }
     }
 }
 
