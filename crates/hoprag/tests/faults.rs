@@ -57,7 +57,9 @@ fn fabricated(fault: Fault, method: &str) -> Option<&'static str> {
         // not used for final retrieval"), and here every question gets the same SVO
         // queries and entities (so the same pool) and the same 20 judge scores, all well
         // formed: the judge scores the whole pool, so nothing says to fall back.
-        (Fault::WrongCase, "bridge_rag") => Some("the same well-formed SVO queries, entities and judge scores for every question"),
+        (Fault::WrongCase, "bridge_rag") => {
+            Some("the same well-formed SVO queries, entities and judge scores for every question")
+        }
         // GEAR fuses the rounds of its rewritten queries with the first (Eq. 9); here
         // every question is rewritten to "Who founded Ardent Ironworks?", a well-formed
         // query whose round is about another question.

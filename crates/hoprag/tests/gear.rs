@@ -229,7 +229,10 @@ fn mill_server() -> Fixture {
             // Questions that never become answerable get a new query each time (the
             // agent stops at a repeated one).
             "rewrite" if last.contains("Nowhere") => {
-                return Reply::json(completion(&format!(r#"{{"query": "Where was Oona Farrell born (request {})?"}}"#, r.n)))
+                return Reply::json(completion(&format!(
+                    r#"{{"query": "Where was Oona Farrell born (request {})?"}}"#,
+                    r.n
+                )))
             }
             "rewrite" => r#"{"query": "Where was Oona Farrell born?"}"#,
             "answer" => "Answer: Kestrel Bay.\nIt is where the builder was born.",

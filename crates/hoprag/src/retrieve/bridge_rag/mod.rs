@@ -369,7 +369,9 @@ fn ask_svo(
     // The object asked for, or a bare list of queries; a list of anything else (the
     // `[2]` of "passage [2] helps") is prose, not the answer.
     let accept = |v: &Value| match v {
-        Value::Array(items) => !items.is_empty() && items.iter().all(|x| x.is_string() || x.is_array() || x.is_object()),
+        Value::Array(items) => {
+            !items.is_empty() && items.iter().all(|x| x.is_string() || x.is_array() || x.is_object())
+        }
         _ => crate::llm::has_any_key(v, &["queries", "svo_queries", "query"]),
     };
     let parsed = match m.parse_answer_as(request, &answer.text, accept, "`{\"queries\": [...]}`") {

@@ -185,10 +185,7 @@ fn json_entities(body: &str) -> Option<EntityAnswer> {
     let listed: Vec<String> = match crate::llm::field(&value, &["entities", "entity"]) {
         Some(Value::Array(items)) => items.iter().filter_map(text).collect(),
         Some(Value::String(line)) => line.split('|').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-        _ => [&["e1"][..], &["e2"]]
-            .iter()
-            .filter_map(|k| crate::llm::field(&value, k).and_then(text))
-            .collect(),
+        _ => [&["e1"][..], &["e2"]].iter().filter_map(|k| crate::llm::field(&value, k).and_then(text)).collect(),
     };
     let (a, b) = match listed.as_slice() {
         [] => return Some(unusable),

@@ -97,9 +97,7 @@ pub(crate) fn llm_or_nothing(r: Result<stages::ReadOutcome>) -> Read {
         Ok(o) => {
             Read { facts: o.facts, malformed: o.malformed, ungrounded: o.ungrounded, unparsed: o.unparsed, error: None }
         }
-        Err(e) => {
-            Read { facts: Vec::new(), malformed: 0, ungrounded: 0, unparsed: false, error: Some(e.to_string()) }
-        }
+        Err(e) => Read { facts: Vec::new(), malformed: 0, ungrounded: 0, unparsed: false, error: Some(e.to_string()) },
     }
 }
 
