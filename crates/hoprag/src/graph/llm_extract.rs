@@ -165,7 +165,7 @@ pub fn extract_llm(
                             succeeded.fetch_add(1, Ordering::SeqCst);
                             match meter.parse_answer_as(&request, &answer.text, is_extraction, EXPECTED) {
                                 Ok(value) => parse_extraction(&value).unwrap_or_else(|reason| {
-                                    meter.wrong_shape(&request, &answer.text, &reason.to_string());
+                                    meter.wrong_shape(&request, &answer.text, reason);
                                     Outcome::Unparsed
                                 }),
                                 Err(_) => Outcome::Unparsed,

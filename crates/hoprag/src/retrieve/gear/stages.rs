@@ -127,7 +127,7 @@ fn words(text: &str) -> String {
 /// Whether `name` occurs, as whole words, in `haystack` (made by [`words`]).
 fn names_in(haystack: &str, name: &str) -> bool {
     let name = words(name);
-    name.trim().len() > 0 && haystack.contains(&name)
+    !name.trim().is_empty() && haystack.contains(&name)
 }
 
 /// Triples from the JSON a model wrote: `{"triples": [...]}` (or `"facts"`, keys in any
