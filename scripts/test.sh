@@ -14,6 +14,10 @@ if ! command -v cmake >/dev/null || ! ldconfig -p 2>/dev/null | grep -q 'libclan
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq cmake libclang-dev >/dev/null
 fi
 
+# trec_eval's own code, which a CLI test reads hoprag's TREC runs with (Debian packages
+# no trec_eval).
+python3 -m pip install --quiet --disable-pip-version-check pytrec-eval-terrier
+
 cargo build --quiet -p hoprag-cli
 ./target/debug/hoprag models fetch minilm
 ./target/debug/hoprag models fetch mpnet     # the second local embedder (tests check it against reference vectors)

@@ -67,7 +67,7 @@ impl Layers {
                 config_set.push((path, value));
             }
         }
-        let config = hoprag::eval::tune::with_settings(&config, &config_set)?;
+        let config = hoprag::config::with_settings(&config, &config_set)?;
         // Set under a `serve` root so that errors name the full path; the token is not
         // serialised, so it is carried over.
         let token = serve.token.take();
@@ -117,7 +117,7 @@ pub fn read_file(path: &Path) -> anyhow::Result<(Config, ServeSettings)> {
         return Err(at(&format!("unknown {keys} {}; {}", unknown.join(", "), known_keys_hint(first))));
     }
     let (serve_set, config_set): (Vec<_>, Vec<_>) = leaves.into_iter().partition(|(p, _)| p.starts_with("serve."));
-    let mut config = hoprag::eval::tune::with_settings(&Config::default(), &config_set).map_err(|e| at(&e))?;
+    let mut config = hoprag::config::with_settings(&Config::default(), &config_set).map_err(|e| at(&e))?;
     let mut serve = hoprag::config::set_paths(&ServeSection::default(), &serve_set).map_err(|e| at(&e))?.serve;
     for (secret, value) in secrets {
         match secret {

@@ -20,6 +20,45 @@ fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo")
 }
 
+/// Reads every method's run with pytrec_eval and checks its mean recall@k over the
+/// qrels' questions against the report's R@k.
+fn assert_same_recall_as_trec_eval(report: &serde_json::Value, runs: &Path, methods: &[&str], ks: &[usize]) {
+    const SCRIPT: &str = r#"
+import json, sys, pytrec_eval
+runs, methods, ks = sys.argv[1], sys.argv[2].split(","), [int(k) for k in sys.argv[3].split(",")]
+def read(path, rel):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        out.setdefault(f[0], {})[f[2]] = int(f[3]) if rel else float(f[4])
+    return out
+qrels = read(f"{runs}/qrels.txt", True)
+ev = pytrec_eval.RelevanceEvaluator(qrels, {"recall." + ",".join(map(str, ks))})
+res = {}
+for m in methods:
+    per_q = ev.evaluate(read(f"{runs}/{m}.trec", False))
+    # A question with an empty run is missing from per_q: its recall is 0.
+    res[m] = {str(k): sum(per_q.get(q, {}).get(f"recall_{k}", 0.0) for q in qrels) / len(qrels) for k in ks}
+print(json.dumps(res))
+"#;
+    let join = |xs: Vec<String>| xs.join(",");
+    let o = Command::new("python3")
+        .args(["-c", SCRIPT, runs.to_str().unwrap()])
+        .arg(join(methods.iter().map(|m| m.to_string()).collect()))
+        .arg(join(ks.iter().map(|k| k.to_string()).collect()))
+        .output()
+        .expect("python3 (scripts/test.sh installs pytrec-eval-terrier)");
+    assert!(o.status.success(), "pytrec_eval (pip install pytrec-eval-terrier): {}", stderr(&o));
+    let theirs: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for m in methods {
+        for k in ks {
+            let ours = report["methods"][m]["recall"][k.to_string()].as_f64().unwrap();
+            let trec = theirs[m][k.to_string()].as_f64().unwrap();
+            assert!((ours - trec).abs() < 1e-9, "{m} R@{k}: hoprag {ours}, trec_eval {trec}");
+        }
+    }
+}
+
 #[test]
 fn index_query_eval_on_the_demo() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,7 +87,7 @@ fn index_query_eval_on_the_demo() {
     assert!(q["trace"]["steps"].as_array().unwrap().iter().any(|s| s["name"] == "embed query"));
 
     let report = dir.path().join("report.json");
-    let run = dir.path().join("run.trec");
+    let run = dir.path().join("runs");
     let questions = demo().join("questions.jsonl");
     let o = hoprag(&[
         "eval",
@@ -77,12 +116,27 @@ fn index_query_eval_on_the_demo() {
     }
     // Dense retrieval with a real embedder finds most gold passages of the demo.
     assert!(r["methods"]["dense"]["recall"]["10"].as_f64().unwrap() > 0.5);
-    let run = std::fs::read_to_string(&run).unwrap();
-    let lines_of = |m: &str| run.lines().filter(|l| l.ends_with(&format!(" {m}"))).count();
-    assert_eq!(lines_of("dense"), 24 * 15, "24 questions x depth 15");
-    assert_eq!(lines_of("hybrid"), 24 * 15);
-    // BM25 returns only passages sharing a term with the question.
-    assert!(lines_of("bm25") > 0 && lines_of("bm25") <= 24 * 15);
+    // One run per method, each (query, passage) once, scores strictly decreasing.
+    for m in ["bm25", "dense", "hybrid"] {
+        let text = std::fs::read_to_string(run.join(format!("{m}.trec"))).unwrap();
+        let mut pairs = std::collections::HashSet::new();
+        let mut last: Option<(String, f64)> = None;
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            assert_eq!((f.len(), f[1], f[5]), (6, "Q0", m), "{line}");
+            assert!(pairs.insert((f[0].to_string(), f[2].to_string())), "repeated pair: {line}");
+            let score: f64 = f[4].parse().unwrap();
+            if let Some((q, s)) = &last {
+                assert!(q != f[0] || score < *s, "scores must fall strictly within a query: {line}");
+            }
+            last = Some((f[0].to_string(), score));
+        }
+        if m != "bm25" {
+            assert_eq!(text.lines().count(), 24 * 15, "24 questions x depth 15");
+        }
+    }
+    // trec_eval's own code (pytrec_eval, installed by scripts/test.sh) reads the same R@k.
+    assert_same_recall_as_trec_eval(&r, &run, &["bm25", "dense", "hybrid"], &[2, 5, 10, 15]);
 
     // PPR with the local model's query NER (nothing configured: SmolLM2, installed by
     // scripts/test.sh), its answers cached in a folder of the test's own.

@@ -201,7 +201,7 @@ impl GearParams {
 /// A copy of `value` with the dotted paths (e.g. `phasegraph.fusion.alpha`) set: the
 /// mechanism behind `--set` and per-request options. A path that names no existing
 /// field is an error naming it. Fields that are not serialised (API keys) come back at
-/// their defaults; [`with_settings`](crate::eval::tune::with_settings) restores them
+/// their defaults; [`with_settings`] restores them
 /// for a [`Config`].
 pub fn set_paths<T: Serialize + DeserializeOwned>(value: &T, settings: &[(String, Value)]) -> Result<T> {
     let mut v = serde_json::to_value(value).map_err(|e| Error::Config(e.to_string()))?;
@@ -221,4 +221,173 @@ pub fn set_paths<T: Serialize + DeserializeOwned>(value: &T, settings: &[(String
         }
     }
     serde_json::from_value(v).map_err(|e| Error::Config(format!("invalid setting: {e}")))
+}
+
+/// The configuration section holding a method's parameters (methods that share a
+/// paper share its section).
+pub fn config_section(method: &str) -> &str {
+    match method {
+        "naive_ge" | "sync_ge" | "gear" => "gear",
+        "bridge_rag_a" | "bridge_rag_b" => "bridge_rag",
+        other => other,
+    }
+}
+
+/// Resolves a parameter name to a dotted path in the configuration: a full path is kept,
+/// a bare name must match exactly one leaf under the method's section.
+pub fn resolve_param(config: &Value, method: &str, name: &str) -> Result<String> {
+    if name.contains('.') {
+        return get(config, name)
+            .map(|_| name.to_string())
+            .ok_or_else(|| Error::Config(format!("no setting {name:?}")));
+    }
+    let method = config_section(method);
+    let mut found = Vec::new();
+    if let Some(section) = config.get(method) {
+        leaves(section, method.to_string(), &mut found);
+    }
+    let matches: Vec<&String> = found.iter().filter(|p| p.rsplit('.').next() == Some(name)).collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(Error::Config(format!(
+            "method {method} has no parameter {name:?}; its parameters: {}",
+            found.iter().map(|p| p.trim_start_matches(&format!("{method}."))).collect::<Vec<_>>().join(", ")
+        ))),
+        many => Err(Error::Config(format!(
+            "parameter {name:?} is ambiguous: {}",
+            many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn leaves(v: &Value, prefix: String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, x) in map {
+                leaves(x, format!("{prefix}.{k}"), out);
+            }
+        }
+        _ => out.push(prefix),
+    }
+}
+
+fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, key| v.get(key))
+}
+
+/// A copy of `config` with the dotted paths set to the values, validated
+/// ([`Config::validate`]).
+pub fn with_settings(config: &Config, setting: &[(String, Value)]) -> Result<Config> {
+    let mut out: Config = crate::config::set_paths(config, setting)?;
+    // API keys are never serialised, so the round trip drops them: carry them over.
+    out.llm.api_key = config.llm.api_key.clone();
+    out.embedder.openai.api_key = config.embedder.openai.api_key.clone();
+    out.validate()?;
+    Ok(out)
+}
+
+/// Counts and sizes that must be at least 1: 0 would make a method return nothing, or
+/// index past the end of a list.
+const AT_LEAST_ONE: &[&str] = &[
+    "hybrid.depth",
+    "gear.beam_size",
+    "gear.length",
+    "gear.neighbours",
+    "gear.max_steps",
+    "gear.round_passages",
+    "bridge_rag.k1",
+    "bridge_rag.svo_queries",
+    "bridge_rag.svo_k",
+    "bridge_rag.svo_keep",
+    "bridge_rag.entity_k",
+    "bridge_rag.pool",
+    "llm.max_concurrency",
+    "llm.timeout_secs",
+];
+
+/// Fusion weights, in [0, 1].
+const UNIT_INTERVAL: &[&str] = &["bridge_rag.alpha"];
+
+/// Constants that must be positive.
+const POSITIVE: &[&str] = &["hybrid.rrf_k", "gear.rrf_k"];
+
+impl Config {
+    /// Checks every value, with an error naming the key: numbers that are not finite
+    /// (anywhere in the configuration), and the counts, weights and constants listed
+    /// above. Run on every configuration built from a file, the environment or `--set`.
+    pub fn validate(&self) -> Result<()> {
+        let v = serde_json::to_value(self).map_err(|e| Error::Config(e.to_string()))?;
+        let defaults = serde_json::to_value(Config::default()).map_err(|e| Error::Config(e.to_string()))?;
+        // serde_json writes NaN and infinities as null: a null where the default holds
+        // a number is one of them.
+        let mut numbers = Vec::new();
+        number_paths(&defaults, String::new(), &mut numbers);
+        for path in &numbers {
+            if get(&v, path).is_some_and(Value::is_null) {
+                return Err(Error::Config(format!("{path}: must be a finite number")));
+            }
+        }
+        let num = |path: &str| get(&v, path).and_then(Value::as_f64);
+        for &path in AT_LEAST_ONE {
+            if num(path).is_some_and(|x| x < 1.0) {
+                return Err(Error::Config(format!("{path}: must be at least 1, got {}", get(&v, path).unwrap())));
+            }
+        }
+        for &path in UNIT_INTERVAL {
+            if num(path).is_some_and(|x| !(0.0..=1.0).contains(&x)) {
+                return Err(Error::Config(format!("{path}: must be between 0 and 1, got {}", get(&v, path).unwrap())));
+            }
+        }
+        for &path in POSITIVE {
+            if num(path).is_some_and(|x| x <= 0.0) {
+                return Err(Error::Config(format!("{path}: must be positive, got {}", get(&v, path).unwrap())));
+            }
+        }
+        if let Some(gamma) = self.gear.gamma {
+            if !(gamma.is_finite() && gamma > 0.0) {
+                return Err(Error::Config(format!("gear.gamma: must be positive, got {gamma}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn number_paths(v: &Value, prefix: String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                number_paths(x, path, out);
+            }
+        }
+        Value::Number(_) => out.push(prefix),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod validation_tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_names_a_real_key() {
+        let v = serde_json::to_value(Config::default()).unwrap();
+        for path in AT_LEAST_ONE.iter().chain(UNIT_INTERVAL).chain(POSITIVE) {
+            assert!(get(&v, path).is_some_and(Value::is_number), "{path}");
+        }
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_rejected_naming_the_key() {
+        let err = |path: &str, value: Value| {
+            with_settings(&Config::default(), &[(path.to_string(), value)]).unwrap_err().to_string()
+        };
+        assert!(err("gear.neighbours", 0.into()).contains("gear.neighbours: must be at least 1"));
+        assert!(err("bridge_rag.alpha", 1.5.into()).contains("bridge_rag.alpha"));
+        assert!(err("hybrid.rrf_k", 0.into()).contains("hybrid.rrf_k"));
+        let mut config = Config::default();
+        config.hybrid.rrf_k = f32::NAN;
+        assert!(config.validate().unwrap_err().to_string().contains("hybrid.rrf_k: must be a finite number"));
+    }
 }

@@ -13,7 +13,7 @@ use crate::regime::RegimeModel;
 use crate::retrieve::gear::Expansion;
 use crate::retrieve::{
     Auto, Bm25, BridgeRag, Condition, Dense, Gear, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
-    SyncGe,
+    SyncGe, WithFallback,
 };
 
 pub struct Engine {
@@ -24,7 +24,7 @@ pub struct Engine {
     llm: Option<Arc<dyn Llm>>,
     llm_source: LlmSource,
     /// The index's entity graph with its query-time structures, loaded on first use.
-    graph: OnceLock<Option<Arc<GraphContext>>>,
+    graph: OnceLock<std::result::Result<Option<Arc<GraphContext>>, String>>,
 }
 
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
@@ -80,13 +80,7 @@ pub fn parse_method_spec(spec: &str) -> Result<(&str, Vec<(&str, serde_json::Val
 
 /// The configuration section that holds a method's parameters: its own name, except
 /// for methods that are variants of one algorithm.
-pub fn config_section(method: &str) -> &str {
-    match method {
-        "naive_ge" | "sync_ge" | "gear" => "gear",
-        "bridge_rag_a" | "bridge_rag_b" => "bridge_rag",
-        other => other,
-    }
-}
+pub use crate::config::config_section;
 
 /// What a method that asks an LLM says when none is configured.
 const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_URL and HOPRAG_LLM_MODEL (or \
@@ -110,6 +104,7 @@ impl Engine {
     /// loaded until a method asks the LLM something.
     pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
+        config.validate()?;
         let (llm, llm_source) = llm::from_config(&config.llm)?;
         Ok(Engine { index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
     }
@@ -184,10 +179,10 @@ impl Engine {
         self.llm = Some(llm);
         // A graph loaded already has the previous model in its linker: rebuild its
         // query-time structures (from memory) around the new one.
-        if let Some(Some(loaded)) = self.graph.take() {
+        if let Some(Ok(Some(loaded))) = self.graph.take() {
             let mut context = GraphContext::new(loaded.linker.graph.clone());
             context.linker.set_llm(self.llm.clone());
-            let _ = self.graph.set(Some(Arc::new(context)));
+            let _ = self.graph.set(Ok(Some(Arc::new(context))));
         }
         self
     }
@@ -247,9 +242,9 @@ impl Engine {
         let config = serde_json::to_value(&self.config).map_err(|e| Error::Other(e.to_string()))?;
         let mut paths = Vec::new();
         for (key, value) in settings {
-            paths.push((crate::eval::tune::resolve_param(&config, name, key)?, value));
+            paths.push((crate::config::resolve_param(&config, name, key)?, value));
         }
-        let config = crate::eval::tune::with_settings(&self.config, &paths)?;
+        let config = crate::config::with_settings(&self.config, &paths)?;
         self.with_config(config).method(name)
     }
 
@@ -298,17 +293,21 @@ impl Engine {
                     _ => params.condition,
                 };
                 let concurrency = self.llm_concurrency();
-                Box::new(BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency))
+                let dense = Box::new(Dense::new(self.vectors(), embedder.clone()));
+                let bridge = BridgeRag::new(index, self.vectors(), embedder, llm, params, name, concurrency);
+                Box::new(WithFallback::new(Box::new(bridge), dense))
             }
             "naive_ge" => Box::new(NaiveGe::new(self.gear_expansion()?)),
             "sync_ge" | "gear" => {
                 let llm = self.llm.clone().ok_or_else(|| Error::Config(format!("method {name} {NO_LLM}")))?;
                 let concurrency = self.llm_concurrency();
-                if name == "gear" {
+                let base = self.retriever(self.config.gear.base.method())?;
+                let method: Box<dyn Retriever> = if name == "gear" {
                     Box::new(Gear::new(self.gear_expansion()?, llm, concurrency))
                 } else {
                     Box::new(SyncGe::new(self.gear_expansion()?, llm, concurrency))
-                }
+                };
+                Box::new(WithFallback::new(method, base))
             }
             other => {
                 let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
@@ -333,25 +332,30 @@ impl Engine {
 
     /// The index's graph, or an error saying how to build one.
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
+        // A graph that is there but cannot be read is damaged, not missing: the error
+        // names the file and says how to rebuild it.
         let loaded = self.graph.get_or_init(|| match self.index.graph() {
             Ok(Some(g)) => {
                 let mut context = GraphContext::new(Arc::new(g));
                 context.linker.set_llm(self.llm.clone());
-                Some(Arc::new(context))
+                Ok(Some(Arc::new(context)))
             }
-            Ok(None) => None,
-            Err(e) => {
-                log::error!("{e}");
-                None
-            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!(
+                "the entity graph is damaged ({e}); rebuild it with `hoprag graph --index {} --triples OPENIE.json` \
+                 or `--extract heuristic|llm`",
+                self.index.root().display()
+            )),
         });
-        loaded.clone().ok_or_else(|| {
-            Error::index(
+        match loaded {
+            Ok(Some(g)) => Ok(g.clone()),
+            Ok(None) => Err(Error::index(
                 self.index.root(),
                 "this method needs an entity graph; add one with `hoprag graph --index DIR --triples OPENIE.json` \
                  or `--extract heuristic|llm`",
-            )
-        })
+            )),
+            Err(message) => Err(Error::index(self.index.root(), message.clone())),
+        }
     }
 
     /// Queries with their embeddings computed in batches.

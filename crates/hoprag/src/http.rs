@@ -36,8 +36,9 @@ pub struct Response {
 }
 
 /// POSTs `body` as JSON and parses a JSON answer. Retries on connection errors, time-outs,
-/// 429 and 5xx with exponential back-off; other statuses fail at once with the server's
-/// message.
+/// 429 and 5xx with exponential back-off, waiting at least what a `Retry-After` header
+/// asks (in seconds, capped at the policy's longest back-off); other statuses fail at
+/// once with the server's message.
 pub fn post_json(
     client: &reqwest::blocking::Client,
     url: &str,
@@ -51,9 +52,16 @@ pub fn post_json(
         if let Some(key) = api_key {
             req = req.bearer_auth(key);
         }
+        let mut retry_after = None;
         let failure = match req.send() {
             Ok(resp) => {
                 let status = resp.status();
+                retry_after = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(|secs| Duration::from_millis(secs.saturating_mul(1000).min(policy.max_backoff_ms)));
                 let text = resp.text().unwrap_or_default();
                 if status.is_success() {
                     return serde_json::from_str(&text).map(|body| Response { body, retries: attempt }).map_err(|e| {
@@ -78,7 +86,7 @@ pub fn post_json(
             });
         }
         log::warn!("{url}: {failure}; retrying");
-        std::thread::sleep(policy.backoff(attempt));
+        std::thread::sleep(policy.backoff(attempt).max(retry_after.unwrap_or_default()));
         attempt += 1;
     }
 }

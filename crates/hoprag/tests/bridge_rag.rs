@@ -81,8 +81,11 @@ fn candidate_titles(user: &str) -> Vec<String> {
 enum Judge {
     /// Every candidate, as `[{"id", "score"}]`.
     Full,
-    /// Only the first two candidates, plus an unknown id, a repeated id and a score of 15.
+    /// Only the first three candidates (half of a pool of six), plus an unknown id, a
+    /// repeated id and a score of 15.
     Partial,
+    /// Only the first two candidates: fewer than half of the pool.
+    TooFew,
 }
 
 /// The bridge-conditioned judge prefers the actor; the 2-way judge the novel, whose
@@ -104,8 +107,9 @@ fn judge_answer(user: &str, bridge: bool, mode: Judge) -> String {
         titles.iter().enumerate().map(|(i, t)| json!({"id": i + 1, "score": score(t, bridge)})).collect();
     match mode {
         Judge::Full => Value::Array(scores).to_string(),
+        Judge::TooFew => Value::Array(scores[..2].to_vec()).to_string(),
         Judge::Partial => {
-            let mut some = scores[..2].to_vec();
+            let mut some = scores[..3].to_vec();
             some.push(json!({"id": 99, "score": 10}));
             some.push(json!({"id": 1, "score": 0}));
             some[1]["score"] = json!(15);
@@ -503,19 +507,36 @@ fn judge_scores_missing_or_extra_are_counted() {
     let r = engine.retriever("bridge_rag").unwrap().retrieve(&Query::new(QUESTION), 5).unwrap();
     let rec = record(&r);
     let n = rec.pool.len();
+    assert_eq!(n, 6);
     let judge = &step(&r, "judge").detail;
-    assert_eq!(judge["missing"], n - 2);
+    assert_eq!(judge["missing"], n - 3);
     assert_eq!(judge["extra"], 2, "the unknown id and the repeated one");
     assert_eq!(judge["clamped"], 1, "15 is clamped to 10");
     assert_eq!(step(&r, "judge").llm.as_ref().unwrap().parse_failures, 0, "fenced JSON with prose parses");
     let titles = candidate_titles(&message(&server.with_system(JUDGE_BRIDGE_SYSTEM)[0], 1));
     assert_eq!(rec.pool[0].judge, Some(score(&titles[0], true) as f64));
     assert_eq!(rec.pool[1].judge, Some(10.0));
-    assert!(rec.pool[2..].iter().all(|p| p.judge == Some(0.0)), "missing scores are the lowest");
-    assert!(rec.warnings.iter().any(|w| w.contains(&format!("no score for {} of {n}", n - 2))));
+    assert_eq!(rec.pool[2].judge, Some(score(&titles[2], true) as f64));
+    assert!(rec.pool[3..].iter().all(|p| p.judge == Some(0.0)), "missing scores are the lowest");
+    assert!(rec.warnings.iter().any(|w| w.contains(&format!("no score for {} of {n}", n - 3))));
     assert!(rec.warnings.iter().any(|w| w.contains("2 scores for no candidate")));
-    // The two scored candidates lead the ranking (the clamped 10 first).
-    assert_eq!(rec.ranking[..2], [rec.pool[1].id.clone(), rec.pool[0].id.clone()]);
+    assert!(!rec.fell_back_to_dense, "half of the pool is scored");
+    // The clamped 10 leads the ranking.
+    assert_eq!(rec.ranking[0], rec.pool[1].id);
+
+    // Two scores for a pool of six is not the answer asked for: refused and counted, and
+    // the query gets the dense ranking.
+    let server = Server::start(SVO_ANSWER, ENTITY_ANSWER, Judge::TooFew);
+    let too_few = crate::engine(&index, small_params(), Arc::new(server.client()));
+    let r = too_few.retriever("bridge_rag").unwrap().retrieve(&Query::new(QUESTION), 5).unwrap();
+    let rec = record(&r);
+    assert_eq!(step(&r, "judge").llm.as_ref().unwrap().parse_failures, 1);
+    assert_eq!(step(&r, "judge").detail["unparsed"], true);
+    assert!(rec.raw_answers.contains_key("judge"), "the refused answer is kept in the record");
+    assert!(rec.fell_back_to_dense && r.trace.fell_back());
+    let dense = too_few.retriever("dense").unwrap().retrieve(&Query::new(QUESTION), 5).unwrap();
+    let ids = |r: &Retrieval| r.hits.iter().map(|h| h.passage).collect::<Vec<_>>();
+    assert_eq!(ids(&r), ids(&dense));
 }
 
 #[test]

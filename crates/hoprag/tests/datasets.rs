@@ -36,7 +36,7 @@ fn twowiki_raw_format() {
 #[test]
 fn jsonl_with_titles_or_ids_and_hop_order() {
     let f = file(
-        "{\"id\": \"q1\", \"question\": \"a?\", \"gold_titles\": [\"B\", \"A\"], \"type\": \"bridge\"}\n\
+        "{\"id\": \"q1\", \"question\": \"a?\", \"gold_titles\": [\"B\", \"A\"], \"type\": \"bridge\", \"hop_ordered\": true}\n\
          {\"id\": 2, \"question\": \"b?\", \"gold_ids\": [\"p1\", \"missing\"]}\n",
         ".jsonl",
     );
@@ -48,6 +48,8 @@ fn jsonl_with_titles_or_ids_and_hop_order() {
     assert_eq!(r.questions[1].id, "2");
     assert_eq!(r.questions[1].gold, vec![0]);
     assert_eq!(r.questions[1].gold_total, 2);
+    // Without `hop_ordered` a gold list is a set: no last hop.
+    assert!(!r.questions[1].hop_ordered && r.questions[1].last_hop.is_none());
     assert_eq!(r.unmatched.len(), 1);
     assert_eq!(r.unmatched[0].question_id, "2");
 }

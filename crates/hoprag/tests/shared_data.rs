@@ -16,7 +16,15 @@ fn musique_corpus_and_questions() {
     assert_eq!(format, DatasetFormat::Musique);
     assert_eq!(questions.len(), 51);
     let resolved = resolve_gold(&questions, &corpus.passages);
+    eprintln!("musique-train gold matching: {:?}", resolved.counts);
     assert!(resolved.unmatched.is_empty(), "{:?}", resolved.unmatched);
+    assert!(resolved.fallback.is_empty(), "{:?}", resolved.fallback);
+    // 119 supporting paragraphs, all matched on title + text (titles repeat, so a title
+    // alone would not do); every question's decomposition ends on a supporting
+    // paragraph in this subset (none has a null last `paragraph_support_idx`).
+    let c = resolved.counts;
+    assert_eq!((c.gold, c.by_title_and_text, c.by_text_only, c.by_title_only, c.unmatched), (119, 119, 0, 0, 0));
+    assert_eq!((c.hop_ordered_questions, c.last_hop_matched), (51, 51));
     let q0 = &resolved.questions[0];
     assert_eq!(q0.id, "2hop__205146_62031");
     assert_eq!(q0.qtype.as_deref(), Some("2hop"));
@@ -39,8 +47,14 @@ fn hotpotqa_corpus_and_questions() {
     assert_eq!(format, DatasetFormat::HotpotQa);
     assert_eq!(questions.len(), 51);
     let resolved = resolve_gold(&questions, &corpus.passages);
+    eprintln!("hotpotqa-train gold matching: {:?}", resolved.counts);
     assert!(resolved.unmatched.is_empty(), "{:?}", resolved.unmatched);
-    assert!(resolved.questions.iter().all(|q| q.gold.len() == 2 && q.last_hop.is_none()));
+    assert!(resolved.fallback.is_empty(), "{:?}", resolved.fallback);
+    let c = resolved.counts;
+    assert_eq!((c.gold, c.by_title_and_text, c.unmatched), (102, 102, 0));
+    // HotpotQA gives no hop order: LastHop is not defined for any question.
+    assert_eq!(c.hop_ordered_questions, 0);
+    assert!(resolved.questions.iter().all(|q| q.gold.len() == 2 && !q.hop_ordered && q.last_hop.is_none()));
     let types: std::collections::BTreeSet<_> = resolved.questions.iter().filter_map(|q| q.qtype.clone()).collect();
     assert_eq!(types.into_iter().collect::<Vec<_>>(), vec!["bridge", "comparison"]);
 }

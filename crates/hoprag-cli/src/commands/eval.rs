@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use hoprag::dataset::{load_dataset, resolve_gold};
 use hoprag::eval::protocol::{hop1_correct, HOP1_DEPTH};
-use hoprag::eval::{evaluate_queries, flips, write_qrels, write_run, EvalOptions, EvalReport};
+use hoprag::eval::{evaluate_queries, flips, write_qrels, write_runs, EvalOptions, EvalReport};
 use hoprag::Engine;
 
 use super::Context;
@@ -34,7 +34,9 @@ pub struct EvalArgs {
     /// Cutoffs.
     #[arg(long, value_delimiter = ',', default_values_t = [2usize, 5, 10, 15])]
     k: Vec<usize>,
-    /// Method the others are compared with (W/L/T on R@5, sign test, McNemar on LastHop@5).
+    /// Method the others are compared with: W/L/T on R@5 with the exact sign test
+    /// (two-sided, and one-sided for "better"), McNemar on LastHop@k at every k, overall
+    /// and per question type, Holm–Bonferroni-adjusted over the methods.
     #[arg(long)]
     baseline: Option<String>,
     /// Evaluate only the first N questions.
@@ -43,8 +45,9 @@ pub struct EvalArgs {
     /// Write the full report as JSON to OUT (`-` or no value: stdout instead of tables).
     #[arg(long, value_name = "OUT", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
-    /// Write a TREC run file (every method as its own run).
-    #[arg(long, value_name = "OUT.trec")]
+    /// Write TREC runs into DIR: `METHOD.trec` per method (run tag = file stem) and
+    /// `qrels.txt`, with unmatched gold passages as placeholders that count as missed.
+    #[arg(long, value_name = "DIR")]
     run: Option<PathBuf>,
     /// Keep every query's trace in the JSON report.
     #[arg(long)]
@@ -62,7 +65,7 @@ pub struct EvalArgs {
     /// answers.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "5")]
     answers: Option<usize>,
-    /// Write the gold passages as a TREC qrels file.
+    /// Write the gold passages as a TREC qrels file (also written by --run).
     #[arg(long, value_name = "OUT.qrels")]
     qrels: Option<PathBuf>,
 }
@@ -84,15 +87,30 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         questions.truncate(n);
     }
     let resolved = resolve_gold(&questions, engine.index.passages());
+    let c = &resolved.counts;
     ctx.note(format!(
-        "{}: {} questions ({format:?}), {} gold passages unmatched, {} matched ambiguously",
+        "{}: {} questions ({format:?}); {} gold passages: {} by id, {} by title + text, {} by title (no text given), \
+         fallbacks: {} by text alone, {} by title alone; {} not matched (missed), {} duplicates; last hop defined \
+         for {} questions, in the index for {}",
         args.dataset.display(),
         resolved.questions.len(),
-        resolved.unmatched.len(),
-        resolved.ambiguous.len()
+        c.gold,
+        c.by_id,
+        c.by_title_and_text,
+        c.by_title_without_text,
+        c.by_text_only,
+        c.by_title_only,
+        c.unmatched,
+        c.duplicate,
+        c.hop_ordered_questions,
+        c.last_hop_matched,
     ));
-    for issue in resolved.unmatched.iter().chain(&resolved.ambiguous).take(10) {
+    let issues: Vec<_> = resolved.unmatched.iter().chain(&resolved.fallback).collect();
+    for issue in issues.iter().take(10) {
         ctx.note(format!("  question {}: gold {}: {}", issue.question_id, issue.gold, issue.problem));
+    }
+    if issues.len() > 10 {
+        ctx.note(format!("  ... and {} more (--json lists them all)", issues.len() - 10));
     }
     let options = EvalOptions {
         traces: args.traces,
@@ -131,8 +149,9 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     if let Some((from, to)) = &flip_pair {
         report.flips.push(flips(&report, from, to, 5)?);
     }
-    if let Some(path) = &args.run {
-        write_run(&report, path)?;
+    if let Some(dir) = &args.run {
+        let files = write_runs(&report, dir)?;
+        ctx.note(format!("TREC runs and qrels: {} files in {}", files.len(), dir.display()));
     }
     if let Some(path) = &args.qrels {
         write_qrels(&report, path)?;
@@ -154,7 +173,7 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
 
 fn print_report(r: &EvalReport, stages: bool) {
     let at =
-        |m: &std::collections::BTreeMap<String, f64>, k: usize| m.get(&k.to_string()).map_or("-".into(), |v| pct(*v));
+        |m: &std::collections::BTreeMap<String, f64>, k: usize| m.get(&k.to_string()).map_or("n/a".into(), |v| pct(*v));
     let mut header: Vec<String> = vec!["method".into()];
     header.extend(r.ks.iter().map(|k| format!("R@{k}")));
     header.extend(r.ks.iter().map(|k| format!("Full@{k}")));
@@ -173,42 +192,51 @@ fn print_report(r: &EvalReport, stages: bool) {
         })
         .collect();
     let last_hop_n = r.methods.values().next().map_or(0, |m| m.last_hop_n);
-    println!("{} — {} questions ({} with a known last hop)", r.dataset, r.n, last_hop_n);
+    println!("{} — {} questions ({} with hop order, where LastHop is defined)", r.dataset, r.n, last_hop_n);
     println!("{}", table(&header, &rows));
 
     if let Some(base) = &r.baseline {
-        let header = [
-            "method",
-            "vs",
-            "W/L/T on R@5",
-            "sign p",
-            "LastHop@5 only method/only base",
-            "McNemar p",
-            "LastHop wins/losses at each k",
-        ];
-        let rows: Vec<Vec<String>> = r
-            .methods
-            .iter()
-            .filter_map(|(name, m)| {
-                let v = m.vs_baseline.as_ref()?;
-                Some(vec![
+        let p = |x: f64| format!("{x:.4}");
+        let mut header: Vec<String> =
+            ["method", "vs", "type", "n", "W/L/T on R@5", "sign p (2-sided)", "p (1-sided, better)", "Holm p"]
+                .map(String::from)
+                .to_vec();
+        header.extend(r.ks.iter().map(|k| format!("LastHop@{k} only m/only b, McNemar p (Holm)")));
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for (name, m) in &r.methods {
+            let Some(v) = m.vs_baseline.as_ref() else { continue };
+            let mut row = |t: &str, x: &hoprag::eval::Paired, holm: Option<f64>| {
+                let mut row = vec![
                     name.clone(),
                     base.clone(),
-                    format!("{}/{}/{}", v.wins, v.losses, v.ties),
-                    format!("{:.4}", v.sign_p),
-                    format!("{}/{}", v.last_hop_only_method, v.last_hop_only_baseline),
-                    format!("{:.4}", v.mcnemar_p),
-                    r.ks.iter()
-                        .map(|k| {
-                            let k = k.to_string();
-                            format!("@{k} {}/{}", v.last_hop_wins[&k], v.last_hop_losses[&k])
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                ])
-            })
-            .collect();
-        println!("{}", table(&header.map(String::from), &rows));
+                    t.to_string(),
+                    x.n.to_string(),
+                    format!("{}/{}/{}", x.wins, x.losses, x.ties),
+                    p(x.sign_p),
+                    p(x.sign_p_greater),
+                    holm.map_or("-".into(), p),
+                ];
+                row.extend(r.ks.iter().map(|k| match x.last_hop.get(&k.to_string()) {
+                    Some(c) => format!(
+                        "{}/{}, {}{}",
+                        c.only_method,
+                        c.only_baseline,
+                        p(c.p),
+                        c.p_holm.map_or(String::new(), |h| format!(" ({})", p(h)))
+                    ),
+                    None => "n/a".into(),
+                }));
+                rows.push(row);
+            };
+            row("all", &v.all, Some(v.sign_p_holm));
+            if v.by_type.len() > 1 {
+                for (t, x) in &v.by_type {
+                    row(t, x, None);
+                }
+            }
+        }
+        println!("paired tests (LastHop only-method/only-baseline = GraphWin/GraphLoss; n/a: no hop order)");
+        println!("{}", table(&header, &rows));
     }
 
     let types: Vec<&String> = r.methods.values().next().map(|m| m.by_type.keys().collect()).unwrap_or_default();
@@ -229,7 +257,7 @@ fn print_report(r: &EvalReport, stages: bool) {
         println!("by question type");
         println!("{}", table(&header, &rows));
     }
-    let with_llm: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.llm.as_ref()?))).collect();
+    let with_llm: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.llm.as_ref()?, m.fallbacks))).collect();
     if !with_llm.is_empty() {
         let header = [
             "method",
@@ -240,10 +268,11 @@ fn print_report(r: &EvalReport, stages: bool) {
             "cache hits",
             "errors",
             "unparsed",
+            "fell back",
         ];
         let rows: Vec<Vec<String>> = with_llm
             .iter()
-            .map(|(n, c)| {
+            .map(|(n, c, fallbacks)| {
                 vec![
                     n.to_string(),
                     format!("{:.2}", c.calls_per_query),
@@ -253,11 +282,19 @@ fn print_report(r: &EvalReport, stages: bool) {
                     c.cache_hits.to_string(),
                     c.errors.to_string(),
                     c.parse_failures.to_string(),
+                    format!("{fallbacks}/{}", r.n),
                 ]
             })
             .collect();
         println!("LLM cost per query (tokens at their original cost, cached or not)");
         println!("{}", table(&header.map(String::from), &rows));
+    }
+    for (name, m) in r.methods.iter().filter(|(_, m)| m.fallbacks > 0) {
+        println!(
+            "note: {name} answered {} of {} questions with its LLM-free fallback ranking (its LLM stages failed; \
+             `fell_back` in --json)",
+            m.fallbacks, r.n
+        );
     }
     let with_qa: Vec<_> = r.methods.iter().filter_map(|(n, m)| Some((n, m.qa.as_ref()?))).collect();
     if !with_qa.is_empty() {

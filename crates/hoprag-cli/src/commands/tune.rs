@@ -85,14 +85,12 @@ pub fn run(ctx: &Context, args: TuneArgs) -> anyhow::Result<()> {
         print!(" vs {b} {}", pct(s));
         if let Some(v) = report.test.methods.get(&report.method).and_then(|m| m.vs_baseline.as_ref()) {
             let k = report.metric.k.to_string();
+            let last_hop = v.all.last_hop.get(&k).map_or("n/a (no hop order)".to_string(), |c| {
+                format!("{}/{}, McNemar p {:.3}", c.only_method, c.only_baseline, c.p)
+            });
             print!(
-                " (W/L/T on R@5 {}/{}/{}, sign p {:.3}; LastHop@{k} wins/losses {}/{})",
-                v.wins,
-                v.losses,
-                v.ties,
-                v.sign_p,
-                v.last_hop_wins.get(&k).copied().unwrap_or(0),
-                v.last_hop_losses.get(&k).copied().unwrap_or(0)
+                " (W/L/T on R@{} {}/{}/{}, two-sided sign p {:.3}; LastHop@{k} wins/losses {last_hop})",
+                v.k, v.all.wins, v.all.losses, v.all.ties, v.all.sign_p,
             );
         }
     }

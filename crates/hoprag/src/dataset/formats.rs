@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{GoldRef, Question};
 use crate::error::{Error, Result};
-use crate::text::join_sentences;
+use crate::text::{join_sentences, normalize_whitespace};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -129,15 +129,20 @@ fn musique(v: &Value) -> Result<Question, String> {
         .and_then(Value::as_array)
         .map(|d| d.iter().map(|h| h.get("paragraph_support_idx").and_then(Value::as_u64)).collect())
         .unwrap_or_default();
+    // The last hop is known only where the decomposition's last entry names a
+    // supporting paragraph (it can be null); that paragraph goes last, after the hops
+    // in decomposition order and any supporting paragraph no hop names.
+    let last_idx = hops.last().copied().flatten().filter(|i| supporting.iter().any(|(j, _)| j == i));
+    let hop_ordered = last_idx.is_some();
     let mut ordered = Vec::new();
-    for idx in hops.iter().flatten() {
+    for idx in hops.iter().flatten().filter(|&&i| Some(i) != last_idx) {
         if let Some(pos) = supporting.iter().position(|(i, _)| i == idx) {
             ordered.push(supporting.remove(pos).1);
         }
     }
-    // The last hop is known only if the decomposition's last entry names a paragraph.
-    let hop_ordered = hops.last().is_some_and(Option::is_some) && !ordered.is_empty();
+    let last = last_idx.and_then(|l| supporting.iter().position(|(i, _)| *i == l)).map(|pos| supporting.remove(pos).1);
     ordered.extend(supporting.into_iter().map(|(_, g)| g));
+    ordered.extend(last);
     let qtype = id.split("__").next().filter(|p| p.contains("hop")).map(|prefix| {
         // `3hop1` and `3hop2` are both 3-hop questions; breakdowns are by hop count.
         let n: String = prefix.chars().take_while(char::is_ascii_digit).collect();
@@ -171,7 +176,31 @@ fn supporting_facts(v: &Value) -> Result<Question, String> {
         }
     }
     let qtype = v.get("type").and_then(Value::as_str).map(str::to_string);
-    Ok(Question { id, text, gold, hop_ordered: false, qtype, answers: answers(v) })
+    // 2WikiMultiHopQA's evidence triples follow the reasoning chain: in a compositional
+    // or inference question the last triple's subject is the entity whose page holds
+    // the last hop. Comparisons have parallel hops and no last one; HotpotQA gives no
+    // order at all.
+    let chained = matches!(qtype.as_deref(), Some("compositional" | "inference"));
+    let last_subject = v
+        .get("evidences")
+        .and_then(Value::as_array)
+        .and_then(|e| e.last())
+        .and_then(|t| t.get(0))
+        .and_then(Value::as_str);
+    let last = last_subject.filter(|_| chained).and_then(|s| {
+        gold.iter().position(
+            |g| matches!(g, GoldRef::Title { title, .. } if normalize_whitespace(title) == normalize_whitespace(s)),
+        )
+    });
+    let hop_ordered = match last {
+        Some(pos) => {
+            let g = gold.remove(pos);
+            gold.push(g);
+            true
+        }
+        None => false,
+    };
+    Ok(Question { id, text, gold, hop_ordered, qtype, answers: answers(v) })
 }
 
 fn load_jsonl(path: &Path, text: &str) -> Result<Vec<Question>> {
@@ -201,7 +230,12 @@ fn load_jsonl(path: &Path, text: &str) -> Result<Vec<Question>> {
             (None, None) => return Err(err("needs `gold_titles` or `gold_ids`".into())),
         };
         let qtype = v.get("type").and_then(Value::as_str).map(str::to_string);
-        let hop_ordered = v.get("hop_ordered").and_then(Value::as_bool).unwrap_or(true);
+        // Gold lists are sets unless the line says otherwise.
+        let hop_ordered = match v.get("hop_ordered") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(err("`hop_ordered` must be true or false".into())),
+        };
         out.push(Question { id, text: question, gold, hop_ordered, qtype, answers: answers(&v) });
     }
     Ok(out)

@@ -3,16 +3,18 @@
 //!
 //! | format | gold | hop order | type |
 //! |---|---|---|---|
-//! | HippoRAG MuSiQue (v1/v2) | `paragraphs[].is_supporting` | `question_decomposition[].paragraph_support_idx` | hop count from the id prefix (`2hop`, `3hop`, ..) |
-//! | raw HotpotQA | distinct `supporting_facts` titles | unknown | `type` |
-//! | raw 2WikiMultiHopQA | distinct `supporting_facts` titles | unknown | `type` |
-//! | JSONL | `gold_titles` or `gold_ids`, in hop order | the list order | `type` |
+//! | HippoRAG MuSiQue (v1/v2) | `paragraphs[].is_supporting` | `question_decomposition[].paragraph_support_idx` (none where the last entry's is null) | hop count from the id prefix (`2hop`, `3hop`, ..) |
+//! | raw HotpotQA | distinct `supporting_facts` titles | none | `type` |
+//! | raw 2WikiMultiHopQA | distinct `supporting_facts` titles | `evidences` for `compositional` and `inference` questions (the last triple's subject is the last hop); none for comparisons | `type` |
+//! | JSONL | `gold_titles` or `gold_ids` | the list order when the line says `"hop_ordered": true`; none by default | `type` |
+//!
+//! Where there is no hop order, LastHop is not defined ("n/a"), never 0 of 0.
 
 mod formats;
 mod matching;
 
 pub use formats::{load_dataset, DatasetFormat};
-pub use matching::{resolve_gold, GoldIssue, ResolvedDataset};
+pub use matching::{resolve_gold, GoldIssue, GoldMatchCounts, ResolvedDataset};
 
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +63,11 @@ pub struct EvalQuestion {
     /// Gold passages the dataset names, matched or not: the recall denominator, so an
     /// unmatched gold passage counts as missed instead of vanishing.
     pub gold_total: usize,
-    /// The last hop's gold passage, where hop order is known and it was matched.
+    /// The dataset gives hop order, so LastHop is defined for this question.
+    #[serde(default)]
+    pub hop_ordered: bool,
+    /// The last hop's gold passage, where hop order is known and it was matched (with
+    /// hop order and no match, the last hop counts as missed).
     pub last_hop: Option<PassageIdx>,
     pub qtype: Option<String>,
     pub answers: Vec<String>,

@@ -14,7 +14,8 @@ pub struct RankMetrics {
     pub full: bool,
     /// At least one gold passage is in the top-k.
     pub any: bool,
-    /// The last hop's gold passage is in the top-k; `None` where hop order is unknown.
+    /// The last hop's gold passage is in the top-k; `None` where the dataset gives no
+    /// hop order. A last hop the index does not hold is never found.
     pub last_hop: Option<bool>,
 }
 
@@ -26,7 +27,7 @@ pub fn rank_metrics(q: &EvalQuestion, ranked: &[PassageIdx], k: usize) -> RankMe
         recall: found as f64 / total as f64,
         full: found == q.gold_total && q.gold_total > 0,
         any: found > 0,
-        last_hop: q.last_hop.map(|l| top.contains(&l)),
+        last_hop: q.hop_ordered.then(|| q.last_hop.is_some_and(|l| top.contains(&l))),
     }
 }
 
@@ -61,14 +62,21 @@ pub fn exact_match(prediction: &str, references: &[String]) -> bool {
     references.iter().any(|r| normalize_answer(r) == p)
 }
 
-/// Token F1 against the best-matching reference (0 without references).
+/// Token F1 against the best-matching reference (0 without references), with HotpotQA's
+/// rule for yes/no answers: where either side normalises to `yes`, `no` or `noanswer`,
+/// anything but an exact match scores 0 ("yes, it is" against "yes" is wrong, not half
+/// right).
 pub fn answer_f1(prediction: &str, references: &[String]) -> f64 {
     let p = normalize_answer(prediction);
     let pred: Vec<&str> = p.split_whitespace().collect();
+    let special = |s: &str| matches!(s, "yes" | "no" | "noanswer");
     references
         .iter()
         .map(|r| {
             let r = normalize_answer(r);
+            if (special(&p) || special(&r)) && p != r {
+                return 0.0;
+            }
             let gold: Vec<&str> = r.split_whitespace().collect();
             let mut left: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
             for t in &gold {
@@ -114,12 +122,26 @@ mod tests {
         assert_eq!(answer_f1("Oslo", &[]), 0.0);
     }
 
+    #[test]
+    fn yes_no_answers_score_only_when_exact() {
+        let yes = vec!["yes".to_string()];
+        assert_eq!(answer_f1("Yes.", &yes), 1.0);
+        assert!(exact_match("Yes.", &yes));
+        // Token F1 would give 2/3; the yes/no rule gives 0.
+        assert_eq!(answer_f1("yes it is", &yes), 0.0);
+        assert_eq!(answer_f1("no", &yes), 0.0);
+        // A prediction of "no" against a non-yes/no reference that contains "no".
+        assert_eq!(answer_f1("no", &["no man's land".to_string()]), 0.0);
+        assert!((answer_f1("no mans", &["no man's land".to_string()]) - 0.8).abs() < 1e-12);
+    }
+
     fn q(gold: Vec<PassageIdx>, total: usize, last: Option<PassageIdx>) -> EvalQuestion {
         EvalQuestion {
             id: "q".into(),
             text: String::new(),
             gold,
             gold_total: total,
+            hop_ordered: last.is_some(),
             last_hop: last,
             qtype: None,
             answers: vec![],
@@ -143,5 +165,11 @@ mod tests {
         assert_eq!(m.recall, 0.5);
         assert!(!m.full);
         assert_eq!(m.last_hop, None);
+    }
+
+    #[test]
+    fn a_last_hop_missing_from_the_index_counts_as_missed() {
+        let question = EvalQuestion { hop_ordered: true, ..q(vec![7], 2, None) };
+        assert_eq!(rank_metrics(&question, &[7], 5).last_hop, Some(false));
     }
 }

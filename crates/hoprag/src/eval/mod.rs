@@ -13,7 +13,8 @@ pub mod tune;
 pub use flips::{flips, FlipReport, FlipRow};
 pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
 pub use report::{
-    EvalReport, Latency, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline,
+    EvalReport, Latency, LlmCost, McNemar, MethodReport, Paired, PerQuery, QaReport, QaScore, StageReport, TypeReport,
+    VsBaseline,
 };
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
-pub use trec::{write_qrels, write_run};
+pub use trec::{run_tag, unmatched_doc, write_qrels, write_run, write_runs};

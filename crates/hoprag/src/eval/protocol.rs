@@ -41,7 +41,7 @@ pub fn hop1_correct(
         }
         let embedding = query.embedding.as_ref().ok_or_else(|| Error::Other("queries need embeddings".into()))?;
         let top: Vec<_> = vectors.search(embedding, HOP1_DEPTH)?.into_iter().map(|(p, _)| p).collect();
-        let hops = if q.last_hop.is_some() {
+        let hops = if q.hop_ordered && q.last_hop.is_some() {
             top.contains(&q.gold[0]).then(|| (q.gold[0], q.gold[1]))
         } else {
             top.iter()
@@ -52,11 +52,16 @@ pub fn hop1_correct(
             report.hop1_missed += 1;
             continue;
         };
-        kept.push(EvalQuestion { gold: vec![hop2], gold_total: 1, last_hop: Some(hop2), ..q.clone() });
+        kept.push(EvalQuestion {
+            gold: vec![hop2],
+            gold_total: 1,
+            hop_ordered: true,
+            last_hop: Some(hop2),
+            ..q.clone()
+        });
         kept_queries.push(query.clone());
     }
     report.kept = kept.len();
-    let data =
-        ResolvedDataset { questions: kept, unmatched: data.unmatched.clone(), ambiguous: data.ambiguous.clone() };
+    let data = ResolvedDataset { questions: kept, ..data.subset(|_| false) };
     Ok((data, kept_queries, report))
 }

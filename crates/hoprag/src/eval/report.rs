@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::GoldIssue;
+use crate::dataset::{GoldIssue, GoldMatchCounts};
 use crate::llm::LlmStatsSnapshot;
 use crate::retrieve::Trace;
 
@@ -20,9 +20,14 @@ pub struct EvalReport {
     pub n: usize,
     pub ks: Vec<usize>,
     pub index: String,
-    /// Gold passages the index does not hold (counted as missed).
+    /// How the dataset's gold passages were matched to the index.
+    #[serde(default)]
+    pub gold_matching: GoldMatchCounts,
+    /// Gold passages the index does not hold (counted as missed), by question id.
     pub unmatched_gold: Vec<GoldIssue>,
-    pub ambiguous_gold: Vec<GoldIssue>,
+    /// Gold passages matched only by a fallback (text alone, title alone), by question id.
+    #[serde(default)]
+    pub fallback_gold: Vec<GoldIssue>,
     pub baseline: Option<String>,
     /// Keyed by method name, in the order asked for (a BTreeMap would sort them).
     pub methods: IndexMap<String, MethodReport>,
@@ -37,10 +42,15 @@ pub struct MethodReport {
     pub full: ByK,
     pub any: ByK,
     pub last_hop: ByK,
-    /// Questions whose last hop is known (LastHop's denominator).
+    /// Questions whose dataset gives hop order (LastHop's denominator; LastHop is
+    /// absent, "n/a", where this is 0).
     pub last_hop_n: usize,
     pub by_type: BTreeMap<String, TypeReport>,
     pub latency_ms: Latency,
+    /// Queries the method answered with its LLM-free fallback ranking because its LLM
+    /// stages failed (see [`crate::retrieve::fallback`]); their ids are in `per_query`.
+    #[serde(default)]
+    pub fallbacks: usize,
     /// What the method's LLM calls cost, for methods that made any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmCost>,
@@ -78,6 +88,10 @@ pub struct PerQuery {
     #[serde(rename = "type")]
     pub qtype: Option<String>,
     pub gold: Vec<String>,
+    /// Gold passages the dataset names that matched nothing in the index (missed by
+    /// every method; the qrels hold them as placeholders).
+    #[serde(default)]
+    pub unmatched_gold: usize,
     /// Passage ids, best first, down to the largest cutoff.
     pub retrieved: Vec<String>,
     pub scores: Vec<f32>,
@@ -85,6 +99,9 @@ pub struct PerQuery {
     pub full: BTreeMap<String, bool>,
     pub last_hop: BTreeMap<String, bool>,
     pub latency_ms: f64,
+    /// Answered with the method's fallback ranking (its LLM stages failed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fell_back: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmStatsSnapshot>,
     /// The method's trace, when the run was asked to keep them.
@@ -174,20 +191,44 @@ pub struct StageReport {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VsBaseline {
     pub baseline: String,
-    /// Questions where the method's R@5 is higher / lower / equal.
+    /// The cutoff of the wins, losses and ties (R@k).
+    pub k: usize,
+    #[serde(flatten)]
+    pub all: Paired,
+    /// The two-sided sign-test p adjusted by Holm–Bonferroni over every method compared
+    /// with this baseline in the run.
+    pub sign_p_holm: f64,
+    /// The same comparison within each question type (unadjusted).
+    pub by_type: BTreeMap<String, Paired>,
+}
+
+/// Paired tests of a method against the baseline over a set of questions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Paired {
+    pub n: usize,
+    /// Questions where the method's R@k is higher / lower / equal.
     pub wins: u64,
     pub losses: u64,
     pub ties: u64,
-    /// One-sided exact sign test on those wins and losses.
+    /// Exact sign test on wins and losses, two-sided.
     pub sign_p: f64,
-    /// LastHop@5 discordant pairs: only the method / only the baseline finds it.
-    pub last_hop_only_method: u64,
-    pub last_hop_only_baseline: u64,
-    /// Exact McNemar test on LastHop@5 (1.0 where no last hop is known).
-    pub mcnemar_p: f64,
-    /// At every cutoff: questions whose last hop only the method finds (PhaseGraph's
-    /// GraphWin when the baseline is the vector-only method) ...
-    pub last_hop_wins: BTreeMap<String, u64>,
-    /// ... and questions whose last hop only the baseline finds (GraphLoss).
-    pub last_hop_losses: BTreeMap<String, u64>,
+    /// The one-sided exact sign test for "the method is better" (P(≥ wins)).
+    pub sign_p_greater: f64,
+    /// LastHop@k at every cutoff: questions whose last hop only the method finds
+    /// (GraphWin when the baseline is the vector-only method), only the baseline finds
+    /// (GraphLoss), and the exact McNemar test on them. Empty where no question has hop
+    /// order (LastHop is not defined: "n/a").
+    pub last_hop: BTreeMap<String, McNemar>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McNemar {
+    pub only_method: u64,
+    pub only_baseline: u64,
+    /// Exact McNemar test, two-sided.
+    pub p: f64,
+    /// Holm–Bonferroni-adjusted over the methods compared with the baseline, at this
+    /// cutoff (overall only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_holm: Option<f64>,
 }

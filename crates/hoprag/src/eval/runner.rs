@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::metrics::QueryMetrics;
 use super::metrics::{answer_f1, exact_match};
 use super::report::{
-    ByK, EvalReport, Latency, LlmCost, MethodReport, PerQuery, QaReport, QaScore, StageReport, TypeReport, VsBaseline,
+    ByK, EvalReport, Latency, LlmCost, McNemar, MethodReport, Paired, PerQuery, QaReport, QaScore, StageReport,
+    TypeReport, VsBaseline,
 };
-use super::stats::{mcnemar_exact, sign_test};
+use super::stats::{holm, mcnemar_exact, sign_test, sign_test_greater};
 use crate::corpus::PassageIdx;
 use crate::dataset::{EvalQuestion, ResolvedDataset};
 use crate::engine::Engine;
@@ -102,7 +103,7 @@ pub fn evaluate_queries(
         .iter()
         .zip(&data.questions)
         .map(|(query, q)| Query {
-            gold: Some(Arc::new(Gold { passages: q.gold.clone(), ordered: q.last_hop.is_some() })),
+            gold: Some(Arc::new(Gold { passages: q.gold.clone(), ordered: q.hop_ordered && q.last_hop.is_some() })),
             ..query.clone()
         })
         .collect();
@@ -121,7 +122,11 @@ pub fn evaluate_queries(
                         .map_err(|e| Error::Other(format!("{name} on question {}: {e}", q.id)))?;
                     let ms = t.elapsed().as_secs_f64() * 1e3;
                     progress.advance(1);
-                    Ok((r.hits.into_iter().map(|h| (h.passage, h.score)).collect(), ms, r.trace))
+                    // A passage listed twice would count twice in a run file and not in
+                    // recall: keep its first place.
+                    let mut seen = std::collections::HashSet::new();
+                    let ranked = r.hits.into_iter().filter(|h| seen.insert(h.passage)).map(|h| (h.passage, h.score));
+                    Ok((ranked.collect(), ms, r.trace))
                 })
                 .collect()
         };
@@ -182,12 +187,14 @@ pub fn evaluate_queries(
                 id: q.id.clone(),
                 qtype: q.qtype.clone(),
                 gold: q.gold.iter().map(|&g| passage_id(g)).collect(),
+                unmatched_gold: q.gold_total.saturating_sub(q.gold.len()),
                 retrieved: r.iter().map(|&(p, _)| passage_id(p)).collect(),
                 scores: r.iter().map(|&(_, s)| s).collect(),
                 recall: qm.at.iter().map(|(k, x)| (k.to_string(), x.recall)).collect(),
                 full: qm.at.iter().map(|(k, x)| (k.to_string(), x.full)).collect(),
                 last_hop: qm.at.iter().filter_map(|(k, x)| x.last_hop.map(|l| (k.to_string(), l))).collect(),
                 latency_ms: ms,
+                fell_back: trace.fell_back(),
                 llm: trace.llm_cost(),
                 trace: options.traces.then(|| trace.clone()),
                 answer: qa.get(name).and_then(|(_, scores)| scores[i].clone()),
@@ -207,7 +214,7 @@ pub fn evaluate_queries(
             })
             .collect();
         let vs_baseline = match &options.baseline {
-            Some(b) if b != name => Some(paired(b, &data.questions, &runs[name], &runs[b], &ks)),
+            Some(b) if b != name => Some(vs_baseline(b, &data.questions, &runs[name], &runs[b], &ks)),
             _ => None,
         };
         report_methods.insert(
@@ -220,6 +227,7 @@ pub fn evaluate_queries(
                 last_hop_n: agg.last_hop_n,
                 by_type,
                 latency_ms: latency(&run.latency_ms),
+                fallbacks: run.traces.iter().filter(|t| t.fell_back()).count(),
                 llm: LlmCost::of(&run.traces),
                 stages: stages(&run.traces),
                 qa: qa.get(name).map(|(report, _)| report.clone()),
@@ -228,13 +236,15 @@ pub fn evaluate_queries(
             },
         );
     }
+    adjust_for_multiple_methods(&mut report_methods);
     Ok(EvalReport {
         dataset: options.dataset.clone(),
         n: data.questions.len(),
         ks,
         index: engine.index.root().display().to_string(),
+        gold_matching: data.counts,
         unmatched_gold: data.unmatched.clone(),
-        ambiguous_gold: data.ambiguous.clone(),
+        fallback_gold: data.fallback.clone(),
         baseline: options.baseline.clone(),
         methods: report_methods,
         flips: Vec::new(),
@@ -370,48 +380,77 @@ fn latency(ms: &[f64]) -> Latency {
     Latency { mean: s.iter().sum::<f64>() / s.len() as f64, p50: pct(0.5), p99: pct(0.99) }
 }
 
-fn paired(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &Run, ks: &[usize]) -> VsBaseline {
-    let mut last_hop_wins = BTreeMap::new();
-    let mut last_hop_losses = BTreeMap::new();
-    for &k in ks {
-        let (mut w, mut l) = (0, 0);
-        for ((q, m), b) in questions.iter().zip(&method.ranked).zip(&base.ranked) {
-            let mm = super::metrics::rank_metrics(q, &ranked_ids(m), k).last_hop;
-            let bm = super::metrics::rank_metrics(q, &ranked_ids(b), k).last_hop;
-            match (mm, bm) {
-                (Some(true), Some(false)) => w += 1,
-                (Some(false), Some(true)) => l += 1,
-                _ => {}
-            }
-        }
-        last_hop_wins.insert(k.to_string(), w);
-        last_hop_losses.insert(k.to_string(), l);
+fn vs_baseline(baseline: &str, questions: &[EvalQuestion], method: &Run, base: &Run, ks: &[usize]) -> VsBaseline {
+    let all: Vec<usize> = (0..questions.len()).collect();
+    let mut by_type: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, q) in questions.iter().enumerate() {
+        by_type.entry(q.qtype.clone().unwrap_or_else(|| "untyped".into())).or_default().push(i);
     }
-    let (mut wins, mut losses, mut ties, mut only_m, mut only_b) = (0, 0, 0, 0, 0);
-    for ((q, m), b) in questions.iter().zip(&method.ranked).zip(&base.ranked) {
-        let mm = super::metrics::rank_metrics(q, &ranked_ids(m), PAIRED_K);
-        let bm = super::metrics::rank_metrics(q, &ranked_ids(b), PAIRED_K);
-        match mm.recall.partial_cmp(&bm.recall) {
-            Some(std::cmp::Ordering::Greater) => wins += 1,
-            Some(std::cmp::Ordering::Less) => losses += 1,
-            _ => ties += 1,
-        }
-        match (mm.last_hop, bm.last_hop) {
-            (Some(true), Some(false)) => only_m += 1,
-            (Some(false), Some(true)) => only_b += 1,
-            _ => {}
-        }
-    }
+    let all = paired(&all, questions, method, base, ks);
     VsBaseline {
         baseline: baseline.to_string(),
+        k: PAIRED_K,
+        sign_p_holm: all.sign_p,
+        all,
+        by_type: by_type.into_iter().map(|(t, idx)| (t, paired(&idx, questions, method, base, ks))).collect(),
+    }
+}
+
+/// Wins, losses and ties on R@[`PAIRED_K`] with the sign test, and McNemar on LastHop@k
+/// at every cutoff, over the questions `idx`.
+fn paired(idx: &[usize], questions: &[EvalQuestion], method: &Run, base: &Run, ks: &[usize]) -> Paired {
+    let rank =
+        |run: &Run, i: usize, k: usize| super::metrics::rank_metrics(&questions[i], &ranked_ids(&run.ranked[i]), k);
+    let (mut wins, mut losses, mut ties) = (0, 0, 0);
+    for &i in idx {
+        match rank(method, i, PAIRED_K).recall.total_cmp(&rank(base, i, PAIRED_K).recall) {
+            std::cmp::Ordering::Greater => wins += 1,
+            std::cmp::Ordering::Less => losses += 1,
+            std::cmp::Ordering::Equal => ties += 1,
+        }
+    }
+    let mut last_hop = BTreeMap::new();
+    if idx.iter().any(|&i| questions[i].hop_ordered) {
+        for &k in ks {
+            let (mut only_method, mut only_baseline) = (0, 0);
+            for &i in idx {
+                match (rank(method, i, k).last_hop, rank(base, i, k).last_hop) {
+                    (Some(true), Some(false)) => only_method += 1,
+                    (Some(false), Some(true)) => only_baseline += 1,
+                    _ => {}
+                }
+            }
+            let p = mcnemar_exact(only_method, only_baseline);
+            last_hop.insert(k.to_string(), McNemar { only_method, only_baseline, p, p_holm: None });
+        }
+    }
+    Paired {
+        n: idx.len(),
         wins,
         losses,
         ties,
         sign_p: sign_test(wins, losses),
-        last_hop_only_method: only_m,
-        last_hop_only_baseline: only_b,
-        mcnemar_p: mcnemar_exact(only_m, only_b),
-        last_hop_wins,
-        last_hop_losses,
+        sign_p_greater: sign_test_greater(wins, losses),
+        last_hop,
+    }
+}
+
+/// Holm–Bonferroni over the methods compared with the baseline: the sign test, and
+/// McNemar at each cutoff, each a family of one test per method.
+fn adjust_for_multiple_methods(methods: &mut IndexMap<String, MethodReport>) {
+    let compared: Vec<&mut VsBaseline> = methods.values_mut().filter_map(|m| m.vs_baseline.as_mut()).collect();
+    let mut compared = compared;
+    let sign: Vec<f64> = compared.iter().map(|v| v.all.sign_p).collect();
+    for (v, p) in compared.iter_mut().zip(holm(&sign)) {
+        v.sign_p_holm = p;
+    }
+    let ks: Vec<String> = compared.first().map(|v| v.all.last_hop.keys().cloned().collect()).unwrap_or_default();
+    for k in ks {
+        let ps: Vec<f64> = compared.iter().map(|v| v.all.last_hop.get(&k).map_or(1.0, |m| m.p)).collect();
+        for (v, p) in compared.iter_mut().zip(holm(&ps)) {
+            if let Some(m) = v.all.last_hop.get_mut(&k) {
+                m.p_holm = Some(p);
+            }
+        }
     }
 }

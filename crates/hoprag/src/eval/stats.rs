@@ -24,10 +24,32 @@ pub fn binomial_upper_tail(n: u64, x: u64) -> f64 {
     (max + sum.ln()).exp().min(1.0)
 }
 
-/// One-sided exact sign test: the probability of at least `wins` wins among
-/// `wins + losses` non-tied pairs if neither method were better.
-pub fn sign_test(wins: u64, losses: u64) -> f64 {
+/// One-sided exact sign test in the method's favour: the probability of at least
+/// `wins` wins among `wins + losses` non-tied pairs if neither method were better.
+pub fn sign_test_greater(wins: u64, losses: u64) -> f64 {
     binomial_upper_tail(wins + losses, wins)
+}
+
+/// Two-sided exact sign test: twice the tail of the larger side, at most 1 (the test
+/// to report when the direction was not fixed before looking).
+pub fn sign_test(wins: u64, losses: u64) -> f64 {
+    (2.0 * binomial_upper_tail(wins + losses, wins.max(losses))).min(1.0)
+}
+
+/// Holm–Bonferroni step-down adjustment of a family of p-values (several methods
+/// against one baseline), in the input order: controls the family-wise error rate
+/// without assuming independence.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]).then(a.cmp(&b)));
+    let mut out = vec![1.0; m];
+    let mut running = 0.0f64;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
 }
 
 /// Exact (binomial) McNemar test, two-sided: `b` = questions only the method gets
@@ -60,12 +82,33 @@ mod tests {
 
     #[test]
     fn sign_test_values() {
-        // 9 wins, 1 loss: P(X >= 9 | 10) = 11/1024.
-        assert!(close(sign_test(9, 1), 11.0 / 1024.0));
+        // 9 wins, 1 loss: P(X >= 9 | 10) = 11/1024 one-sided, twice that two-sided (the
+        // value R's binom.test(9, 10) gives: 0.02148438).
+        assert!(close(sign_test_greater(9, 1), 11.0 / 1024.0));
+        assert!(close(sign_test(9, 1), 22.0 / 1024.0));
+        assert!(close(sign_test(1, 9), 22.0 / 1024.0), "two-sided is symmetric");
+        assert!(close(sign_test_greater(1, 9), 1023.0 / 1024.0), "one-sided is not");
+        assert_eq!(sign_test(5, 5), 1.0);
         assert_eq!(sign_test(0, 0), 1.0);
         // Large n does not underflow.
-        let p = sign_test(1500, 1500);
+        let p = sign_test_greater(1500, 1500);
         assert!(p > 0.4 && p < 0.6, "{p}");
+        assert_eq!(sign_test(1500, 1500), 1.0);
+        let p = sign_test(1600, 1400);
+        assert!(p > 0.0 && p < 1e-3, "{p}");
+    }
+
+    #[test]
+    fn holm_by_hand() {
+        // Sorted 0.01, 0.02, 0.04 -> 3*0.01, max(0.03, 2*0.02), max(0.04, 1*0.04).
+        let adj = holm(&[0.04, 0.01, 0.02]);
+        assert!(close(adj[0], 0.04) && close(adj[1], 0.03) && close(adj[2], 0.04), "{adj:?}");
+        // Monotone and capped at 1.
+        let adj = holm(&[0.5, 0.3]);
+        assert!(close(adj[1], 0.6) && close(adj[0], 0.6), "{adj:?}");
+        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
+        assert_eq!(holm(&[0.2]), vec![0.2]);
     }
 
     #[test]

@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use super::runner::{evaluate_queries, EvalOptions};
 use super::EvalReport;
-use crate::dataset::{EvalQuestion, ResolvedDataset};
+use crate::config::{resolve_param, with_settings};
+use crate::dataset::ResolvedDataset;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::Config;
 
 /// A metric at a cutoff, written `recall@5`, `full@10`, `any@2` or `last_hop@10`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,65 +100,6 @@ pub fn in_tune_split(id: &str, tune_share: f64) -> bool {
     x < tune_share
 }
 
-fn subset(data: &ResolvedDataset, keep: impl Fn(&EvalQuestion) -> bool) -> ResolvedDataset {
-    ResolvedDataset {
-        questions: data.questions.iter().filter(|q| keep(q)).cloned().collect(),
-        unmatched: data.unmatched.clone(),
-        ambiguous: data.ambiguous.clone(),
-    }
-}
-
-/// Resolves a parameter name to a dotted path in the configuration: a full path is kept,
-/// a bare name must match exactly one leaf under the method's section.
-pub fn resolve_param(config: &Value, method: &str, name: &str) -> Result<String> {
-    if name.contains('.') {
-        return get(config, name)
-            .map(|_| name.to_string())
-            .ok_or_else(|| Error::Config(format!("no setting {name:?}")));
-    }
-    let method = crate::engine::config_section(method);
-    let mut found = Vec::new();
-    if let Some(section) = config.get(method) {
-        leaves(section, method.to_string(), &mut found);
-    }
-    let matches: Vec<&String> = found.iter().filter(|p| p.rsplit('.').next() == Some(name)).collect();
-    match matches.as_slice() {
-        [one] => Ok((*one).clone()),
-        [] => Err(Error::Config(format!(
-            "method {method} has no parameter {name:?}; its parameters: {}",
-            found.iter().map(|p| p.trim_start_matches(&format!("{method}."))).collect::<Vec<_>>().join(", ")
-        ))),
-        many => Err(Error::Config(format!(
-            "parameter {name:?} is ambiguous: {}",
-            many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-        ))),
-    }
-}
-
-fn leaves(v: &Value, prefix: String, out: &mut Vec<String>) {
-    match v {
-        Value::Object(map) if !map.is_empty() => {
-            for (k, x) in map {
-                leaves(x, format!("{prefix}.{k}"), out);
-            }
-        }
-        _ => out.push(prefix),
-    }
-}
-
-fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, key| v.get(key))
-}
-
-/// A copy of `config` with the dotted paths set to the values.
-pub fn with_settings(config: &Config, setting: &[(String, Value)]) -> Result<Config> {
-    let mut out: Config = crate::config::set_paths(config, setting)?;
-    // API keys are never serialised, so the round trip drops them: carry them over.
-    out.llm.api_key = config.llm.api_key.clone();
-    out.embedder.openai.api_key = config.embedder.openai.api_key.clone();
-    Ok(out)
-}
-
 /// Grid search on the tune split, then one evaluation on the test split.
 pub fn tune(
     engine: &Engine,
@@ -166,8 +107,8 @@ pub fn tune(
     options: &TuneOptions,
     progress: &dyn Progress,
 ) -> Result<TuneReport> {
-    let tune_set = subset(data, |q| in_tune_split(&q.id, options.tune_share));
-    let test_set = subset(data, |q| !in_tune_split(&q.id, options.tune_share));
+    let tune_set = data.subset(|q| in_tune_split(&q.id, options.tune_share));
+    let test_set = data.subset(|q| !in_tune_split(&q.id, options.tune_share));
     if tune_set.questions.is_empty() || test_set.questions.is_empty() {
         return Err(Error::Config(format!(
             "the split left {} tune and {} test questions; both need some",
@@ -246,6 +187,7 @@ fn cartesian(axes: &[(String, Vec<Value>)]) -> Vec<Vec<(String, Value)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Config;
 
     #[test]
     fn split_is_stable_and_roughly_balanced() {

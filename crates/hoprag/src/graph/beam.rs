@@ -167,6 +167,12 @@ fn top(mut beams: Vec<Beam>, p: &BeamParams) -> Vec<Beam> {
 /// Keeps the `n` triples of `list` most similar to the query (by their own embeddings),
 /// in id order.
 fn most_similar(graph: &TripleGraph, query: &[f32], list: &mut Vec<u32>, n: usize) {
+    if n == 0 {
+        // `gear.neighbours = 0` is rejected by config validation; a caller that builds
+        // the parameters by hand gets no extension rather than a panic.
+        list.clear();
+        return;
+    }
     let mut scored: Vec<(f32, u32)> = list.iter().map(|&t| (dot(query, graph.vector(t)), t)).collect();
     scored.select_nth_unstable_by(n - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     list.clear();

@@ -174,15 +174,13 @@ pub fn extract_llm(
                 {
                     Outcome::Failed("not tried: every earlier call failed".into())
                 } else {
-                    match meter.chat(&extraction_request(passage, options)) {
+                    let request = extraction_request(passage, options);
+                    match meter.chat(&request) {
                         Ok(answer) => {
                             succeeded.fetch_add(1, Ordering::SeqCst);
-                            match meter.parse_json(&answer.text) {
+                            match meter.parse_answer_as(&request, &answer.text, is_extraction, EXPECTED) {
                                 Ok(value) => parse_extraction(&value).unwrap_or_else(|reason| {
-                                    meter.stats().record_parse_failure(&ParseFailure {
-                                        reason: reason.to_string(),
-                                        snippet: answer.text.chars().take(160).collect(),
-                                    });
+                                    meter.wrong_shape(&request, &answer.text, reason);
                                     Outcome::Unparsed
                                 }),
                                 Err(_) => Outcome::Unparsed,
@@ -266,17 +264,41 @@ fn extraction_request(passage: &Passage, options: &LlmExtractOptions) -> ChatReq
     }
 }
 
-/// Reads `{"entities": [...], "triples": [[s, p, o], ...]}`; a bare list is taken as
-/// the triples. Other shapes are an unusable answer.
+const EXPECTED: &str = "`{\"entities\": [...], \"triples\": [...]}`";
+
+/// The shape asked for: an object with `entities` or `triples` (keys in any case), or a
+/// bare list of triples (each a list), or one bare triple. Anything else in the answer,
+/// such as the `[2]` of "passage [2] says", is not the answer.
+fn is_extraction(value: &Value) -> bool {
+    match value {
+        Value::Object(_) => crate::llm::has_any_key(value, &["entities", "triples"]),
+        Value::Array(items) => is_single_triple(items) || (!items.is_empty() && items.iter().all(Value::is_array)),
+        _ => false,
+    }
+}
+
+/// `[s, p, o]` of scalars: one triple where a list of them was asked for.
+fn is_single_triple(items: &[Value]) -> bool {
+    items.len() == 3 && items.iter().all(|v| v.is_string() || v.is_number())
+}
+
+/// Reads `{"entities": [...], "triples": [[s, p, o], ...]}` (keys in any case); a bare
+/// list is taken as the triples, and one bare triple as a list of one. Other shapes are
+/// an unusable answer.
 fn parse_extraction(value: &Value) -> Result<Outcome, &'static str> {
+    let single;
     let (entities, triples) = match value {
-        Value::Object(map) => {
-            let entities = map.get("entities");
-            let triples = map.get("triples");
+        Value::Object(_) => {
+            let entities = crate::llm::field(value, &["entities"]);
+            let triples = crate::llm::field(value, &["triples"]);
             if entities.is_none() && triples.is_none() {
                 return Err("the answer has neither `entities` nor `triples`");
             }
             (entities, triples)
+        }
+        Value::Array(items) if is_single_triple(items) => {
+            single = Value::Array(vec![value.clone()]);
+            (None, Some(&single))
         }
         Value::Array(_) => (None, Some(value)),
         _ => return Err("the answer is not a JSON object"),
@@ -348,15 +370,18 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
             .with_schema(NER_SCHEMA)
     };
     let answer = meter.chat(&request)?;
-    let Ok(value) = meter.parse_json(&answer.text) else {
+    let is_list = |v: &Value| match v {
+        Value::Array(items) => items.iter().all(|x| x.is_string()),
+        _ => crate::llm::has_any_key(v, &["entities", "named_entities"]),
+    };
+    let Ok(value) = meter.parse_answer_as(&request, &answer.text, is_list, "`{\"entities\": [...]}`") else {
         return Ok(Vec::new());
     };
-    // `{"entities": [...]}` as asked, a bare list, or an object under another key.
+    // `{"entities": [...]}` as asked (the key in any case) or a bare list; never another
+    // key's list.
     let list = match &value {
         Value::Array(items) => Some(items),
-        Value::Object(map) => {
-            map.get("entities").and_then(Value::as_array).or_else(|| map.values().find_map(Value::as_array))
-        }
+        Value::Object(_) => crate::llm::field(&value, &["entities", "named_entities"]).and_then(Value::as_array),
         _ => None,
     };
     let Some(list) = list else {
@@ -364,6 +389,7 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
             reason: "the answer holds no list of entities".into(),
             snippet: answer.text.chars().take(160).collect(),
         });
+        meter.reject(&request);
         return Ok(Vec::new());
     };
     let mut seen = HashSet::new();
@@ -404,6 +430,14 @@ mod tests {
         assert!(parsed(json!({"entities": ["A"]})).triples.is_empty(), "no facts is an answer");
         assert!(parse_extraction(&json!({"answer": "A"})).is_err());
         assert!(parse_extraction(&json!("A r B")).is_err());
+        assert_eq!(parsed(json!({"Triples": [["A", "r", "B"]]})).triples.len(), 1, "keys in any case");
+        let one = parsed(json!(["A", "r", "B"]));
+        assert_eq!((one.triples.len(), one.malformed_triples.len()), (1, 0), "one bare triple");
+        // The answer's shape, not the first bracket: prose with `[2]` is no answer.
+        assert!(!is_extraction(&json!([2])));
+        assert!(!is_extraction(&json!({"thoughts": ["a"]})));
+        let prose = "Looking at passage [2] and [3], I believe the answer is unclear {sorry}.";
+        assert!(crate::llm::parse_expecting(prose, is_extraction, EXPECTED).is_err());
     }
 
     #[test]

@@ -376,7 +376,11 @@ impl Index {
         if self.manifest.graph.is_none() {
             return Ok(None);
         }
-        crate::graph::EntityGraph::load(&self.generation.join(GRAPH), self.manifest.embedder.dim).map(Some)
+        let dir = self.generation.join(GRAPH);
+        let graph = crate::graph::EntityGraph::load(&dir, self.manifest.embedder.dim)?;
+        check_graph(&graph, self.len())
+            .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
+        Ok(Some(graph))
     }
 
     /// Attaches (or replaces) the entity graph: a new generation shares every other file
@@ -575,4 +579,28 @@ pub fn dir_size(path: &Path) -> u64 {
             }
         })
         .sum()
+}
+
+/// A graph's references must fall inside the index and its own tables: passage ids below
+/// `passages`, entity ids below the entity count.
+fn check_graph(g: &crate::graph::EntityGraph, passages: usize) -> std::result::Result<(), String> {
+    let entities = g.entities.len();
+    if g.passage_entities.len() > passages {
+        return Err(format!("it lists entities for {} passages, the index holds {passages}", g.passage_entities.len()));
+    }
+    if let Some(t) = g.triples.iter().find(|t| t.passage as usize >= passages) {
+        return Err(format!("a triple names passage {}, the index holds {passages}", t.passage));
+    }
+    if g.triple_entities.len() != g.triples.len() {
+        return Err(format!("{} triple entity pairs for {} triples", g.triple_entities.len(), g.triples.len()));
+    }
+    let bad_entity = |e: u32| e as usize >= entities;
+    if g.passage_entities.iter().flatten().any(|&e| bad_entity(e))
+        || g.edges.iter().any(|e| bad_entity(e.a) || bad_entity(e.b))
+        || g.triple_entities.iter().flatten().any(|&(a, b)| bad_entity(a) || bad_entity(b))
+    {
+        return Err(format!("an entity id is out of range ({entities} entities)"));
+    }
+    // (Vector counts are checked as the files are read.)
+    Ok(())
 }

@@ -155,6 +155,16 @@ impl<L: Llm> Llm for CachedLlm<L> {
         self.inner.id()
     }
 
+    fn reject(&self, request: &ChatRequest) {
+        let path = self.entry_path(&cache_key(self.inner.id(), request));
+        match fs::remove_file(&path) {
+            Ok(()) => log::debug!("{}: rejected answer dropped from the LLM cache", path.display()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => log::warn!("{}: could not drop a rejected LLM answer: {e}", path.display()),
+        }
+        self.inner.reject(request);
+    }
+
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         let start = Instant::now();
         let key = cache_key(self.inner.id(), request);
@@ -163,6 +173,11 @@ impl<L: Llm> Llm for CachedLlm<L> {
             return Ok(ChatResponse { text: entry.text, usage: entry.usage, cached: true, retries: 0, latency_ms });
         }
         let response = self.inner.chat(request)?;
+        // An empty answer, or one without JSON where JSON was asked for, is returned
+        // (the caller counts the failure) but never kept: a re-run asks again.
+        if response.text.trim().is_empty() || (request.json && super::parse_lenient(&response.text).is_err()) {
+            return Ok(response);
+        }
         let entry = Entry {
             format: FORMAT,
             key,
@@ -288,6 +303,24 @@ mod tests {
         assert!(llm.chat(&ChatRequest::user("fail")).is_err());
         assert!(llm.chat(&ChatRequest::user("fail")).is_err());
         assert_eq!(calls(&llm), 2);
+    }
+
+    #[test]
+    fn bad_answers_are_never_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let llm = CachedLlm::new(Echo::default(), dir.path()).unwrap();
+        // Echo answers "echo: ...", which holds no JSON: fine as text, not as JSON.
+        let json = ChatRequest { json: true, ..ChatRequest::user("prose, no JSON") };
+        llm.chat(&json).unwrap();
+        llm.chat(&json).unwrap();
+        assert_eq!(calls(&llm), 2, "an answer without JSON to a JSON request is asked again");
+        let text = ChatRequest::user("prose");
+        llm.chat(&text).unwrap();
+        assert!(llm.chat(&text).unwrap().cached);
+        // A caller that finds the shape wrong rejects it; the next call asks again.
+        llm.reject(&text);
+        assert!(!llm.chat(&text).unwrap().cached);
+        llm.reject(&ChatRequest::user("never asked")); // nothing to drop: no error
     }
 
     #[test]

@@ -26,6 +26,11 @@ impl ParseFailure {
     fn new(reason: impl Into<String>, text: &str) -> Self {
         ParseFailure { reason: reason.into(), snippet: snippet(text, SNIPPET_CHARS) }
     }
+
+    /// JSON that is not the shape the prompt asked for.
+    pub fn wrong_shape(reason: &str, text: &str) -> Self {
+        ParseFailure::new(format!("wrong shape: {reason}"), text)
+    }
 }
 
 impl fmt::Display for ParseFailure {
@@ -44,23 +49,55 @@ impl std::error::Error for ParseFailure {}
 /// `True`/`False`/`None` mapped and bare keys quoted. A reasoning model's
 /// `<think>…</think>` preamble is skipped. Truncated or unbalanced output is a failure.
 pub fn parse_lenient(text: &str) -> Result<Value, ParseFailure> {
+    parse_expecting(text, |_| true, "any JSON value")
+}
+
+/// Like [`parse_lenient`], taking the first value that `accept`s: prose often holds a
+/// bracket (`passage [3] helps`) before the answer, and the first bracket is the answer
+/// only when it has the shape asked for. A value that parses but is never of that shape
+/// is a "wrong shape" failure (`expected` says what was wanted); none at all, or a
+/// truncated one, fails as with [`parse_lenient`].
+pub fn parse_expecting(text: &str, accept: impl Fn(&Value) -> bool, expected: &str) -> Result<Value, ParseFailure> {
     let body = after_reasoning(text).trim();
     if body.is_empty() {
         return Err(ParseFailure::new("empty output", text));
     }
-    if let Ok(value) = serde_json::from_str(body) {
-        return Ok(value);
+    let mut parsed_but_wrong = false;
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        if accept(&value) {
+            return Ok(value);
+        }
+        parsed_but_wrong = true;
     }
     let mut first_reason = None;
     for region in fenced_blocks(body).chain(std::iter::once(body)) {
-        match first_value(region) {
+        match first_value(region, &accept) {
             Ok(value) => return Ok(value),
-            Err(reason) => {
+            Err((reason, wrong)) => {
+                parsed_but_wrong |= wrong;
                 first_reason.get_or_insert(reason);
             }
         }
     }
+    if parsed_but_wrong {
+        return Err(ParseFailure::wrong_shape(&format!("no {expected} in the answer"), body));
+    }
     Err(ParseFailure::new(first_reason.unwrap_or_else(|| NOT_FOUND.to_string()), body))
+}
+
+/// The value of the first of `keys` that `object` holds, compared without case
+/// (`"Reason"` is `"reason"`), in the order of `keys` (the schema's preference), never
+/// in the object's.
+pub fn field<'a>(object: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    let map = object.as_object()?;
+    keys.iter()
+        .find_map(|k| map.get(*k).or_else(|| map.iter().find(|(x, _)| x.eq_ignore_ascii_case(k)).map(|(_, v)| v)))
+}
+
+/// An object holding at least one of `keys` (without case): the usual accept test for
+/// [`parse_expecting`].
+pub fn has_any_key(value: &Value, keys: &[&str]) -> bool {
+    field(value, keys).is_some()
 }
 
 const NOT_FOUND: &str = "no JSON object or array found";
@@ -98,27 +135,51 @@ fn fenced_blocks(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// The first `{` or `[` in `region` that opens a value which parses after repair.
-fn first_value(region: &str) -> Result<Value, String> {
+/// The first `{` or `[` in `region` that opens a value which parses after repair and
+/// that `accept`s; the error says why none did, and whether some value parsed but was
+/// not accepted.
+///
+/// Only values that stand on their own are tried: the brackets inside a value that
+/// parsed are part of it (the list under `"thoughts"` is not the answer because the
+/// object holding it has the wrong keys), and a value that runs to the end unclosed is
+/// a truncated answer, whatever complete pieces it holds.
+fn first_value(region: &str, accept: &dyn Fn(&Value) -> bool) -> Result<Value, (String, bool)> {
     let chars: Vec<char> = region.chars().collect();
     let mut first_reason = None;
+    let mut wrong_shape = false;
+    let mut next = 0;
     let starts = chars.iter().enumerate().filter(|&(_, &c)| matches!(c, '{' | '[')).map(|(i, _)| i);
     for start in starts.take(MAX_STARTS) {
-        let attempt = repair(&chars[start..])
-            .and_then(|json| serde_json::from_str(&json).map_err(|e| format!("not JSON even after repair: {e}")));
+        if start < next {
+            continue;
+        }
+        let attempt = repair(&chars[start..]).and_then(|(json, len)| {
+            next = start + len;
+            serde_json::from_str::<Value>(&json).map_err(|e| format!("not JSON even after repair: {e}"))
+        });
         match attempt {
-            Ok(value) => return Ok(value),
+            Ok(value) if accept(&value) => return Ok(value),
+            Ok(_) => wrong_shape = true,
             Err(reason) => {
+                // A value that parsed is passed over whole; a balanced stretch that is
+                // no JSON (`[this one]`) is only skipped at its opening bracket.
+                next = start + 1;
+                let truncated = reason.contains(TRUNCATED);
                 first_reason.get_or_insert(reason);
+                if truncated {
+                    break;
+                }
             }
         }
     }
-    Err(first_reason.unwrap_or_else(|| NOT_FOUND.to_string()))
+    Err((first_reason.unwrap_or_else(|| NOT_FOUND.to_string()), wrong_shape))
 }
 
+const TRUNCATED: &str = "(truncated?)";
+
 /// Rewrites the value opening at `chars[0]` (a `{` or `[`) as strict JSON, up to its
-/// matching bracket.
-fn repair(chars: &[char]) -> Result<String, String> {
+/// matching bracket; with the number of characters it spans.
+fn repair(chars: &[char]) -> Result<(String, usize), String> {
     let mut out = String::with_capacity(chars.len());
     let mut closers = Vec::new();
     let mut i = 0;
@@ -136,7 +197,7 @@ fn repair(chars: &[char]) -> Result<String, String> {
                 drop_trailing_comma(&mut out);
                 out.push(c);
                 if closers.is_empty() {
-                    return Ok(out);
+                    return Ok((out, i + 1));
                 }
             }
             '"' | '\'' | '“' | '”' | '‘' | '’' => {
@@ -152,7 +213,7 @@ fn repair(chars: &[char]) -> Result<String, String> {
         i += 1;
     }
     let inside = if closers.last() == Some(&'}') { "an object" } else { "an array" };
-    Err(format!("output ends inside {inside} (truncated?)"))
+    Err(format!("output ends inside {inside} {TRUNCATED}"))
 }
 
 /// Copies the string literal opening at `chars[start]` as a JSON string and returns the
@@ -365,8 +426,107 @@ mod tests {
     }
 
     #[test]
+    fn the_shape_asked_for_wins_over_brackets_in_prose() {
+        let text = "Passage [3] helps: {\"keep\": [3], \"Reason\": \"x\"}";
+        assert_eq!(parse_lenient(text).unwrap(), json!([3]), "any value: the first bracket");
+        let v = parse_expecting(text, |v| has_any_key(v, &["keep"]), "object with `keep`").unwrap();
+        assert_eq!(field(&v, &["reason"]), Some(&json!("x")), "keys compared without case");
+        let e = parse_expecting("[1, 2]", |v| v.is_object(), "an object").unwrap_err();
+        assert!(e.reason.starts_with("wrong shape"), "{e}");
+        let e = parse_expecting("{\"a\": [1", |v| v.is_object(), "an object").unwrap_err();
+        assert!(e.reason.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn a_value_inside_another_is_not_an_answer() {
+        let list = |v: &Value| v.is_array();
+        // The object has the wrong keys; its list is not the answer.
+        let e = parse_expecting(r#"{"thoughts": ["a", "b"], "note": "done"}"#, list, "a list").unwrap_err();
+        assert!(e.reason.starts_with("wrong shape"), "{e}");
+        // A truncated object is truncated, whatever complete lists it holds.
+        let e = parse_expecting(r#"{"thoughts": ["a", "b"], "queries": ["x", "y"#, list, "a list").unwrap_err();
+        assert!(e.reason.contains("truncated"), "{e}");
+        // Side by side, the second value is still found.
+        assert_eq!(parse_expecting(r#"{"a": [1]} then ["x"]"#, list, "a list").unwrap(), json!(["x"]));
+        // Inside a balanced stretch that is no JSON, a value is still found.
+        assert_eq!(parse_expecting("[see {\"a\": 1}]", |v| v.is_object(), "an object").unwrap(), json!({"a": 1}));
+    }
+
+    #[test]
+    fn fields_follow_the_schema_order_and_objects_keep_theirs() {
+        let v: Value = serde_json::from_str(r#"{"z": 1, "a": 2, "Query": "q"}"#).unwrap();
+        assert_eq!(v.as_object().unwrap().keys().collect::<Vec<_>>(), ["z", "a", "Query"], "order preserved");
+        assert_eq!(field(&v, &["a", "z"]), Some(&json!(2)));
+        assert_eq!(field(&v, &["query"]), Some(&json!("q")));
+        assert_eq!(field(&json!([1]), &["a"]), None);
+    }
+
+    #[test]
     fn pathological_input_is_bounded() {
         let text = "[".repeat(20_000);
         assert!(fails(&text).reason.contains("truncated"));
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Text built from the characters the parser treats specially, so that random
+    /// inputs reach its repair paths rather than only "no JSON found".
+    fn jsonish() -> impl Strategy<Value = String> {
+        let atoms = prop::sample::select(vec![
+            "{", "}", "[", "]", "\"", "'", "“", "”", "‘", "’", ":", ",", "\\", "\n", " ", "a", "True", "None", "1",
+            "-2.5e3", "```", "```json", "<think>", "</think>", "é", "\u{0}", "null", "key:",
+        ]);
+        prop::collection::vec(atoms, 0..60).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn never_panics_on_arbitrary_text(text in any::<String>()) {
+            let _ = parse_lenient(&text);
+            let _ = parse_expecting(&text, |v| v.is_object(), "an object");
+        }
+
+        #[test]
+        fn never_panics_on_json_like_text(text in jsonish()) {
+            if let Ok(v) = parse_lenient(&text) {
+                // Whatever it returns is a real JSON value.
+                prop_assert!(serde_json::to_string(&v).is_ok());
+            }
+            let _ = parse_expecting(&text, |v| has_any_key(v, &["a", "key"]), "an object with `a`");
+        }
+
+        #[test]
+        fn strict_json_round_trips(v in json_value()) {
+            let text = serde_json::to_string(&v).unwrap();
+            prop_assert_eq!(parse_lenient(&text).unwrap(), v.clone());
+            // Wrapped in prose and a fence, an object or array is still found.
+            if v.is_object() || v.is_array() {
+                let wrapped = format!("Here you go:\n```json\n{text}\n```\nDone.");
+                prop_assert_eq!(parse_lenient(&wrapped).unwrap(), v);
+            }
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i32>().prop_map(Value::from),
+            "[a-zA-Z0-9 ,:'\\[\\]{}\"]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[a-z]{1,6}", inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
     }
 }

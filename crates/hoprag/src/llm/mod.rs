@@ -30,7 +30,7 @@ mod openai;
 mod stats;
 
 pub use cache::{cache_key, default_cache_dir, CachedLlm};
-pub use json::{parse_lenient, ParseFailure};
+pub use json::{field, has_any_key, parse_expecting, parse_lenient, ParseFailure};
 pub use local::{LazyLocalLlm, LocalLlm, LocalModel};
 pub use openai::{OpenAiChat, OpenAiChatConfig};
 pub use stats::{CountingLlm, LlmStats, LlmStatsSnapshot, Meter};
@@ -49,6 +49,9 @@ pub trait Llm: Send + Sync {
     /// response cache key.
     fn id(&self) -> &str;
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse>;
+    /// The caller found the answer to `request` unusable (no JSON, or not the shape
+    /// asked for): a cache forgets it, so a bad answer is never served again.
+    fn reject(&self, _request: &ChatRequest) {}
 }
 
 impl<L: Llm + ?Sized> Llm for &L {
@@ -57,6 +60,9 @@ impl<L: Llm + ?Sized> Llm for &L {
     }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         (**self).chat(request)
+    }
+    fn reject(&self, request: &ChatRequest) {
+        (**self).reject(request)
     }
 }
 
@@ -67,6 +73,9 @@ impl<L: Llm + ?Sized> Llm for Box<L> {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         (**self).chat(request)
     }
+    fn reject(&self, request: &ChatRequest) {
+        (**self).reject(request)
+    }
 }
 
 impl<L: Llm + ?Sized> Llm for Arc<L> {
@@ -75,6 +84,9 @@ impl<L: Llm + ?Sized> Llm for Arc<L> {
     }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         (**self).chat(request)
+    }
+    fn reject(&self, request: &ChatRequest) {
+        (**self).reject(request)
     }
 }
 

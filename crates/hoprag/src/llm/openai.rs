@@ -143,14 +143,33 @@ impl Llm for OpenAiChat {
     }
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
-        let body = request_body(&self.config.model, request, self.config.json_mode);
+        let mut body = request_body(&self.config.model, request, self.config.json_mode);
         let _slot = self.slots.acquire();
         let start = Instant::now();
-        let answer = post_json(&self.client, &self.url, self.config.api_key.as_deref(), &body, &self.config.retry)?;
-        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
-        let (text, usage) =
-            parse_completion(&answer.body).map_err(|message| Error::Http { url: self.url.clone(), message })?;
-        Ok(ChatResponse { text, usage, cached: false, retries: answer.retries, latency_ms })
+        let (mut retries, mut spent) = (0, Usage::default());
+        // An answer cut off by the token budget (`finish_reason: length`) is truncated,
+        // not an answer: asked once more with a larger budget, then a failure (never
+        // returned, so never cached).
+        for attempt in 0..2 {
+            let answer = post_json(&self.client, &self.url, self.config.api_key.as_deref(), &body, &self.config.retry)?;
+            retries += answer.retries + attempt;
+            let (text, usage, finish) =
+                parse_completion(&answer.body).map_err(|message| Error::Http { url: self.url.clone(), message })?;
+            spent += usage;
+            if finish.as_deref() != Some("length") {
+                let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+                return Ok(ChatResponse { text, usage: spent, cached: false, retries, latency_ms });
+            }
+            let budget = body.get("max_tokens").and_then(Value::as_u64);
+            body["max_tokens"] = json!(larger_budget(budget));
+        }
+        Err(Error::Http {
+            url: self.url.clone(),
+            message: format!(
+                "the answer was cut off by the token budget (finish_reason: length), also with max_tokens {}",
+                body["max_tokens"]
+            ),
+        })
     }
 }
 
@@ -183,8 +202,15 @@ fn decimal(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
 }
 
-/// Reads `choices[0].message.content` and `usage` (zero where the server reports none).
-fn parse_completion(body: &Value) -> Result<(String, Usage), String> {
+/// The budget of the one retry after a `length` finish: twice the original, or 2,048
+/// tokens where the request set none (the server's default was too small).
+fn larger_budget(max_tokens: Option<u64>) -> u64 {
+    max_tokens.map_or(2048, |n| n.saturating_mul(2).max(n + 64))
+}
+
+/// Reads `choices[0].message.content`, `usage` (zero where the server reports none) and
+/// `finish_reason`.
+fn parse_completion(body: &Value) -> Result<(String, Usage, Option<String>), String> {
     let choice = body
         .get("choices")
         .and_then(|c| c.get(0))
@@ -197,6 +223,7 @@ fn parse_completion(body: &Value) -> Result<(String, Usage), String> {
     Ok((
         text.to_string(),
         Usage { prompt_tokens: count("prompt_tokens"), completion_tokens: count("completion_tokens") },
+        choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
     ))
 }
 
@@ -231,9 +258,13 @@ mod tests {
     #[test]
     fn completion_parsing_reports_what_is_missing() {
         let ok = json!({"choices": [{"message": {"content": "yes"}}], "usage": {"prompt_tokens": 9, "completion_tokens": 1}});
-        assert_eq!(parse_completion(&ok).unwrap(), ("yes".into(), Usage { prompt_tokens: 9, completion_tokens: 1 }));
-        let no_usage = json!({"choices": [{"message": {"content": ""}}]});
-        assert_eq!(parse_completion(&no_usage).unwrap(), (String::new(), Usage::default()));
+        assert_eq!(
+            parse_completion(&ok).unwrap(),
+            ("yes".into(), Usage { prompt_tokens: 9, completion_tokens: 1 }, None)
+        );
+        let no_usage = json!({"choices": [{"message": {"content": ""}, "finish_reason": "length"}]});
+        assert_eq!(parse_completion(&no_usage).unwrap(), (String::new(), Usage::default(), Some("length".into())));
+        assert_eq!((larger_budget(Some(100)), larger_budget(Some(10)), larger_budget(None)), (200, 74, 2048));
         assert!(parse_completion(&json!({"choices": []})).unwrap_err().contains("no choices"));
         let refused = json!({"choices": [{"message": {"content": null}, "finish_reason": "content_filter"}]});
         assert!(parse_completion(&refused).unwrap_err().contains("content_filter"));

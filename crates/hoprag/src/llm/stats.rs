@@ -179,6 +179,39 @@ impl<'a> Meter<'a> {
         })
     }
 
+    /// [`Meter::parse_json`] of the answer to `request`; an answer without JSON is also
+    /// [rejected](Llm::reject), so the cache does not keep it.
+    pub fn parse_answer(&self, request: &ChatRequest, text: &str) -> Result<Value, ParseFailure> {
+        self.parse_json(text).inspect_err(|_| self.llm.reject(request))
+    }
+
+    /// Like [`Meter::parse_answer`], taking the first value in the answer that `accept`s
+    /// (see [`parse_expecting`](super::parse_expecting)); a value of another shape is a
+    /// counted, rejected "wrong shape" failure.
+    pub fn parse_answer_as(
+        &self,
+        request: &ChatRequest,
+        text: &str,
+        accept: impl Fn(&Value) -> bool,
+        expected: &str,
+    ) -> Result<Value, ParseFailure> {
+        super::parse_expecting(text, accept, expected).inspect_err(|failure| {
+            log::debug!("{}: unusable answer: {failure}", self.llm.id());
+            self.sinks().for_each(|s| s.record_parse_failure(failure));
+            self.llm.reject(request);
+        })
+    }
+
+    /// Counts an answer that parsed but is not the shape asked for (wrong keys, a lone
+    /// item for a list, ...) as a parse failure, and rejects it.
+    pub fn wrong_shape(&self, request: &ChatRequest, text: &str, reason: &str) -> ParseFailure {
+        let failure = ParseFailure::wrong_shape(reason, text);
+        log::debug!("{}: {failure}", self.llm.id());
+        self.sinks().for_each(|s| s.record_parse_failure(&failure));
+        self.llm.reject(request);
+        failure
+    }
+
     fn sinks(&self) -> impl Iterator<Item = &LlmStats> {
         std::iter::once(&self.own).chain(self.totals)
     }
@@ -193,6 +226,10 @@ impl Llm for Meter<'_> {
         let outcome = self.llm.chat(request);
         self.sinks().for_each(|s| s.record(&outcome));
         outcome
+    }
+
+    fn reject(&self, request: &ChatRequest) {
+        self.llm.reject(request)
     }
 }
 
@@ -212,6 +249,10 @@ impl Llm for CountingLlm {
         let outcome = self.inner.chat(request);
         self.stats.record(&outcome);
         outcome
+    }
+
+    fn reject(&self, request: &ChatRequest) {
+        self.inner.reject(request)
     }
 }
 

@@ -4,6 +4,7 @@ mod auto;
 mod bm25;
 pub mod bridge_rag;
 mod dense;
+pub mod fallback;
 pub mod gear;
 mod hybrid;
 mod phasegraph;
@@ -14,6 +15,7 @@ pub use auto::{Auto, AutoLlmParams, AutoParams};
 pub use bm25::Bm25;
 pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
+pub use fallback::{WithFallback, FALLBACK_STEP};
 pub use gear::{Gear, NaiveGe, SyncGe};
 pub use hybrid::Hybrid;
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
@@ -115,6 +117,11 @@ impl Trace {
     /// What every LLM call of the query cost, or none if it made none.
     pub fn llm_cost(&self) -> Option<LlmStatsSnapshot> {
         self.steps.iter().filter_map(|s| s.llm.clone()).reduce(|a, b| a + b)
+    }
+
+    /// The query was answered by the method's LLM-free fallback ranking.
+    pub fn fell_back(&self) -> bool {
+        self.steps.iter().any(|s| s.name == FALLBACK_STEP)
     }
 
     pub fn total_micros(&self) -> u64 {

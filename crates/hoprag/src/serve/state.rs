@@ -141,7 +141,7 @@ impl AppState {
                 ));
             }
             let settings: Vec<_> = options.into_iter().collect();
-            let config = crate::eval::tune::with_settings(&engine.config, &settings)
+            let config = crate::config::with_settings(&engine.config, &settings)
                 .map_err(|e| ApiError::bad_request("invalid_option", option_message(e)))?;
             Arc::new(engine.with_config(config))
         };

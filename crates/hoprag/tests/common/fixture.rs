@@ -20,14 +20,18 @@ pub struct Reply {
     pub status: u16,
     pub body: String,
     pub delay: Duration,
+    /// Extra response headers, e.g. `Retry-After`.
+    pub headers: Vec<(String, String)>,
+    /// Sent instead of `body` when set: bytes that need not be UTF-8.
+    pub raw: Option<Vec<u8>>,
 }
 
 impl Reply {
     pub fn json(v: serde_json::Value) -> Self {
-        Reply { status: 200, body: v.to_string(), delay: Duration::ZERO }
+        Reply { status: 200, body: v.to_string(), delay: Duration::ZERO, headers: Vec::new(), raw: None }
     }
     pub fn status(status: u16, body: &str) -> Self {
-        Reply { status, body: body.to_string(), delay: Duration::ZERO }
+        Reply { status, body: body.to_string(), delay: Duration::ZERO, headers: Vec::new(), raw: None }
     }
 }
 
@@ -108,11 +112,13 @@ fn serve(mut stream: TcpStream, n: usize, handler: &(dyn Fn(&Request) -> Reply +
     let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
     let reply = handler(&Request { path, body, authorization, n });
     thread::sleep(reply.delay);
+    let body = reply.raw.unwrap_or_else(|| reply.body.into_bytes());
+    let headers: String = reply.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let _ = write!(
         stream,
-        "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        "HTTP/1.1 {} X\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         reply.status,
-        reply.body.len(),
-        reply.body
+        body.len(),
     );
+    let _ = stream.write_all(&body);
 }

@@ -19,7 +19,7 @@
 mod parse;
 pub mod prompts;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -113,6 +113,14 @@ pub struct DecisionRecord {
     pub ranking: Vec<String>,
     /// What was repaired or fell back: cut passages, unusable answers, failed calls.
     pub warnings: Vec<String>,
+    /// The full text of every answer that could not be used as asked (no JSON, the
+    /// wrong shape, scores missing), by stage, for inspection.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub raw_answers: BTreeMap<String, String>,
+    /// The judge scored fewer than half of the pool, so the query was answered with the
+    /// dense ranking instead.
+    #[serde(default)]
+    pub fell_back_to_dense: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,6 +152,7 @@ impl Retriever for BridgeRag {
         let llm = self.llm.as_ref();
         let mut trace = Trace::default();
         let mut warnings = Vec::new();
+        let mut raw = BTreeMap::new();
 
         // Stage 1: hop 1; the top-1 passage is the bridge.
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
@@ -157,13 +166,13 @@ impl Retriever for BridgeRag {
         // Stage 2: N hop-2 queries in subject-verb-object form, conditioned on (q, b).
         let svo = trace.llm_step("svo queries", llm, |m| {
             let request = svo_request(&query.text, &bridge, p.svo_queries, p.svo_max_tokens);
-            Ok(ask_svo(m, &request, p.svo_queries, &mut warnings))
+            Ok(ask_svo(m, &request, p.svo_queries, &mut warnings, &mut raw))
         })?;
 
         // Stage 3: two entities "e1 | e2" from (q, b).
         let (e1, e2) = trace.llm_step("entities", llm, |m| {
             let request = entity_request(&query.text, &bridge, p.entity_max_tokens);
-            Ok(ask_entities(m, &request, &bridge_passage.title, &mut warnings))
+            Ok(ask_entities(m, &request, &bridge_passage.title, &mut warnings, &mut raw))
         })?;
 
         // One embedding call for the SVO queries and the entities.
@@ -240,9 +249,14 @@ impl Retriever for BridgeRag {
                     _ => JudgeContext::Bridge { bridge: &bridge, e1: &e1, e2: &e2 },
                 };
                 let request = judge_request(&query.text, context, &candidates, p.judge_max, p.judge_max_tokens);
-                Ok(ask_judge(m, &request, pool.len(), f64::from(p.judge_max), &mut warnings))
+                Ok(ask_judge(m, &request, pool.len(), f64::from(p.judge_max), &mut warnings, &mut raw))
             })?),
         };
+        // A judge that scored fewer than half of the pool has not ranked it: the query
+        // gets the LLM-free dense ranking instead, marked in the trace and the record.
+        let judged = judge.as_ref().map(|(_, scored)| *scored);
+        let fell_back = judged.is_some_and(|scored| 2 * scored < pool.len());
+        let judge: Option<Vec<f64>> = judge.map(|(scores, _)| scores);
 
         // f(c) = (1 − α)·PIT(judge, c) + α·PIT(svo, c); under A, PIT(svo) alone.
         let (order, f) = trace.step("pit fusion", || {
@@ -252,6 +266,13 @@ impl Retriever for BridgeRag {
         })?;
 
         let mut hits: Vec<Hit> = order.iter().map(|&i| Hit { passage: pool[i].passage, score: f[i] as f32 }).collect();
+        if fell_back {
+            let reason = format!("the judge scored {} of {} pool passages", judged.unwrap_or(0), pool.len());
+            warnings.push(format!("{reason}; answered with the dense ranking"));
+            let dense = dense_search(self.vectors.as_ref(), &q, k, &mut trace)?;
+            hits = dense.into_iter().map(|(passage, score)| Hit { passage, score }).collect();
+            trace.steps.push(crate::retrieve::fallback::fallback_step("dense", &reason));
+        }
         // A pool smaller than k is followed by the rest of the hop-1 list, below it.
         for &(passage, _) in &hop1 {
             if hits.len() < k && !hits.iter().any(|h| h.passage == passage) {
@@ -285,6 +306,8 @@ impl Retriever for BridgeRag {
                 .collect(),
             ranking: hits.iter().map(|h| id(h.passage)).collect(),
             warnings,
+            raw_answers: raw,
+            fell_back_to_dense: fell_back,
         };
         trace.step("decision record", || Ok(((), serde_json::to_value(&record).unwrap_or(Value::Null))))?;
         Ok(Retrieval { hits, trace })
@@ -329,7 +352,13 @@ fn snippet(text: &str) -> String {
 }
 
 /// The SVO call; without usable queries the question stands in (and a warning says so).
-fn ask_svo(m: &Meter, request: &ChatRequest, n: usize, warnings: &mut Vec<String>) -> (Vec<String>, Value) {
+fn ask_svo(
+    m: &Meter,
+    request: &ChatRequest,
+    n: usize,
+    warnings: &mut Vec<String>,
+    raw: &mut BTreeMap<String, String>,
+) -> (Vec<String>, Value) {
     let answer = match m.chat(request) {
         Ok(a) => a,
         Err(e) => {
@@ -337,11 +366,26 @@ fn ask_svo(m: &Meter, request: &ChatRequest, n: usize, warnings: &mut Vec<String
             return (Vec::new(), json!({"error": e.to_string(), "fallback": "question"}));
         }
     };
-    let parsed = match m.parse_json(&answer.text) {
-        Ok(v) => svo_queries(&v, n),
+    // The object asked for, or a bare list of queries; a list of anything else (the
+    // `[2]` of "passage [2] helps") is prose, not the answer.
+    let accept = |v: &Value| match v {
+        Value::Array(items) => {
+            !items.is_empty() && items.iter().all(|x| x.is_string() || x.is_array() || x.is_object())
+        }
+        _ => crate::llm::has_any_key(v, &["queries", "svo_queries", "query"]),
+    };
+    let parsed = match m.parse_answer_as(request, &answer.text, accept, "`{\"queries\": [...]}`") {
+        Ok(v) => {
+            let parsed = svo_queries(&v, n);
+            if parsed.queries.is_empty() {
+                m.wrong_shape(request, &answer.text, "no `queries` list of strings");
+            }
+            parsed
+        }
         Err(_) => SvoAnswer::default(),
     };
     if parsed.queries.is_empty() {
+        raw.insert("svo queries".into(), answer.text.clone());
         warnings.push("svo answer held no queries; searched with the question instead".into());
     } else if parsed.queries.len() < n {
         warnings.push(format!("svo answer held {} of {n} queries", parsed.queries.len()));
@@ -358,22 +402,31 @@ fn ask_entities(
     request: &ChatRequest,
     bridge_title: &str,
     warnings: &mut Vec<String>,
+    raw: &mut BTreeMap<String, String>,
 ) -> ((String, String), Value) {
     let fallback = bridge_title.trim().to_string();
-    let (parsed, detail) = match m.chat(request) {
+    let (parsed, detail, text) = match m.chat(request) {
         Ok(answer) => {
             let e = entities(&answer.text);
             let d = json!({"split": e.split, "cut": e.cut, "cached": answer.cached, "answer": snippet(&answer.text)});
-            (e, d)
+            (e, d, Some(answer.text))
         }
         Err(err) => {
             let e = EntityAnswer { e1: String::new(), e2: String::new(), split: EntitySplit::Empty, cut: 0 };
-            (e, json!({"error": err.to_string()}))
+            (e, json!({"error": err.to_string()}), None)
         }
     };
     let mut detail = detail;
     let (e1, e2) = match parsed.split {
-        EntitySplit::Empty => {
+        split if split.is_unusable() => {
+            if let Some(text) = text {
+                let reason = match split {
+                    EntitySplit::Empty => "no entity",
+                    _ => "not an \"e1 | e2\" line (JSON of another shape, or brackets in the names)",
+                };
+                m.wrong_shape(request, &text, reason);
+                raw.insert("entities".into(), text);
+            }
             warnings.push(format!("entity answer unusable; the bridge title {fallback:?} stands in for both"));
             (fallback.clone(), fallback)
         }
@@ -393,22 +446,41 @@ fn ask_entities(
 }
 
 /// The judge call: one score per candidate; what could not be read scores lowest.
-fn ask_judge(m: &Meter, request: &ChatRequest, n: usize, max: f64, warnings: &mut Vec<String>) -> (Vec<f64>, Value) {
+/// Returns the scores, the number of candidates the answer actually scored, and the
+/// step's detail.
+fn ask_judge(
+    m: &Meter,
+    request: &ChatRequest,
+    n: usize,
+    max: f64,
+    warnings: &mut Vec<String>,
+    raw: &mut BTreeMap<String, String>,
+) -> ((Vec<f64>, usize), Value) {
     let prompt_chars: usize = request.messages.iter().map(|x| x.content.chars().count()).sum();
     let answer = match m.chat(request) {
         Ok(a) => a,
         Err(e) => {
             warnings.push(format!("judge call failed ({e}); every candidate scores 0"));
             let j = JudgeAnswer::all_missing(n);
-            return (j.scores, json!({"error": e.to_string(), "missing": n, "prompt_chars": prompt_chars}));
+            return ((j.scores, 0), json!({"error": e.to_string(), "missing": n, "prompt_chars": prompt_chars}));
         }
     };
-    let (parsed, unparsed) = match m.parse_json(&answer.text) {
+    // The shape asked for is one score per candidate: a value that scores fewer than
+    // half of them (the `[2]` of "passage [2] helps", another key's list) is not it. Such
+    // an answer is counted and not cached, and the query falls back (see `retrieve`).
+    let accept = |v: &Value| (v.is_array() || v.is_object()) && 2 * judge_scores(v, n, max).missing <= n;
+    let (parsed, unparsed) = match m.parse_answer_as(request, &answer.text, accept, "a score for most candidates") {
         Ok(v) => (judge_scores(&v, n, max), false),
         Err(_) => (JudgeAnswer::all_missing(n), true),
     };
+    if unparsed || parsed.missing > 0 {
+        raw.insert("judge".into(), answer.text.clone());
+    }
+    if parsed.zero_based_ids {
+        warnings.push("judge numbered the candidates from 0; read as such".into());
+    }
     if unparsed {
-        warnings.push("judge answer held no JSON; every candidate scores 0".into());
+        warnings.push("judge answer held no scores for most candidates; every candidate scores 0".into());
     } else if parsed.missing > 0 {
         warnings.push(format!("judge gave no score for {} of {n} candidates; they score 0", parsed.missing));
     }
@@ -421,7 +493,8 @@ fn ask_judge(m: &Meter, request: &ChatRequest, n: usize, max: f64, warnings: &mu
     let detail = json!({"scores": parsed.scores, "missing": parsed.missing, "extra": parsed.extra,
                         "clamped": parsed.clamped, "unparsed": unparsed, "zero_based_ids": parsed.zero_based_ids,
                         "prompt_chars": prompt_chars, "cached": answer.cached, "answer": snippet(&answer.text)});
-    (parsed.scores, detail)
+    let scored = n - parsed.missing;
+    ((parsed.scores, scored), detail)
 }
 
 /// Merges ranked lists by the best score per passage ("union_max"), best first, ties by

@@ -18,19 +18,17 @@ pub struct SvoAnswer {
     pub skipped: usize,
 }
 
-/// Reads `{"queries": [...]}`, or any array of strings in the answer; an entry may also
-/// be an object with subject/verb/object fields or a `[subject, verb, object]` list.
-/// Keeps the first `n` distinct queries.
+/// Reads `{"queries": [...]}` (the key without case; never another key's list), or a
+/// bare array; an entry may also be an object with subject/verb/object fields or a
+/// `[subject, verb, object]` list. Keeps the first `n` distinct queries.
 pub fn svo_queries(value: &Value, n: usize) -> SvoAnswer {
     let items: Vec<&Value> = match value {
         Value::Array(a) => a.iter().collect(),
-        Value::Object(o) => {
-            let named = o.iter().find(|(k, v)| k.eq_ignore_ascii_case("queries") && v.is_array());
-            match named.or_else(|| o.iter().find(|(_, v)| v.is_array())) {
-                Some((_, Value::Array(a))) => a.iter().collect(),
-                _ => o.values().filter(|v| v.is_string()).collect(),
-            }
-        }
+        Value::Object(_) => match crate::llm::field(value, &["queries", "svo_queries", "query"]) {
+            Some(Value::Array(a)) => a.iter().collect(),
+            Some(v @ Value::String(_)) => vec![v],
+            _ => Vec::new(),
+        },
         Value::String(_) => vec![value],
         _ => Vec::new(),
     };
@@ -83,8 +81,15 @@ pub enum EntitySplit {
     Lines,
     /// No "|" and nothing to split on: one entity, used twice.
     Repeated,
+    /// A JSON object naming the entities (`{"entities": [...]}` or `{"e1": .., "e2": ..}`,
+    /// keys in any case).
+    Json,
     /// Nothing usable: the caller falls back.
     Empty,
+    /// Not the line asked for: JSON of another shape, truncated JSON, or prose whose
+    /// "entities" hold brackets, braces or quotes, which no name does. The caller falls
+    /// back, and the answer is not cached.
+    Unusable,
 }
 
 impl EntitySplit {
@@ -92,7 +97,16 @@ impl EntitySplit {
     pub fn is_irregular(self) -> bool {
         !matches!(self, EntitySplit::Bar | EntitySplit::BarOneEntity)
     }
+
+    /// Whether the answer gave no entity to search for.
+    pub fn is_unusable(self) -> bool {
+        matches!(self, EntitySplit::Empty | EntitySplit::Unusable)
+    }
 }
+
+/// Characters of JSON and markup: an entity holding one is a piece of an answer of the
+/// wrong shape (`{"queries": [...`, `passage [2]`), not a name.
+const NOT_IN_NAMES: &[char] = &['{', '}', '[', ']', '"', '`'];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EntityAnswer {
@@ -108,6 +122,9 @@ pub struct EntityAnswer {
 /// list markers, a leading "Entities:" label and code fences are stripped.
 pub fn entities(text: &str) -> EntityAnswer {
     let body = text.rfind("</think>").map_or(text, |at| &text[at + "</think>".len()..]);
+    if let Some(answer) = json_entities(body) {
+        return answer;
+    }
     let lines: Vec<&str> =
         body.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("```")).map(strip_label).collect();
     let lines: Vec<&str> = lines.into_iter().filter(|l| !clean(l).is_empty()).collect();
@@ -138,8 +155,49 @@ pub fn entities(text: &str) -> EntityAnswer {
     } else {
         (String::new(), String::new(), EntitySplit::Empty)
     };
-    let split = if e1.is_empty() { EntitySplit::Empty } else { split };
+    let split = if e1.is_empty() {
+        EntitySplit::Empty
+    } else if [&e1, &e2].iter().any(|e| e.contains(NOT_IN_NAMES)) {
+        EntitySplit::Unusable
+    } else {
+        split
+    };
     EntityAnswer { e1, e2, split, cut }
+}
+
+/// The entities of an answer written as JSON, though a plain line was asked for: an
+/// object with `entities` (a list or an "e1 | e2" string) or `e1`/`e2`. An answer that
+/// opens with `{` or `[` but holds no such object (another shape, or cut off) is
+/// [`EntitySplit::Unusable`]; `None` when the answer is not JSON at all.
+fn json_entities(body: &str) -> Option<EntityAnswer> {
+    let start = body.trim_start().trim_start_matches("```json").trim_start_matches("```").trim_start();
+    // `[Gold Coast (colony)] | Accra` is a line with a bracketed name; `["…` is JSON.
+    let json_list = start.strip_prefix('[').is_some_and(|rest| rest.trim_start().starts_with(['"', '[', '{']));
+    if !start.starts_with('{') && !json_list {
+        return None;
+    }
+    let unusable = EntityAnswer { e1: String::new(), e2: String::new(), split: EntitySplit::Unusable, cut: 0 };
+    let keys = ["entities", "e1", "entity"];
+    let Ok(value) = crate::llm::parse_expecting(body, |v| crate::llm::has_any_key(v, &keys), "entities") else {
+        return Some(unusable);
+    };
+    let text = |v: &Value| v.as_str().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
+    let listed: Vec<String> = match crate::llm::field(&value, &["entities", "entity"]) {
+        Some(Value::Array(items)) => items.iter().filter_map(text).collect(),
+        Some(Value::String(line)) => line.split('|').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        _ => [&["e1"][..], &["e2"]].iter().filter_map(|k| crate::llm::field(&value, k).and_then(text)).collect(),
+    };
+    let (a, b) = match listed.as_slice() {
+        [] => return Some(unusable),
+        [one] => (one.clone(), one.clone()),
+        [a, b, ..] => (a.clone(), b.clone()),
+    };
+    let ((e1, c1), (e2, c2)) = (limit(clean(&a)), limit(clean(&b)));
+    if e1.is_empty() || [&e1, &e2].iter().any(|e| e.contains(NOT_IN_NAMES)) {
+        return Some(unusable);
+    }
+    let e2 = if e2.is_empty() { e1.clone() } else { e2 };
+    Some(EntityAnswer { e1, e2, split: EntitySplit::Json, cut: usize::from(c1) + usize::from(c2) })
 }
 
 fn strip_label(line: &str) -> &str {
@@ -201,15 +259,18 @@ impl JudgeAnswer {
 /// Reads one score per candidate from the judge's answer: an array of objects with an
 /// id and a score (ids as numbers or strings like "[3]"; without an id, an object's place
 /// in the array is its candidate), an array of plain numbers in candidate order, an
-/// object wrapping such an array (`{"scores": [...]}`), or an object mapping ids to
-/// scores (`{"1": 7, ...}`). Scores may be numbers or strings ("7", "7/10").
+/// object wrapping such an array under a key that says so (`{"scores": [...]}`, any
+/// case; never another key's list), or an object mapping ids to scores (`{"1": 7,
+/// ...}`). Scores may be numbers or strings ("7", "7/10").
 pub fn judge_scores(value: &Value, n: usize, max: f64) -> JudgeAnswer {
     let entries: Vec<(Option<i64>, Option<f64>)> = match value {
         Value::Array(items) => items.iter().map(entry).collect(),
-        Value::Object(o) => match o.values().find(|v| v.is_array()) {
-            Some(Value::Array(items)) => items.iter().map(entry).collect(),
-            _ => o.iter().map(|(k, v)| (id_of(&Value::String(k.clone())), number(v))).collect(),
-        },
+        Value::Object(o) => {
+            match crate::llm::field(value, &["scores", "ratings", "candidates", "results", "judgements"]) {
+                Some(Value::Array(items)) => items.iter().map(entry).collect(),
+                _ => o.iter().map(|(k, v)| (id_of(&Value::String(k.clone())), number(v))).collect(),
+            }
+        }
         v => vec![(None, number(v))],
     };
     // Ids are 1-based as the prompt numbers the candidates; an answer whose ids run from
@@ -303,8 +364,10 @@ mod tests {
         assert_eq!((a.extra, a.skipped), (1, 2), "Y dropped; the duplicate and the number skipped");
         let b = svo_queries(&json!([{"subject": "A", "verb": "married", "object": "B"}, ["C", "born in", "D"]]), 3);
         assert_eq!(b.queries, ["A married B", "C born in D"]);
-        let c = svo_queries(&json!({"hop2": ["only one"]}), 3);
-        assert_eq!(c.queries, ["only one"]);
+        // Another key's list is not the answer (a wrong shape, counted by the caller).
+        assert!(svo_queries(&json!({"hop2": ["only one"]}), 3).queries.is_empty());
+        let c = svo_queries(&json!({"notes": ["no"], "Queries": ["only one"]}), 3);
+        assert_eq!(c.queries, ["only one"], "the expected key, any case, wherever it stands");
         assert!(svo_queries(&json!(17), 3).queries.is_empty());
     }
 
@@ -334,6 +397,22 @@ mod tests {
         assert_eq!((e.e1.as_str(), e.e2.as_str(), e.split), ("Maria Shriver", "Maria Shriver", EntitySplit::Repeated));
         assert!(e.split.is_irregular());
         assert_eq!(entities("  \n ``` \n").split, EntitySplit::Empty);
+        // JSON where a line was asked for: read when it names the entities, else unusable.
+        let e = entities(r#"{"Entities": ["Varn Light", "Ardent Ironworks"]}"#);
+        assert_eq!((e.e1.as_str(), e.e2.as_str(), e.split), ("Varn Light", "Ardent Ironworks", EntitySplit::Json));
+        let e = entities("```json\n{\"e1\": \"Varn Light\", \"e2\": \"Maud Corrigan\"}\n```");
+        assert_eq!((e.e1.as_str(), e.e2.as_str()), ("Varn Light", "Maud Corrigan"));
+        for bad in [
+            r#"{"queries": ["who built the lighthouse", "the comp"#,
+            r#"{"thoughts": ["a", "b"], "result": {"value": 3}}"#,
+            r#"["Varn Light", "built by", "Ardent Ironworks"]"#,
+            "Looking at passage [2] and [3], I believe the answer is unclear {sorry}.",
+            "\"Varn Light\" is \"built\" | x",
+        ] {
+            let e = entities(bad);
+            assert_eq!(e.split, EntitySplit::Unusable, "{bad}: {e:?}");
+            assert!(e.split.is_unusable());
+        }
         let long = entities(&format!("{} | B", "word ".repeat(60)));
         assert_eq!((long.e1.chars().count() <= MAX_ENTITY_CHARS, long.cut), (true, 1));
     }
@@ -367,6 +446,9 @@ mod tests {
         let wrapped = judge_scores(&json!({"scores": [{"candidate": 1, "rating": 5}]}), 2, 10.0);
         assert_eq!(wrapped.scores, [5.0, 0.0]);
         assert_eq!(wrapped.missing, 1);
+
+        let first_array_is_not_it = judge_scores(&json!({"ids": [9, 9], "Scores": [1, 2]}), 2, 10.0);
+        assert_eq!(first_array_is_not_it.scores, [1.0, 2.0]);
 
         let keyed = judge_scores(&json!({"1": 2, "2": "6"}), 2, 10.0);
         assert_eq!(keyed.scores, [2.0, 6.0]);

@@ -16,6 +16,7 @@ use crate::fusion::rrf;
 use crate::index::SearchKind;
 use crate::llm::Llm;
 use crate::retrieve::dense::query_embedding;
+use crate::retrieve::fallback::fallback_step;
 use crate::retrieve::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 
 pub struct Gear {
@@ -77,33 +78,48 @@ impl Retriever for Gear {
         let mut current = question.clone(); // q(n), q(1) = q
         let mut steps = 0;
         let mut stopped = "max steps";
+        // Queries asked so far (normalised): a rewrite that repeats one would only
+        // repeat its round.
+        let mut asked = vec![normalize_query(&question.text)];
+        let mut llm_failures: Vec<String> = Vec::new();
         for n in 1..=p.max_steps.max(1) {
             steps = n;
             trace.step("iteration", || Ok(((), json!({"step": n, "query": current.text}))))?;
             let q = query_embedding(ctx.embedder.as_ref(), &current, &mut trace)?;
             let query = Query { text: current.text.clone(), embedding: Some(q.clone()), gold: None };
             // C_q(n): SyncGE on q(n), from round_passages base passages.
-            let (retrieved, _) = sync_ge(ctx, llm, &query, &q, p.round_passages, usize::MAX, &mut trace)?;
+            let (retrieved, _, failure) = sync_ge(ctx, llm, &query, &q, p.round_passages, usize::MAX, &mut trace)?;
+            llm_failures.extend(failure);
             // T^G_q(n) = read(C_q(n), q[, G(n−1)]) (Eq. 4); G(n) = G(n−1) ∘ T^G_q(n) (Eq. 5)
             let passages: Vec<&Passage> =
                 retrieved.iter().take(p.round_passages).map(|&(x, _)| ctx.index.passage(x)).collect();
-            trace.llm_step("gist read", llm, |meter| {
-                let r = llm_or_nothing(stages::read(meter, &passages, &question.text, &memory, p.max_tokens));
-                let added = remember(&mut memory, &r.facts);
-                let d = json!({"passages": passages.len(), "proximal_triples": r.facts, "added": added,
-                               "memory": memory, "malformed": r.malformed, "unparsed": r.unparsed, "error": r.error});
-                Ok(((), d))
-            })?;
+            if !passages.is_empty() {
+                let failure = trace.llm_step("gist read", llm, |meter| {
+                    let r = llm_or_nothing(stages::read(meter, &passages, &question.text, &memory, p.max_tokens));
+                    let added = remember(&mut memory, &r.facts);
+                    let d = json!({"passages": passages.len(), "proximal_triples": r.facts, "added": added,
+                                   "memory": memory, "malformed": r.malformed, "ungrounded": r.ungrounded,
+                                   "unparsed": r.unparsed,
+                                   "error": r.error});
+                    Ok((r.failure(), d))
+                })?;
+                llm_failures.extend(failure);
+            }
             rounds.push(retrieved);
             // a(n), r(n) = reason(G(n), q) (Eq. 6)
-            let verdict = trace.llm_step("reason", llm, |meter| {
-                let (v, error) = match stages::reason(meter, &question.text, &memory, p.max_tokens) {
-                    Ok(v) => (v, None),
-                    Err(e) => (Verdict::default(), Some(e.to_string())),
-                };
-                let d = json!({"verdict": v, "error": error});
-                Ok((v, d))
-            })?;
+            // With no fact in memory the question cannot be answerable: no call.
+            let verdict = if memory.is_empty() {
+                Verdict { reason: "no facts known yet".into(), ..Verdict::default() }
+            } else {
+                trace.llm_step("reason", llm, |meter| {
+                    let (v, error) = match stages::reason(meter, &question.text, &memory, p.max_tokens) {
+                        Ok(v) => (v, None),
+                        Err(e) => (Verdict::default(), Some(e.to_string())),
+                    };
+                    let d = json!({"verdict": v, "error": error});
+                    Ok((v, d))
+                })?
+            };
             if verdict.answerable {
                 stopped = "answerable";
                 break;
@@ -122,7 +138,14 @@ impl Retriever for Gear {
                 Ok((next, d))
             })?;
             match next {
-                Some(text) => current = Query::new(text),
+                Some(text) if asked.contains(&normalize_query(&text)) => {
+                    stopped = "repeated query";
+                    break;
+                }
+                Some(text) => {
+                    asked.push(normalize_query(&text));
+                    current = Query::new(text);
+                }
                 None => {
                     stopped = "no next query";
                     break;
@@ -148,10 +171,22 @@ impl Retriever for Gear {
                            "rounds": rounds.len(), "top": list_detail(&f)});
             Ok((f, d))
         })?;
+        if memory.is_empty() && !llm_failures.is_empty() {
+            // Every LLM stage failed to give a fact: the query is answered by the base
+            // ranking, and says so.
+            let base = ctx.base_passages(question, k, &mut trace)?;
+            trace.steps.push(fallback_step(p.base.method(), &llm_failures.join("; ")));
+            return Ok(Retrieval { hits: hits(base), trace });
+        }
         Ok(Retrieval { hits: hits(fused), trace })
     }
 
     fn concurrency(&self) -> Option<usize> {
         Some(self.concurrency)
     }
+}
+
+/// A query as compared for repeats: lower case, whitespace and end punctuation ignored.
+fn normalize_query(text: &str) -> String {
+    crate::text::normalize_whitespace(&text.to_lowercase()).trim_end_matches(['?', '.', '!']).trim().to_string()
 }

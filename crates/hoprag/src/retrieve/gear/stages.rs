@@ -42,6 +42,11 @@ pub struct ReadOutcome {
     pub malformed: usize,
     /// The answer held no usable JSON (also counted by the meter).
     pub unparsed: bool,
+    /// Well-formed triples whose subject and object both name nothing in the passages
+    /// read (or the known facts): the prompt asks for names "written as in the
+    /// passages", so these are not read from them. Dropped.
+    #[serde(default)]
+    pub ungrounded: usize,
 }
 
 fn request(
@@ -83,39 +88,91 @@ pub fn read(
         user.push_str(&format!("[{}] {}\n{}\n", i + 1, p.title, p.text));
     }
     user.push_str(&format!("\nQuestion: {question}"));
-    let answer = llm.chat(&request(
-        system,
-        prompts::READ_DEMO_USER,
-        prompts::READ_DEMO_ANSWER,
-        prompts::READ_SCHEMA,
-        user,
-        max_tokens,
-    ))?;
-    let Ok(value) = llm.parse_json(&answer.text) else {
+    let request =
+        request(system, prompts::READ_DEMO_USER, prompts::READ_DEMO_ANSWER, prompts::READ_SCHEMA, user, max_tokens);
+    let answer = llm.chat(&request)?;
+    // The object asked for, a bare list of triples, or one triple; a list of numbers
+    // (the `[2]` of "passage [2] helps") is prose, not the answer.
+    let accept = |v: &Value| match v {
+        Value::Array(items) => items.iter().all(|x| x.is_array() || x.is_object()) || is_single_triple(items),
+        _ => crate::llm::has_any_key(v, &["triples", "facts", "triple", "subject"]),
+    };
+    let Ok(value) = llm.parse_answer_as(&request, &answer.text, accept, "`{\"triples\": [...]}`") else {
         return Ok(ReadOutcome { unparsed: true, ..Default::default() });
     };
-    Ok(parse_facts(&value))
+    let mut out = parse_facts(&value);
+    let mut source: Vec<&str> = passages.iter().flat_map(|p| [p.title.as_str(), p.text.as_str()]).collect();
+    let known: Vec<String> = memory.iter().map(Fact::text).collect();
+    source.extend(known.iter().map(String::as_str));
+    let haystack = words(&source.join(" \n "));
+    let read = out.facts.len();
+    out.facts.retain(|f| [&f.subject, &f.object].iter().any(|name| names_in(&haystack, name)));
+    out.ungrounded = read - out.facts.len();
+    if out.facts.is_empty() && out.malformed > 0 {
+        llm.wrong_shape(&request, &answer.text, "no triple of three non-empty values");
+    } else if out.facts.is_empty() && out.ungrounded > 0 {
+        llm.wrong_shape(&request, &answer.text, "no triple names anything in the passages");
+    }
+    Ok(out)
 }
 
-/// Triples from the JSON a model wrote: `{"triples": [...]}` (or `"facts"`), or a bare
-/// list; each item `[s, p, o]` (values beyond the third ignored) or `{"subject": ..,
-/// "predicate"|"relation": .., "object": ..}`. Duplicates are dropped.
+/// `[s, p, o]` of scalars: one triple where a list of them was asked for.
+fn is_single_triple(items: &[Value]) -> bool {
+    items.len() == 3 && items.iter().all(|v| v.is_string() || v.is_number())
+}
+
+/// Lower-case alphanumeric words joined by single spaces, with a space at each end, so
+/// that names compare word by word whatever their case and punctuation.
+fn words(text: &str) -> String {
+    let mut out = String::from(" ");
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        out.push_str(&word.to_lowercase());
+        out.push(' ');
+    }
+    out
+}
+
+/// Whether `name` occurs, as whole words, in `haystack` (made by [`words`]).
+fn names_in(haystack: &str, name: &str) -> bool {
+    let name = words(name);
+    !name.trim().is_empty() && haystack.contains(&name)
+}
+
+/// Triples from the JSON a model wrote: `{"triples": [...]}` (or `"facts"`, keys in any
+/// case), or a bare list; each item `[s, p, o]` (values beyond the third ignored) or
+/// `{"subject": .., "predicate"|"relation": .., "object": ..}`. A single triple where a
+/// list was asked for (`["A", "r", "B"]`, `{"triples": ["A", "r", "B"]}`, or one triple
+/// object) is read as that triple, not as three malformed items. Duplicates are dropped.
 pub fn parse_facts(value: &Value) -> ReadOutcome {
     let list = match value {
-        Value::Array(items) => Some(items),
-        Value::Object(map) => ["triples", "facts", "triple"].iter().find_map(|k| map.get(*k)?.as_array()),
+        Value::Array(items) => Some(items.as_slice()),
+        Value::Object(_) if crate::llm::has_any_key(value, &["subject", "s", "head"]) => {
+            Some(std::slice::from_ref(value))
+        }
+        Value::Object(_) => match crate::llm::field(value, &["triples", "facts", "triple"]) {
+            Some(Value::Array(items)) => Some(items.as_slice()),
+            Some(one @ Value::Object(_)) => Some(std::slice::from_ref(one)),
+            _ => None,
+        },
         _ => None,
     };
     let Some(items) = list else {
         return ReadOutcome { malformed: usize::from(!value.is_null()), ..Default::default() };
+    };
+    let single;
+    let items = if is_single_triple(items) {
+        single = [Value::Array(items.to_vec())];
+        &single[..]
+    } else {
+        items
     };
     let mut out = ReadOutcome::default();
     let mut seen = std::collections::HashSet::new();
     for item in items {
         let parts: Option<[String; 3]> = match item {
             Value::Array(v) if v.len() >= 3 => Some([scalar(&v[0]), scalar(&v[1]), scalar(&v[2])]),
-            Value::Object(m) => {
-                let get = |keys: &[&str]| keys.iter().find_map(|k| m.get(*k)).map(scalar).unwrap_or_default();
+            Value::Object(_) => {
+                let get = |keys: &[&str]| crate::llm::field(item, keys).map(scalar).unwrap_or_default();
                 Some([
                     get(&["subject", "s", "head"]),
                     get(&["predicate", "relation", "p"]),
@@ -172,19 +229,23 @@ pub struct Verdict {
 pub fn reason(llm: &Meter, question: &str, memory: &[Fact], max_tokens: u32) -> Result<Verdict> {
     let user = format!("Question: {question}\nKnown facts:\n{}", facts_block(memory));
     let system = prompts::REASON.to_string();
-    let answer = llm.chat(&request(
+    let request = request(
         system,
         prompts::REASON_DEMO_USER,
         prompts::REASON_DEMO_ANSWER,
         prompts::REASON_SCHEMA,
         user,
         max_tokens,
-    ))?;
-    Ok(match llm.parse_json(&answer.text) {
-        Ok(Value::Object(m)) => Verdict {
-            answerable: m.get("answerable").is_some_and(truthy),
-            answer: m.get("answer").map(scalar).unwrap_or_default(),
-            reason: m.get("reason").or_else(|| m.get("why")).map(scalar).unwrap_or_default(),
+    );
+    let answer = llm.chat(&request)?;
+    let keys = ["answerable", "answer", "reason"];
+    let expected = "an object with `answerable`, `answer` or `reason`";
+    let parsed = llm.parse_answer_as(&request, &answer.text, |v| crate::llm::has_any_key(v, &keys), expected);
+    Ok(match parsed {
+        Ok(v @ Value::Object(_)) if crate::llm::has_any_key(&v, &["answerable", "answer", "reason"]) => Verdict {
+            answerable: crate::llm::field(&v, &["answerable"]).is_some_and(truthy),
+            answer: crate::llm::field(&v, &["answer"]).map(scalar).unwrap_or_default(),
+            reason: crate::llm::field(&v, &["reason", "why"]).map(scalar).unwrap_or_default(),
             parsed: true,
         },
         // Prose: the paper's own reply format, "Answerable: Yes", is recognised; anything
@@ -211,20 +272,23 @@ fn truthy(v: &Value) -> bool {
 pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_tokens: u32) -> Result<Option<String>> {
     let user = format!("Question: {question}\nKnown facts:\n{}\nMissing: {why}", facts_block(memory));
     let system = prompts::REWRITE.to_string();
-    let answer = llm.chat(&request(
+    let request = request(
         system,
         prompts::REWRITE_DEMO_USER,
         prompts::REWRITE_DEMO_ANSWER,
         prompts::REWRITE_SCHEMA,
         user,
         max_tokens,
-    ))?;
-    let query = match llm.parse_json(&answer.text) {
-        Ok(Value::Object(m)) => ["query", "next_question", "question"].iter().find_map(|k| m.get(*k)).map(scalar),
-        Ok(Value::String(s)) => Some(s.trim().to_string()),
+    );
+    let answer = llm.chat(&request)?;
+    const KEYS: [&str; 4] = ["query", "next_query", "next_question", "question"];
+    let text_of = |v: &Value| match v {
+        Value::Object(_) => crate::llm::field(v, &KEYS).map(scalar).filter(|q| !q.is_empty()),
+        Value::String(s) => Some(s.trim().to_string()).filter(|q| !q.is_empty()),
         _ => None,
     };
-    Ok(query.filter(|q| !q.is_empty()))
+    let parsed = llm.parse_answer_as(&request, &answer.text, |v| text_of(v).is_some(), "an object with `query`");
+    Ok(parsed.ok().as_ref().and_then(text_of))
 }
 
 #[cfg(test)]
@@ -242,6 +306,17 @@ mod tests {
         assert_eq!(r.malformed, 3);
         assert_eq!(parse_facts(&json!([["x", "y", "z"]])).facts.len(), 1, "a bare list");
         assert_eq!(parse_facts(&json!({"answer": 3})).malformed, 1, "no list at all");
+        // A single triple where a list was asked for is that triple.
+        for one in [
+            json!(["A", "r", "B"]),
+            json!({"Triples": ["A", "r", "B"]}),
+            json!({"subject": "A", "predicate": "r", "object": "B"}),
+            json!({"TRIPLES": [{"Subject": "A", "Relation": "r", "Object": "B"}]}),
+        ] {
+            let r = parse_facts(&one);
+            assert_eq!(r.facts.iter().map(Fact::text).collect::<Vec<_>>(), ["A r B"], "{one}");
+            assert_eq!(r.malformed, 0, "{one}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::corpus::Passage;
 use crate::error::Result;
 use crate::llm::Llm;
 use crate::retrieve::dense::query_embedding;
+use crate::retrieve::fallback::fallback_step;
 use crate::retrieve::{hits, Query, Retrieval, Retriever, Trace};
 
 pub struct SyncGe {
@@ -36,22 +37,32 @@ pub(crate) fn sync_ge(
     base_k: usize,
     k: usize,
     trace: &mut Trace,
-) -> Result<(Ranked, Vec<Fact>)> {
+) -> Result<(Ranked, Vec<Fact>, Option<String>)> {
     // C'_q = h_base^k(q, C)
     let base = ctx.base_passages(query, base_k, trace)?;
-    // T'_q = read(C'_q, q)  (Eq. 1)
+    // T'_q = read(C'_q, q)  (Eq. 1); nothing to read, no call.
     let passages: Vec<&Passage> = base.iter().map(|&(p, _)| ctx.index.passage(p)).collect();
-    let read = trace.llm_step("read", llm, |meter| {
+    if passages.is_empty() {
+        return Ok((base, Vec::new(), None));
+    }
+    let (read, failure) = trace.llm_step("read", llm, |meter| {
         let r = llm_or_nothing(stages::read(meter, &passages, &query.text, &[], ctx.params.max_tokens));
         let d = json!({"query": query.text, "passages": passages.len(), "proximal_triples": r.facts,
-                       "malformed": r.malformed, "unparsed": r.unparsed, "error": r.error});
-        Ok((r.facts, d))
+                       "malformed": r.malformed, "ungrounded": r.ungrounded, "unparsed": r.unparsed,
+                       "error": r.error});
+        let failure = r.failure();
+        Ok(((r.facts, failure), d))
     })?;
+    if read.is_empty() {
+        // Nothing to expand from: the base ranking as it is (the LLM failure, if any, is
+        // the caller's to report).
+        return Ok((base, read, failure));
+    }
     // T_q = {tripleLink(t') : t' ∈ T'_q}  (Eq. 2)
     let initial = ctx.triple_link(&read, trace)?;
     // Algorithm 1, C̃_q, RRF(C̃_q, C'_q)  (Eq. 3)
     let fused = ctx.expand(q, &initial, &base, k, trace)?;
-    Ok((fused, read))
+    Ok((fused, read, None))
 }
 
 /// A read whose call failed (after the client's retries) found nothing: the failure is
@@ -60,14 +71,33 @@ pub(crate) fn sync_ge(
 pub(crate) struct Read {
     pub facts: Vec<Fact>,
     pub malformed: usize,
+    pub ungrounded: usize,
     pub unparsed: bool,
     pub error: Option<String>,
 }
 
+impl Read {
+    /// Why the read gave nothing usable: the call failed, the answer held no JSON, or
+    /// every triple in it was malformed or named nothing in the passages.
+    pub fn failure(&self) -> Option<String> {
+        match (&self.error, self.unparsed) {
+            (Some(e), _) => Some(format!("read failed: {e}")),
+            (None, true) => Some("read answer held no usable JSON".into()),
+            _ if self.facts.is_empty() && self.malformed + self.ungrounded > 0 => Some(format!(
+                "read answer held {} malformed triples, {} naming nothing in the passages, and no good one",
+                self.malformed, self.ungrounded
+            )),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) fn llm_or_nothing(r: Result<stages::ReadOutcome>) -> Read {
     match r {
-        Ok(o) => Read { facts: o.facts, malformed: o.malformed, unparsed: o.unparsed, error: None },
-        Err(e) => Read { facts: Vec::new(), malformed: 0, unparsed: false, error: Some(e.to_string()) },
+        Ok(o) => {
+            Read { facts: o.facts, malformed: o.malformed, ungrounded: o.ungrounded, unparsed: o.unparsed, error: None }
+        }
+        Err(e) => Read { facts: Vec::new(), malformed: 0, ungrounded: 0, unparsed: false, error: Some(e.to_string()) },
     }
 }
 
@@ -80,7 +110,14 @@ impl Retriever for SyncGe {
         let mut trace = Trace::default();
         let q = query_embedding(self.ctx.embedder.as_ref(), query, &mut trace)?;
         let query = Query { text: query.text.clone(), embedding: Some(q.clone()), gold: None };
-        let (fused, _) = sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k), k, &mut trace)?;
+        let (mut fused, _, failure) =
+            sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k), k, &mut trace)?;
+        if let Some(reason) = failure {
+            // The LLM gave nothing to expand from: the query is answered by the base
+            // ranking, and says so.
+            fused.truncate(k);
+            trace.steps.push(fallback_step(self.ctx.params.base.method(), &reason));
+        }
         Ok(Retrieval { hits: hits(fused), trace })
     }
 
