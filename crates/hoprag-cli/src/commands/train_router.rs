@@ -22,7 +22,7 @@ pub struct TrainRouterArgs {
     /// Dense pool the router's labels rank (the method's pool).
     #[arg(long, default_value_t = 50)]
     pool: usize,
-    /// α of Union when computing labels.
+    /// α of Union (recorded in the model; the margin label does not depend on it).
     #[arg(long, default_value_t = 0.25)]
     alpha: f32,
     /// Cross-fitting folds.
@@ -81,13 +81,12 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
     );
     let labelled = r.union_labels + r.q_labels;
     println!(
-        "router labels: {labelled} of {} questions — Union better {} ({}), Q at least as good {}; \
-         unlabelled: top-1 dense passage not gold {}, no next hop {}",
+        "router labels (margin of the next gold passage over the pool, B_rel vs question): {labelled} of {} \
+         questions — Union better {} ({}), Q at least as good {}; unlabelled (one gold passage, or an empty bridge): {}",
         r.questions,
         r.union_labels,
         pct(r.union_labels as f64 / labelled.max(1) as f64),
         r.q_labels,
-        r.unlabelled_bridge_not_gold,
         r.unlabelled_no_next_hop
     );
     println!(
@@ -98,5 +97,6 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
         pct(r.majority_accuracy),
         pct(r.cross_fitted_union_share)
     );
+    println!("the full model sends {} of the labelled training questions to Union", pct(r.full_union_share));
     Ok(())
 }

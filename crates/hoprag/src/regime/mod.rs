@@ -14,7 +14,7 @@ mod train;
 
 pub use features::{RouterFeatures, SentenceFeatures};
 pub use logistic::{LogisticRegression, DEFAULT_C};
-pub use train::{train, TrainingReport, TrainingSet};
+pub use train::{routes_both_ways, train, TrainingReport, TrainingSet};
 
 use std::path::Path;
 
@@ -30,8 +30,8 @@ pub const MODEL_FILE: &str = "router.json";
 
 const FORMAT: u32 = 1;
 
-/// The model shipped with hoprag: trained on the shared dev questions of MuSiQue and
-/// HotpotQA (see the README); retrain on your own data with `hoprag train-router`.
+/// The model shipped with hoprag (see the README, "RegimeRouter", for what it was
+/// trained on); retrain on your own data with `hoprag train-router`.
 const DEFAULT_MODEL: &str = include_str!("default_model.json");
 
 /// A selector and a router that go together: the router was trained on the sentences
@@ -177,7 +177,7 @@ pub fn union_ranking(
             (c, (1.0 - alpha) * q_cos + alpha * b_cos)
         })
         .collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    crate::rank::sort_hits(&mut out);
     out
 }
 

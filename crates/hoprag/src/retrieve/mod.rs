@@ -10,7 +10,7 @@ mod phasegraph;
 mod ppr;
 mod regime_router;
 
-pub use auto::{Auto, AutoLlmParams, AutoParams};
+pub use auto::{Auto, AutoLlmParams, AutoParams, GraphKind};
 pub use bm25::Bm25;
 pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
@@ -143,6 +143,33 @@ pub trait Retriever: Send + Sync {
 
 pub(crate) fn hits(list: Vec<(PassageIdx, f32)>) -> Vec<Hit> {
     list.into_iter().map(|(passage, score)| Hit { passage, score }).collect()
+}
+
+/// `list` filled up to `k` passages from `fallback` (best first, skipping passages
+/// already in `list`), for methods that can return fewer than asked.
+pub(crate) fn backfill(
+    mut list: Vec<(PassageIdx, f32)>,
+    fallback: &[(PassageIdx, f32)],
+    k: usize,
+) -> Vec<(PassageIdx, f32)> {
+    if list.len() >= k {
+        list.truncate(k);
+        return list;
+    }
+    let have: std::collections::HashSet<PassageIdx> = list.iter().map(|x| x.0).collect();
+    // Below the list's last score, so that scores stay in rank order.
+    let floor = list.last().map_or(f32::INFINITY, |x| x.1);
+    let extra: Vec<PassageIdx> = fallback.iter().map(|x| x.0).filter(|p| !have.contains(p)).take(k - list.len()).collect();
+    let n = extra.len();
+    for (i, p) in extra.into_iter().enumerate() {
+        let score = match floor {
+            f if !f.is_finite() => (n - i) as f32,
+            f if f > 0.0 => f * (n - i) as f32 / (n + 1) as f32,
+            f => f - (i + 1) as f32,
+        };
+        list.push((p, score));
+    }
+    list
 }
 
 /// Trace detail for a ranked list: the first few passage indices and scores.

@@ -329,7 +329,7 @@ impl GgufVocab {
                 }
             }
         }
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        ranked.sort_by(|a, b| crate::rank::desc(a.0, b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         ranked.into_iter().map(|(_, _, _, l, r)| (l, r)).collect()
     }
 }
