@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use hoprag::dataset::load_dataset;
+use hoprag::progress::Progress;
 use hoprag::retrieve::Query;
 use hoprag::Engine;
 use serde::Serialize;
