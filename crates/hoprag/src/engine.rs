@@ -12,8 +12,8 @@ use crate::llm::{self, Llm, LlmSource};
 use crate::regime::RegimeModel;
 use crate::retrieve::gear::Expansion;
 use crate::retrieve::{
-    Auto, Bm25, BridgeRag, Condition, Dense, Gear, GraphKind, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter, Retriever,
-    SyncGe,
+    Auto, Bm25, BridgeRag, Condition, Dense, Gear, GraphKind, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter,
+    Retriever, SyncGe,
 };
 
 pub struct Engine {

@@ -94,7 +94,13 @@ fn a_router_that_sends_every_question_one_way_is_refused() {
     let features: Vec<RouterFeatures> = data
         .questions
         .iter()
-        .map(|q| RouterFeatures::compute(&q.text, "It was directed by Mara Quint.", "Blue Harbor. It was directed by Mara Quint."))
+        .map(|q| {
+            RouterFeatures::compute(
+                &q.text,
+                "It was directed by Mara Quint.",
+                "Blue Harbor. It was directed by Mara Quint.",
+            )
+        })
         .collect();
     // The same classifiers with the intercept pushed to either end route one way only.
     for (intercept, way) in [(-50.0, "Q"), (50.0, "Union")] {

@@ -105,7 +105,13 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
         .into_iter()
         .map(|(name, ms)| {
             let step_sum: f64 = ms.iter().sum();
-            Step { name, mean_ms: step_sum / ms.len() as f64, share: step_sum / sum, runs: ms.len(), ms: percentiles(ms) }
+            Step {
+                name,
+                mean_ms: step_sum / ms.len() as f64,
+                share: step_sum / sum,
+                runs: ms.len(),
+                ms: percentiles(ms),
+            }
         })
         .collect();
     let report = Report {
@@ -130,11 +136,7 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
     );
     println!(
         "{:<28} p50 {:>8.2} ms   p90 {:>8.2} ms   p99 {:>8.2} ms   mean {:>8.2} ms",
-        "end to end",
-        report.total_ms.p50,
-        report.total_p90_ms,
-        report.total_ms.p99,
-        report.mean_ms
+        "end to end", report.total_ms.p50, report.total_p90_ms, report.total_ms.p99, report.mean_ms
     );
     for s in &report.steps {
         println!(

@@ -119,8 +119,12 @@ impl Linker {
         // The graph's matrices are shared, not copied: they can be large.
         let entities = ExactIndex::new(graph.entity_vectors.clone());
         let mut first: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-        let fact_of =
-            graph.triples.iter().enumerate().map(|(i, t)| *first.entry(t.text().to_lowercase()).or_insert(i as u32)).collect();
+        let fact_of = graph
+            .triples
+            .iter()
+            .enumerate()
+            .map(|(i, t)| *first.entry(t.text().to_lowercase()).or_insert(i as u32))
+            .collect();
         let passages_per_entity = graph.entity_passages().iter().map(|p| p.len().max(1)).collect();
         Linker { graph, entities, fact_of, passages_per_entity, llm: None }
     }

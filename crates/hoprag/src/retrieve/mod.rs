@@ -159,7 +159,8 @@ pub(crate) fn backfill(
     let have: std::collections::HashSet<PassageIdx> = list.iter().map(|x| x.0).collect();
     // Below the list's last score, so that scores stay in rank order.
     let floor = list.last().map_or(f32::INFINITY, |x| x.1);
-    let extra: Vec<PassageIdx> = fallback.iter().map(|x| x.0).filter(|p| !have.contains(p)).take(k - list.len()).collect();
+    let extra: Vec<PassageIdx> =
+        fallback.iter().map(|x| x.0).filter(|p| !have.contains(p)).take(k - list.len()).collect();
     let n = extra.len();
     for (i, p) in extra.into_iter().enumerate() {
         let score = match floor {

@@ -183,16 +183,8 @@ impl Retriever for Ppr {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
-        let graph = graph_scores(
-            &self.graph,
-            self.embedder.as_ref(),
-            &self.passages,
-            query,
-            &q,
-            &self.params,
-            k,
-            &mut trace,
-        )?;
+        let graph =
+            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, &self.params, k, &mut trace)?;
         let list = match graph {
             Some(list) if list.len() >= k => list,
             // No fact matched: HippoRAG 2 answers with dense retrieval. A short list is
