@@ -32,7 +32,9 @@ pub const METHODS: &[(&str, &str)] = &[
     (
         "auto",
         "the best LLM-free pipeline measured for the index at hand (section auto; README \"Choosing auto\"): ppr \
-         (HippoRAG 2) on a graph from heuristic or LLM triples, dense without a graph",
+         (HippoRAG 2) on a graph from heuristic or LLM triples, dense without a graph. Evidence, musique-train, \
+         51 questions, R@5/R@10: heuristic graph ppr 61.4/73.4, GPT-3.5 graph ppr 66.7/76.1, dense 59.8/66.8, \
+         phasegraph = dense to k = 10",
     ),
     (
         "auto_llm",
