@@ -196,6 +196,17 @@ mod tests {
     }
 
     #[test]
+    fn backfill_fills_to_k_from_the_fallback_in_its_order() {
+        let walked = vec![(7, 0.5), (3, 0.2)];
+        let dense = [(3, 0.9), (1, 0.8), (7, 0.7), (4, 0.6), (9, 0.5)];
+        let out = backfill(walked.clone(), &dense, 4);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![7, 3, 1, 4]);
+        assert!(out.windows(2).all(|w| w[0].1 > w[1].1), "{out:?}");
+        assert_eq!(backfill(walked.clone(), &dense, 1), vec![(7, 0.5)]);
+        assert_eq!(backfill(walked, &dense, 10).len(), 5, "no more than there is");
+    }
+
+    #[test]
     fn llm_steps_record_their_own_calls_and_the_trace_adds_them_up() {
         let mut trace = Trace::default();
         trace.step("plain", || Ok(((), Value::Null))).unwrap();
