@@ -3,9 +3,10 @@
 //! HippoRAG 2's seeds come from facts: every triple is scored against the query
 //! embedding, the scores are min-max normalised over all triples, and the subject and
 //! object of the best few distinct facts become seeds weighted by their fact's score and
-//! divided by the number of passages that mention them. Optionally (HippoRAG 1's way)
-//! query mentions from the surface extractor or an LLM's query NER link to entities by
-//! exact normalised match, then by embedding nearest neighbour above a threshold.
+//! divided by the number of passages that mention them. Beside them (HippoRAG 1's way,
+//! on by default) the query's mentions, from the surface extractor or an LLM's query
+//! NER, link to entities by exact normalised match, then by embedding nearest neighbour
+//! above a threshold; a mention seed weighs its similarity divided by the same count.
 
 use std::sync::Arc;
 
@@ -38,8 +39,11 @@ pub(crate) const NO_LLM_FOR_NER: &str = "LLM query NER (link.ner = \"llm\") need
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LinkParams {
-    /// Link mentions found in the query text (HippoRAG 1; HippoRAG 2 seeds from facts
-    /// only).
+    /// Also link the names the query mentions (HippoRAG 1's query entities; HippoRAG 2
+    /// seeds from facts only). On by default: with a small embedder (MiniLM) the five
+    /// nearest facts often miss the entity the question names, and an exact name match
+    /// costs no model call; on the musique-train tune split this took `ppr` R@5 from
+    /// 65.9 to 70.6 (GPT-3.5 triples) and from 63.5 to 72.2 (heuristic triples).
     pub mentions: bool,
     /// How mentions are found in the query text (`llm` links mentions even when
     /// `mentions` is off).
@@ -70,7 +74,7 @@ impl LinkParams {
 impl Default for LinkParams {
     fn default() -> Self {
         LinkParams {
-            mentions: false,
+            mentions: true,
             ner: NerMode::Heuristic,
             facts: true,
             mention_threshold: 0.8,

@@ -5,7 +5,10 @@
 //! - Facts: every triple is scored against the query embedding; the best `fact_top_k`
 //!   distinct facts (min-max normalised over all triples) seed their subject and object
 //!   phrases, each weighted by its fact's score divided by the number of passages that
-//!   mention the phrase, the heaviest `top_seeds` kept (graph::linking).
+//!   mention the phrase, the heaviest `top_seeds` kept (graph::linking). The names
+//!   the query mentions are linked too (HippoRAG 1's query entities, LLM-free with the
+//!   surface extractor), and compete for the same `top_seeds` (see `LinkParams::mentions`
+//!   for why this departs from HippoRAG 2).
 //! - Passages: every passage node is seeded with its min-max normalised dense score
 //!   times `passage_node_weight` (0.05).
 //! - The walk: damping 0.5 over phrase–phrase relation edges, symmetric synonym edges
