@@ -120,6 +120,28 @@ fn ppr_returns_k_passages_filled_from_dense_in_order() {
 }
 
 #[test]
+fn ppr_seeds_the_entity_a_question_names_beside_its_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine_with_graph(dir.path());
+    let q = Query::new("Which company did Maud Corrigan establish in Dunhaven?");
+    let seeds = |spec: &str| {
+        let r = engine.retriever(spec).unwrap().retrieve(&q, 5).unwrap();
+        let step = r.trace.steps.iter().find(|s| s.name == "link entities").unwrap().detail.clone();
+        step.as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["label"].as_str().unwrap().to_string(), l["via"].clone()))
+            .collect::<Vec<_>>()
+    };
+    // By default the named entity is linked by its exact name.
+    let linked = seeds("ppr");
+    assert!(linked.iter().any(|(label, via)| label == "Maud Corrigan" && via == "exact"), "{linked:?}");
+    // HippoRAG 2's fact-only seeding links nothing by name.
+    let facts_only = seeds("ppr[ppr.link.mentions=false]");
+    assert!(facts_only.iter().all(|(_, via)| via == "fact"), "{facts_only:?}");
+}
+
+#[test]
 fn graph_methods_without_a_graph_say_how_to_build_one() {
     let dir = tempfile::tempdir().unwrap();
     let index = demo_index(dir.path());

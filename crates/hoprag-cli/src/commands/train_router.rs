@@ -66,7 +66,9 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
         let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
         let queries = engine.embed_queries(&texts, &ctx.progress)?;
         let name = match args.split {
-            Some(half) => format!("{}, {} half (MD5 split, tune share {})", file.display(), half.name(), args.tune_share),
+            Some(half) => {
+                format!("{}, {} half (MD5 split, tune share {})", file.display(), half.name(), args.tune_share)
+            }
             None => file.display().to_string(),
         };
         loaded.push((engine, name, resolved, queries));
