@@ -43,7 +43,7 @@ pub struct TripleSource {
     /// .gguf path (overrides HOPRAG_LLM_LOCAL).
     #[arg(long, value_name = "NAME|PATH")]
     pub llm_local: Option<String>,
-    /// Cosine from which two entities are linked as synonyms (default 0.85, or
+    /// Cosine from which two entities are linked as synonyms (default 0.8, or
     /// `graph.synonym_threshold` of the configuration).
     #[arg(long)]
     pub synonym_threshold: Option<f32>,
