@@ -59,11 +59,11 @@ mod tests {
 
     #[test]
     fn nan_sorts_last_both_ways() {
-        let mut xs = vec![0.5f32, f32::NAN, 2.0, -f32::NAN, -1.0];
+        let mut xs = [0.5f32, f32::NAN, 2.0, -f32::NAN, -1.0];
         xs.sort_by(|a, b| desc(*a, *b));
         assert_eq!(&xs[..3], &[2.0, 0.5, -1.0]);
         assert!(xs[3].is_nan() && xs[4].is_nan());
-        let mut ys = vec![0.5f64, -f64::NAN, 2.0, f64::NAN, -1.0];
+        let mut ys = [0.5f64, -f64::NAN, 2.0, f64::NAN, -1.0];
         ys.sort_by(|a, b| asc(*a, *b));
         assert_eq!(&ys[..3], &[-1.0, 0.5, 2.0]);
         assert!(ys[3].is_nan() && ys[4].is_nan());

@@ -241,6 +241,17 @@ mod tests {
     }
 
     #[test]
+    fn the_built_in_model_routes_its_training_questions_both_ways() {
+        // A router that sends every query to Q is `never` in disguise (the model shipped
+        // before had a full-model Union share of 0 on its training questions).
+        let m = RegimeModel::default_model().unwrap();
+        let share = m.report.full_union_share;
+        assert!(share > 0.0 && share < 1.0, "full model sends {share} of its training questions to Union");
+        assert!(m.report.union_labels > 0 && m.report.q_labels > 0);
+        assert!(m.trained_on.iter().all(|t| t.contains("tune half")), "{:?}", m.trained_on);
+    }
+
+    #[test]
     fn held_out_questions_get_their_fold_model() {
         let m = model();
         let chosen = m.for_question("who directed blue harbor?");

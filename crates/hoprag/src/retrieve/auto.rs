@@ -71,15 +71,9 @@ impl Default for AutoParams {
 }
 
 /// The `auto_llm` section: [`AutoParams`] with the choices measured with an LLM.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct AutoLlmParams(pub AutoParams);
-
-impl Default for AutoLlmParams {
-    fn default() -> Self {
-        AutoLlmParams(AutoParams::default())
-    }
-}
 
 pub struct Auto {
     name: &'static str,
