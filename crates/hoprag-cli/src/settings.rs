@@ -280,6 +280,6 @@ mod tests {
         let (config, serve) = read_file(&again).unwrap();
         assert_eq!(config.llm.model, "m");
         assert_eq!(serve.token.as_deref(), Some(MASK));
-        assert!(toml_text.contains("synonym_threshold = 0.85\n"), "f32 printed as written: {toml_text}");
+        assert!(toml_text.contains("synonym_threshold = 0.8\n"), "f32 printed as written: {toml_text}");
     }
 }

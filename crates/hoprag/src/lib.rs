@@ -15,6 +15,7 @@
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
 //! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
 //! - `serve` (feature `serve`): the HTTP server;
+//! - [`rank`]: the one order of ranked scores (best first, NaN last);
 //! - [`threads`]: the one thread-count setting of the embedder and the local LLM.
 
 pub mod answer;
@@ -32,6 +33,7 @@ pub mod index;
 pub mod llm;
 pub mod models;
 pub mod progress;
+pub mod rank;
 pub mod regime;
 pub mod retrieve;
 #[cfg(feature = "serve")]

@@ -55,11 +55,90 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     assert!(pg.hits.windows(2).all(|w| w[0].score >= w[1].score));
     assert!(pg.trace.steps.iter().any(|s| s.name == "calibrated fusion"));
 
-    // `auto` runs PhaseGraph on an index with a graph, and says so first in its trace.
+    // `auto` runs its choice for a heuristic graph, and says so first in its trace.
     let auto = engine.retriever("auto").unwrap().retrieve(&q, 5).unwrap();
-    assert_eq!(auto.hits, pg.hits);
+    let chosen = engine.config.auto.with_heuristic_graph.clone();
+    assert_eq!(auto.hits, engine.retriever(&chosen).unwrap().retrieve(&q, 5).unwrap().hits);
     assert_eq!(auto.trace.steps[0].name, "auto");
-    assert_eq!(auto.trace.steps[0].detail["method"], "phasegraph");
+    assert_eq!(auto.trace.steps[0].detail["method"], chosen.as_str());
+    assert!(auto.trace.steps[0].detail["because"].as_str().unwrap().contains("heuristic"));
+}
+
+fn demo_engine_with_graph(dir: &std::path::Path) -> Engine {
+    let index = demo_index(dir);
+    let extraction = extract_heuristic(index.passages());
+    let graph =
+        EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
+    Index::attach_graph(dir, &graph, "heuristic".into()).unwrap();
+    Engine::new(Arc::new(Index::open(dir).unwrap()), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
+}
+
+#[test]
+fn phasegraph_is_the_same_method_whatever_k_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine_with_graph(dir.path());
+    let pg = engine.retriever("phasegraph").unwrap();
+    let n_v = engine.config.phasegraph.n_v;
+    for text in ["Who founded the company that built Varn Light?", "Where was the founder of Ardent Ironworks born?"] {
+        let q = Query::new(text);
+        let at = |k: usize| pg.retrieve(&q, k).unwrap();
+        let (five, fifteen) = (at(5), at(15));
+        assert_eq!(fifteen.hits.len(), 15);
+        // The vector list is N_v long at any k, so the first five do not move.
+        assert_eq!(&fifteen.hits[..5], &five.hits[..], "{text}");
+        for r in [&five, &fifteen] {
+            let fusion = r.trace.steps.iter().find(|s| s.name == "calibrated fusion").unwrap();
+            assert_eq!(fusion.detail["vector"], n_v, "{}", fusion.detail);
+        }
+    }
+}
+
+#[test]
+fn ppr_returns_k_passages_filled_from_dense_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine_with_graph(dir.path());
+    let q = Query::new("Who founded the company that built Varn Light?");
+    // Phrase seeds only: the walk reaches only the seeds' part of the graph.
+    let ppr = engine.retriever("ppr[passage_node_weight=0]").unwrap();
+    let n = engine.index.len();
+    let r = ppr.retrieve(&q, n + 10).unwrap();
+    assert_eq!(r.hits.len(), n, "every passage, once");
+    let mut seen: Vec<_> = r.hits.iter().map(|h| h.passage).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), n);
+    assert!(r.hits.windows(2).all(|w| w[0].score >= w[1].score), "scores in rank order");
+    assert_eq!(ppr.retrieve(&q, n + 10).unwrap().hits, r.hits, "deterministic");
+    // The walk reached some passages; the rest follow in dense order.
+    let walked = r.trace.steps.iter().find(|s| s.name == "ppr").unwrap().detail["passages"].as_u64().unwrap() as usize;
+    assert!(walked > 0 && walked <= n, "the walk reaches {walked} of {n} passages");
+    let dense: Vec<_> =
+        engine.retriever("dense").unwrap().retrieve(&q, n).unwrap().hits.iter().map(|h| h.passage).collect();
+    let tail: Vec<_> = r.hits[walked..].iter().map(|h| h.passage).collect();
+    let dense_order: Vec<_> = dense.iter().copied().filter(|p| tail.contains(p)).collect();
+    assert_eq!(tail, dense_order);
+}
+
+#[test]
+fn ppr_seeds_the_entity_a_question_names_beside_its_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine_with_graph(dir.path());
+    let q = Query::new("Which company did Maud Corrigan establish in Dunhaven?");
+    let seeds = |spec: &str| {
+        let r = engine.retriever(spec).unwrap().retrieve(&q, 5).unwrap();
+        let step = r.trace.steps.iter().find(|s| s.name == "link entities").unwrap().detail.clone();
+        step.as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["label"].as_str().unwrap().to_string(), l["via"].clone()))
+            .collect::<Vec<_>>()
+    };
+    // By default the named entity is linked by its exact name.
+    let linked = seeds("ppr");
+    assert!(linked.iter().any(|(label, via)| label == "Maud Corrigan" && via == "exact"), "{linked:?}");
+    // HippoRAG 2's fact-only seeding links nothing by name.
+    let facts_only = seeds("ppr[ppr.link.mentions=false]");
+    assert!(facts_only.iter().all(|(_, via)| via == "fact"), "{facts_only:?}");
 }
 
 #[test]

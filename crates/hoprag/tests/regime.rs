@@ -43,10 +43,15 @@ fn trains_saves_and_routes_with_held_out_fold_models() {
     let r = &model.report;
     assert_eq!(r.questions, data.questions.len());
     assert_eq!(
-        r.union_labels + r.q_labels + r.unlabelled_bridge_not_gold + r.unlabelled_no_next_hop,
+        r.union_labels + r.q_labels + r.unlabelled_no_next_hop,
         r.questions,
         "every question is labelled or counted as unlabelled: {r:?}"
     );
+    // The bridge is the gold hop-1 passage, not whatever dense search put first: every
+    // question with a next hop gets a label.
+    let chains = data.questions.iter().filter(|q| q.gold.len() >= 2).count();
+    assert_eq!(r.union_labels + r.q_labels, chains, "{r:?}");
+    assert!(r.full_union_share > 0.0 && r.full_union_share < 1.0, "the router routes both ways: {r:?}");
     assert!(r.union_labels > 0 && r.q_labels > 0, "both labels occur: {r:?}");
     assert!(r.selector_positives > 0 && r.selector_positives < r.selector_examples);
     assert_eq!(model.folds.len(), 2);
@@ -79,14 +84,31 @@ fn trains_saves_and_routes_with_held_out_fold_models() {
 }
 
 #[test]
-fn training_where_union_can_never_win_fails_clearly() {
-    // With α = 0, Union ranks exactly as the question does: every label is "Q".
+fn a_router_that_sends_every_question_one_way_is_refused() {
+    use hoprag::regime::{routes_both_ways, LogisticRegression, RouterFeatures};
     let dir = tempfile::tempdir().unwrap();
     let engine = demo_engine(dir.path());
     let (data, queries) = demo_questions(&engine);
     let set = TrainingSet { name: "demo".into(), index: &engine.index, questions: &data.questions, queries: &queries };
-    let err = train(&[set], engine.embedder.as_ref(), 50, 0.0, 2, &Silent).unwrap_err().to_string();
-    assert!(err.contains("router") && err.contains("training labels are negative"), "{err}");
+    let model = train(&[set], engine.embedder.as_ref(), 50, 0.25, 2, &Silent).unwrap();
+    let features: Vec<RouterFeatures> = data
+        .questions
+        .iter()
+        .map(|q| {
+            RouterFeatures::compute(
+                &q.text,
+                "It was directed by Mara Quint.",
+                "Blue Harbor. It was directed by Mara Quint.",
+            )
+        })
+        .collect();
+    // The same classifiers with the intercept pushed to either end route one way only.
+    for (intercept, way) in [(-50.0, "Q"), (50.0, "Union")] {
+        let mut constant = model.full.clone();
+        constant.router = LogisticRegression { intercept, ..constant.router.clone() };
+        let err = routes_both_ways(&constant, &features).unwrap_err().to_string();
+        assert!(err.contains(way) && err.contains("not saved"), "{err}");
+    }
 }
 
 #[test]

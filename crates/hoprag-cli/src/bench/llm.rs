@@ -149,7 +149,7 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
+    xs.sort_by(|a, b| hoprag::rank::asc(*a, *b));
     let n = xs.len();
     if n % 2 == 1 {
         xs[n / 2]

@@ -8,6 +8,7 @@ mod graph;
 mod index;
 mod llm;
 mod ppr;
+mod query;
 mod router;
 
 use clap::{Args, Subcommand};
@@ -33,6 +34,9 @@ enum BenchWhat {
     Graph(graph::GraphBench),
     /// BridgeRAG's non-LLM query part (6 searches, pool, PIT fusion) with canned LLM answers.
     Bridge(bridge::BridgeBench),
+    /// A method's end-to-end query latency (question embedding included) and where the
+    /// time goes, step by step.
+    Query(query::QueryBench),
     /// Personalized PageRank latency (vs python-igraph's PRPACK on the same graph and seeds).
     Ppr(ppr::PprBench),
     /// What RegimeRouter adds to a dense query (selector, router, Union re-ranking).
@@ -49,6 +53,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Embed(a) => embed::run(ctx, a),
         BenchWhat::Index(a) => index::run(ctx, a),
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
+        BenchWhat::Query(a) => query::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),
         BenchWhat::Router(a) => router::run(ctx, a),
         BenchWhat::Bridge(a) => bridge::run(ctx, a),
@@ -65,7 +70,7 @@ pub struct Percentiles {
 }
 
 pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
-    ms.sort_by(f64::total_cmp);
+    ms.sort_by(|a, b| hoprag::rank::asc(*a, *b));
     let at = |p: f64| ms[((p * (ms.len() - 1) as f64).round() as usize).min(ms.len() - 1)];
     Percentiles { p50: at(0.5), p99: at(0.99) }
 }

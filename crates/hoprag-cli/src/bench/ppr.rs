@@ -98,7 +98,7 @@ pub fn run(ctx: &Context, args: PprBench) -> anyhow::Result<()> {
         times.push(t.elapsed().as_secs_f64() * 1e3);
         iterations += r.iterations;
         let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by(|a, b| r.scores[*b as usize].total_cmp(&r.scores[*a as usize]).then(a.cmp(b)));
+        order.sort_by(|a, b| hoprag::rank::desc(r.scores[*a as usize], r.scores[*b as usize]).then(a.cmp(b)));
         order.truncate(10);
         tops.push(order);
     }

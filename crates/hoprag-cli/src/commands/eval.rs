@@ -6,7 +6,7 @@ use hoprag::eval::protocol::{hop1_correct, HOP1_DEPTH};
 use hoprag::eval::{evaluate_queries, flips, write_qrels, write_runs, EvalOptions, EvalReport};
 use hoprag::Engine;
 
-use super::Context;
+use super::{Context, SplitHalf};
 use crate::output::{pct, table};
 
 #[derive(Args)]
@@ -42,6 +42,13 @@ pub struct EvalArgs {
     /// Evaluate only the first N questions.
     #[arg(long)]
     limit: Option<usize>,
+    /// Evaluate one half of `hoprag tune`'s split (by MD5 of the question id): `tune` to
+    /// choose settings on, `test` to report them on.
+    #[arg(long, value_enum)]
+    split: Option<SplitHalf>,
+    /// Share of questions in the tune half (as `hoprag tune --tune-share`).
+    #[arg(long, default_value_t = 0.5, requires = "split")]
+    tune_share: f64,
     /// Write the full report as JSON to OUT (`-` or no value: stdout instead of tables).
     #[arg(long, value_name = "OUT", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
@@ -83,6 +90,9 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     }
     let engine = Engine::open(&args.index, config)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
+    if let Some(half) = args.split {
+        half.retain(ctx, &mut questions, args.tune_share);
+    }
     if let Some(n) = args.limit {
         questions.truncate(n);
     }

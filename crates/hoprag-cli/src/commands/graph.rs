@@ -43,7 +43,7 @@ pub struct TripleSource {
     /// .gguf path (overrides HOPRAG_LLM_LOCAL).
     #[arg(long, value_name = "NAME|PATH")]
     pub llm_local: Option<String>,
-    /// Cosine from which two entities are linked as synonyms (default 0.85, or
+    /// Cosine from which two entities are linked as synonyms (default 0.8, or
     /// `graph.synonym_threshold` of the configuration).
     #[arg(long)]
     pub synonym_threshold: Option<f32>,
@@ -71,11 +71,16 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
     if !args.source.is_set() {
         anyhow::bail!("say where the triples come from: --triples OPENIE.json or --extract heuristic|llm");
     }
-    build_and_attach(ctx, &args.index, &args.source)
+    let summary = build_and_attach(ctx, &args.index, &args.source)?;
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    }
+    Ok(())
 }
 
-/// Builds the graph for the index at `dir` and attaches it as a new generation.
-pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> anyhow::Result<()> {
+/// Builds the graph for the index at `dir` and attaches it as a new generation; prints
+/// a summary unless the output is JSON, and returns the JSON summary.
+pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> anyhow::Result<serde_json::Value> {
     let index = Index::open(dir)?;
     let config = ctx.config_for(dir, &[])?;
     let mut llm_report = None;
@@ -110,10 +115,8 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
     Index::attach_graph(dir, &graph, label)?;
     let s = &graph.stats;
-    if ctx.json {
-        let out = serde_json::json!({"stats": s, "extraction": report, "llm": llm_report});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
+    let out = serde_json::json!({"stats": s, "extraction": report, "llm": llm_report});
+    if !ctx.json {
         println!(
             "graph: {} entities, {} triples ({} degenerate), {} relation edges, {} synonym links, {} passage-entity \
              edges, {} components, {} passages without entities; built in {:.1}s ({:.1}s embedding)",
@@ -129,7 +132,7 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
             s.embed_secs
         );
     }
-    Ok(())
+    Ok(out)
 }
 
 /// `--extract llm`: the configured model (flags over env; the local model when no

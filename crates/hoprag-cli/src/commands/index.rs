@@ -63,9 +63,14 @@ pub struct IndexArgs {
     /// Replace an existing index at --out.
     #[arg(long)]
     force: bool,
-    /// Also build the entity graph (for ppr and phasegraph).
+    /// Where the entity graph's triples come from (for ppr, phasegraph and `auto`):
+    /// by default the LLM-free heuristic extractor; --triples FILE imports OpenIE
+    /// triples, --extract llm asks the configured chat model.
     #[command(flatten)]
     graph: super::graph::TripleSource,
+    /// Build no entity graph: dense, BM25 and hybrid only (`auto` is then dense).
+    #[arg(long, conflicts_with_all = ["triples", "extract"])]
+    no_graph: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -133,9 +138,28 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let source = args.corpus.corpus.display().to_string();
     let stats = Index::build(&args.out, &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
         .with_context(|| format!("building the index in {}", args.out.display()))?;
-    print_stats(ctx, &args.out, &stats, &corpus.report)?;
-    if args.graph.is_set() {
-        super::graph::build_and_attach(ctx, &args.out, &args.graph)?;
+    if !ctx.json {
+        print_stats(ctx, &args.out, &stats, &corpus.report)?;
+    }
+    let mut graph = serde_json::Value::Null;
+    if !args.no_graph {
+        let mut source = args.graph.clone();
+        if !source.is_set() {
+            // The default graph needs no LLM and no extra file.
+            source.extract = Some(super::graph::Extractor::Heuristic);
+        }
+        let t = std::time::Instant::now();
+        graph = super::graph::build_and_attach(ctx, &args.out, &source)?;
+        graph["secs"] = serde_json::json!(t.elapsed().as_secs_f64());
+        ctx.note(format!(
+            "the entity graph added {:.1}s to the index build ({:.1}s in all; --no-graph skips it)",
+            t.elapsed().as_secs_f64(),
+            stats.total_secs + t.elapsed().as_secs_f64()
+        ));
+    }
+    if ctx.json {
+        let out = serde_json::json!({"index": args.out, "stats": stats, "ingest": corpus.report, "graph": graph});
+        println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
 }

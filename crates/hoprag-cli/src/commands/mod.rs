@@ -104,6 +104,30 @@ pub fn split_methods(values: &[String]) -> Vec<String> {
     out
 }
 
+/// One half of `hoprag tune`'s split of a question file (by MD5 of the question id), so
+/// that settings chosen or models trained on one half are reported on the other.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitHalf {
+    Tune,
+    Test,
+}
+
+impl SplitHalf {
+    /// Keeps this half's questions and says how many.
+    pub fn retain(self, ctx: &Context, questions: &mut Vec<hoprag::dataset::Question>, tune_share: f64) {
+        let before = questions.len();
+        questions.retain(|q| hoprag::eval::tune::in_tune_split(&q.id, tune_share) == (self == SplitHalf::Tune));
+        ctx.note(format!("--split {}: {} of {before} questions", self.name(), questions.len()));
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitHalf::Tune => "tune",
+            SplitHalf::Test => "test",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

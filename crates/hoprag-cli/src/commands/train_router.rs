@@ -5,7 +5,7 @@ use hoprag::dataset::{load_dataset, resolve_gold};
 use hoprag::regime::{train, TrainingSet, MODEL_FILE};
 use hoprag::Engine;
 
-use super::Context;
+use super::{Context, SplitHalf};
 use crate::output::pct;
 
 #[derive(Args)]
@@ -22,9 +22,16 @@ pub struct TrainRouterArgs {
     /// Dense pool the router's labels rank (the method's pool).
     #[arg(long, default_value_t = 50)]
     pool: usize,
-    /// α of Union when computing labels.
+    /// α of Union (recorded in the model; the margin label does not depend on it).
     #[arg(long, default_value_t = 0.25)]
     alpha: f32,
+    /// Train on one half of each question file (as `hoprag eval --split`), e.g. `tune`,
+    /// and report on the other.
+    #[arg(long, value_enum)]
+    split: Option<SplitHalf>,
+    /// Share of questions in the tune half.
+    #[arg(long, default_value_t = 0.5, requires = "split")]
+    tune_share: f64,
     /// Cross-fitting folds.
     #[arg(long, default_value_t = 5)]
     folds: usize,
@@ -45,7 +52,10 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
     let mut loaded = Vec::new();
     for (dir, file) in args.index.iter().zip(&args.dataset) {
         let engine = Engine::open(dir, ctx.config.clone())?;
-        let (_, questions) = load_dataset(file)?;
+        let (_, mut questions) = load_dataset(file)?;
+        if let Some(half) = args.split {
+            half.retain(ctx, &mut questions, args.tune_share);
+        }
         let resolved = resolve_gold(&questions, engine.index.passages());
         ctx.note(format!(
             "{}: {} questions, {} gold passages unmatched",
@@ -55,7 +65,13 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
         ));
         let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
         let queries = engine.embed_queries(&texts, &ctx.progress)?;
-        loaded.push((engine, file.display().to_string(), resolved, queries));
+        let name = match args.split {
+            Some(half) => {
+                format!("{}, {} half (MD5 split, tune share {})", file.display(), half.name(), args.tune_share)
+            }
+            None => file.display().to_string(),
+        };
+        loaded.push((engine, name, resolved, queries));
     }
     let sets: Vec<TrainingSet> = loaded
         .iter()
@@ -81,13 +97,12 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
     );
     let labelled = r.union_labels + r.q_labels;
     println!(
-        "router labels: {labelled} of {} questions — Union better {} ({}), Q at least as good {}; \
-         unlabelled: top-1 dense passage not gold {}, no next hop {}",
+        "router labels (margin of the next gold passage over the pool, B_rel vs question): {labelled} of {} \
+         questions — Union better {} ({}), Q at least as good {}; unlabelled (one gold passage, or an empty bridge): {}",
         r.questions,
         r.union_labels,
         pct(r.union_labels as f64 / labelled.max(1) as f64),
         r.q_labels,
-        r.unlabelled_bridge_not_gold,
         r.unlabelled_no_next_hop
     );
     println!(
@@ -98,5 +113,6 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
         pct(r.majority_accuracy),
         pct(r.cross_fitted_union_share)
     );
+    println!("the full model sends {} of the labelled training questions to Union", pct(r.full_union_share));
     Ok(())
 }

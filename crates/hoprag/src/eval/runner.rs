@@ -375,7 +375,7 @@ fn latency(ms: &[f64]) -> Latency {
         return Latency::default();
     }
     let mut s = ms.to_vec();
-    s.sort_by(f64::total_cmp);
+    s.sort_by(|a, b| crate::rank::asc(*a, *b));
     let pct = |p: f64| s[((p * (s.len() - 1) as f64).round() as usize).min(s.len() - 1)];
     Latency { mean: s.iter().sum::<f64>() / s.len() as f64, p50: pct(0.5), p99: pct(0.99) }
 }

@@ -57,11 +57,15 @@ pub fn normalize(scores: &[f64], how: Normalization) -> Vec<f64> {
 pub fn pit(scores: &[f64]) -> Vec<f64> {
     let n = scores.len();
     let mut sorted: Vec<f64> = scores.to_vec();
-    sorted.sort_by(f64::total_cmp);
+    sorted.sort_by(|a, b| crate::rank::asc(*a, *b));
     scores
         .iter()
         .map(|s| {
-            let at_or_below = sorted.partition_point(|x| x.total_cmp(s).is_le());
+            // A NaN is below every number, so nothing is at or below it.
+            if s.is_nan() {
+                return 0.0;
+            }
+            let at_or_below = sorted.partition_point(|x| crate::rank::asc(*x, *s).is_le());
             at_or_below as f64 / n as f64
         })
         .collect()
@@ -156,7 +160,7 @@ pub fn fuse_two(a: &[(PassageIdx, f32)], b: &[(PassageIdx, f32)], p: &FusionPara
     }
     let mut out: Vec<(PassageIdx, f64, usize)> =
         fused.into_iter().map(|(i, (s, seen, o))| (i, s + if seen == 3 { p.beta } else { 0.0 }, o)).collect();
-    out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.2.cmp(&y.2)));
+    out.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.2.cmp(&y.2)));
     out.into_iter().map(|(i, s, _)| (i, s as f32)).collect()
 }
 
@@ -170,6 +174,23 @@ mod tests {
         assert_eq!(normalize(&[2.0, 4.0], Normalization::MinMax), vec![0.0, 1.0]);
         assert_eq!(normalize(&[2.0, 4.0], Normalization::MaxRatio), vec![0.5, 1.0]);
         assert_eq!(normalize(&[3.0, 3.0], Normalization::MinMax), vec![1.0, 1.0]);
+    }
+
+    #[test]
+    fn nan_scores_rank_last_in_pit_and_fusion() {
+        // A NaN is no evidence: below every number in the percentile ranks...
+        let p = pit(&[0.3, f64::NAN, 0.1]);
+        assert_eq!(p, vec![2.0 / 3.0, 0.0, 1.0 / 3.0]);
+        // ...and last in a fused list.
+        let params = FusionParams {
+            normalization: Normalization::None,
+            operator: Operator::Linear,
+            temperature: Temperature::Auto,
+            alpha: 0.5,
+            beta: 0.0,
+        };
+        let f = fuse_two(&[(7, f32::NAN), (1, 0.2)], &[(2, 0.1)], &params);
+        assert_eq!(f.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2, 7]);
     }
 
     #[test]

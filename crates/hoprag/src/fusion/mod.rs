@@ -25,7 +25,7 @@ pub fn rrf(lists: &[&[(PassageIdx, f32)]], k: f32) -> Vec<(PassageIdx, f32)> {
         }
     }
     let mut out: Vec<(PassageIdx, f32, usize)> = fused.into_iter().map(|(p, (s, o))| (p, s, o)).collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
+    out.sort_by(|a, b| crate::rank::desc(a.1, b.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
     out.into_iter().map(|(p, s, _)| (p, s)).collect()
 }
 

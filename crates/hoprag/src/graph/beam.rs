@@ -155,7 +155,7 @@ pub fn diversity_weight(n: usize, p: &BeamParams) -> f32 {
 
 /// Best first; equal scores by triple ids.
 fn sort(beams: &mut [Beam]) {
-    beams.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.triples.cmp(&b.triples)));
+    beams.sort_by(|a, b| crate::rank::desc(a.score, b.score).then_with(|| a.triples.cmp(&b.triples)));
 }
 
 fn top(mut beams: Vec<Beam>, p: &BeamParams) -> Vec<Beam> {
@@ -174,7 +174,7 @@ fn most_similar(graph: &TripleGraph, query: &[f32], list: &mut Vec<u32>, n: usiz
         return;
     }
     let mut scored: Vec<(f32, u32)> = list.iter().map(|&t| (dot(query, graph.vector(t)), t)).collect();
-    scored.select_nth_unstable_by(n - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.select_nth_unstable_by(n - 1, |a, b| crate::rank::desc(a.0, b.0).then(a.1.cmp(&b.1)));
     list.clear();
     list.extend(scored[..n].iter().map(|x| x.1));
     list.sort_unstable();

@@ -9,43 +9,31 @@ use serde::{Deserialize, Serialize};
 
 use crate::text::{sentences, surface_entities, SpanKind};
 
-/// Words that make a question compare things it names (P1 proxy). Multi-word entries
-/// match as phrases.
+/// Words that make a question compare things it names (P1 proxy; the paper lists
+/// "differ, same, versus, whereas"): they compare wherever they occur.
 const COMPARISON_WORDS: &[&str] = &[
     "differ",
+    "differs",
     "different",
     "difference",
     "same",
     "versus",
     "vs",
     "whereas",
-    "both",
-    "either",
-    "neither",
     "compare",
     "compared",
-    "more",
-    "less",
-    "first",
-    "earlier",
-    "later",
-    "older",
-    "younger",
-    "oldest",
-    "youngest",
-    "longer",
-    "shorter",
-    "larger",
-    "smaller",
-    "bigger",
-    "higher",
-    "lower",
-    "closer",
-    "farther",
-    "further",
-    "taller",
-    "faster",
-    "last",
+    "comparison",
+    "both",
+    "neither",
+];
+
+/// Comparatives and ordinals compare only in a choice between named things ("Who was
+/// born first, A or B?"); alone they are part of a description ("the first president",
+/// "who later became"), so they count only in a question that offers a choice with "or".
+const CHOICE_WORDS: &[&str] = &[
+    "first", "last", "earlier", "later", "older", "younger", "oldest", "youngest", "more", "less", "fewer", "longer",
+    "shorter", "larger", "smaller", "bigger", "higher", "lower", "closer", "farther", "further", "taller", "faster",
+    "earliest", "latest",
 ];
 
 /// Verbs that open a yes/no question (P1 proxy: such questions name both sides).
@@ -55,7 +43,9 @@ const YES_NO_VERBS: &[&str] = &[
 ];
 
 /// Word stems of verbs and nouns that state a relation between two entities; a sentence
-/// holding one is likely to carry the bridge-to-target link.
+/// holding one is likely to carry the bridge-to-target link. A word matches a stem when
+/// it is the stem plus an inflection or derivation ([`STEM_ENDINGS`]), so "directed"
+/// and "director" match "direct" but "start" does not match "star", nor "song" "son".
 const RELATION_STEMS: &[&str] = &[
     "born",
     "died",
@@ -136,6 +126,13 @@ const RELATION_STEMS: &[&str] = &[
     "includ",
 ];
 
+/// What may follow a relation stem in a word that states the relation (a doubled last
+/// consonant first is allowed too: "starring", "starred").
+const STEM_ENDINGS: &[&str] = &[
+    "", "s", "es", "e", "ed", "d", "ing", "er", "ers", "or", "ors", "ion", "ions", "tion", "ition", "ation", "ment",
+    "age", "y", "ies", "ied", "ice",
+];
+
 /// The words of a text, lowercased, without surrounding punctuation.
 fn words(text: &str) -> Vec<String> {
     text.split_whitespace()
@@ -158,31 +155,52 @@ pub fn proper_nouns(sentence: &str) -> Vec<String> {
     counted_spans(sentence).filter(|s| s.kind == SpanKind::Name).map(|s| s.text.to_lowercase()).collect()
 }
 
-/// Proper nouns of `text` that do not occur in the question (as a span or inside one of
-/// the question's words).
+/// Whether `needle`'s words occur as consecutive whole words of `haystack` (both as
+/// [`words`] gives them).
+fn contains_words(haystack: &[String], needle: &[String]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Proper nouns of `text` that do not occur in the question (as a span of its own, or
+/// as whole words of it: "Paris" is in "the Paris Agreement", "Art" is not in "Arthur").
 fn new_proper_nouns(text: &str, question: &str) -> usize {
-    let q = question.to_lowercase();
+    let q_words = words(question);
     let q_nouns: HashSet<String> = proper_nouns(question).into_iter().collect();
-    proper_nouns(text).into_iter().filter(|n| !q_nouns.contains(n) && !q.contains(n.as_str())).count()
+    proper_nouns(text).into_iter().filter(|n| !q_nouns.contains(n) && !contains_words(&q_words, &words(n))).count()
 }
 
 pub fn has_comparison_word(question: &str) -> bool {
     let w = words(question);
-    w.iter().any(|x| COMPARISON_WORDS.contains(&x.as_str()))
+    let choice = w.iter().any(|x| x == "or");
+    w.iter().any(|x| COMPARISON_WORDS.contains(&x.as_str()) || (choice && CHOICE_WORDS.contains(&x.as_str())))
 }
 
 pub fn starts_with_yes_no_verb(question: &str) -> bool {
     words(question).first().is_some_and(|w| YES_NO_VERBS.contains(&w.as_str()))
 }
 
+/// Whether `word` is `stem` inflected or derived (see [`STEM_ENDINGS`]).
+fn stem_matches(word: &str, stem: &str) -> bool {
+    let Some(rest) = word.strip_prefix(stem) else {
+        return false;
+    };
+    if STEM_ENDINGS.contains(&rest) {
+        return true;
+    }
+    // A doubled final consonant: star → starring.
+    let last = stem.chars().last();
+    let mut chars = rest.chars();
+    chars.next().is_some_and(|c| Some(c) == last && !"aeiou".contains(c)) && STEM_ENDINGS[1..].contains(&chars.as_str())
+}
+
 pub fn has_relation_word(sentence: &str) -> bool {
-    let lower = sentence.to_lowercase();
     let w = words(sentence);
     RELATION_STEMS.iter().any(|stem| {
         if stem.contains(' ') {
-            lower.contains(stem)
+            let phrase: Vec<String> = stem.split(' ').map(String::from).collect();
+            contains_words(&w, &phrase)
         } else {
-            w.iter().any(|x| x.starts_with(stem))
+            w.iter().any(|x| stem_matches(x, stem))
         }
     })
 }
@@ -296,6 +314,33 @@ mod tests {
         assert!(yn.q_yes_no_start && yn.q_comparison_word);
         assert_eq!((yn.q_proper_nouns, yn.b_rel_new_proper_nouns, yn.b_rel_fraction), (2, 0, 0.0));
         assert_eq!(yn.to_vec(), vec![1.0, 1.0, 2.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn comparison_words_need_a_comparison() {
+        // Ordinals and comparatives in a description are not comparisons...
+        assert!(!has_comparison_word("Who was the first president of the country where Lake Oru lies?"));
+        assert!(!has_comparison_word("What did the man who later founded Ardent study?"));
+        assert!(!has_comparison_word("How many more years did the war last?"));
+        // ...in a choice they are; the paper's own words always are.
+        assert!(has_comparison_word("Which came out first, Blue Harbor or Red Dawn?"));
+        assert!(has_comparison_word("Are Otto Bell and Mara Quint of the same nationality?"));
+        assert!(has_comparison_word("How does the climate differ between them?"));
+    }
+
+    #[test]
+    fn names_and_relation_words_match_whole_words() {
+        // "Art" is not in "Arthur", "Ann" not in "Annapolis"; "Paris" is in the question.
+        assert_eq!(new_proper_nouns("It was sold by Art to Ann in Paris.", "Where did Arthur go in Paris?"), 2);
+        assert_eq!(new_proper_nouns("It was given to Ann.", "What is Annapolis known for?"), 1);
+        assert_eq!(new_proper_nouns("It was signed in Paris.", "What was the Paris Agreement?"), 0);
+        // Stems match their inflections, not other words that begin with them.
+        assert!(has_relation_word("It was directed by Mara Quint."));
+        assert!(has_relation_word("The film starring Otto Bell."));
+        assert!(has_relation_word("She is the director."));
+        assert!(has_relation_word("It is part of the county."));
+        assert!(!has_relation_word("The song started a significant headline."));
+        assert!(!has_relation_word("A ledger of the department."));
     }
 
     #[test]

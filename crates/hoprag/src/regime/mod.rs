@@ -14,7 +14,7 @@ mod train;
 
 pub use features::{RouterFeatures, SentenceFeatures};
 pub use logistic::{LogisticRegression, DEFAULT_C};
-pub use train::{train, TrainingReport, TrainingSet};
+pub use train::{routes_both_ways, train, TrainingReport, TrainingSet};
 
 use std::path::Path;
 
@@ -30,8 +30,8 @@ pub const MODEL_FILE: &str = "router.json";
 
 const FORMAT: u32 = 1;
 
-/// The model shipped with hoprag: trained on the shared dev questions of MuSiQue and
-/// HotpotQA (see the README); retrain on your own data with `hoprag train-router`.
+/// The model shipped with hoprag (see the README, "RegimeRouter", for what it was
+/// trained on); retrain on your own data with `hoprag train-router`.
 const DEFAULT_MODEL: &str = include_str!("default_model.json");
 
 /// A selector and a router that go together: the router was trained on the sentences
@@ -177,7 +177,7 @@ pub fn union_ranking(
             (c, (1.0 - alpha) * q_cos + alpha * b_cos)
         })
         .collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    crate::rank::sort_hits(&mut out);
     out
 }
 
@@ -238,6 +238,17 @@ mod tests {
         // z = -1 + 1.5 * 1 new proper noun = 0.5.
         assert!((chosen.classifiers.route(&f) - 1.0 / (1.0 + (-0.5f64).exp())).abs() < 1e-12);
         assert!(m.full.select(q, "").is_none());
+    }
+
+    #[test]
+    fn the_built_in_model_routes_its_training_questions_both_ways() {
+        // A router that sends every query to Q is `never` in disguise (the model shipped
+        // before had a full-model Union share of 0 on its training questions).
+        let m = RegimeModel::default_model().unwrap();
+        let share = m.report.full_union_share;
+        assert!(share > 0.0 && share < 1.0, "full model sends {share} of its training questions to Union");
+        assert!(m.report.union_labels > 0 && m.report.q_labels > 0);
+        assert!(m.trained_on.iter().all(|t| t.contains("tune half")), "{:?}", m.trained_on);
     }
 
     #[test]

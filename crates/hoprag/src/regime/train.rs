@@ -4,12 +4,19 @@
 //!   passage that names the next gold passage's title. Every sentence of such a bridge
 //!   is an example (positive if it names the title); bridges with no naming sentence are
 //!   skipped and counted.
-//! - Router: self-supervised from embeddings. With bridge b = the top-1 dense passage,
-//!   the label says whether Union ranks the next-hop gold passage strictly better than
-//!   the question alone within the dense pool. Questions whose bridge is not gold (or is
-//!   the last hop) carry no label and are counted.
+//! - Router: self-supervised from embeddings, with the paper's margin label (its
+//!   Theorem 2). The bridge b is the gold hop-1 passage (the first gold passage where
+//!   hop order is known, else the gold passage the question's dense search ranks
+//!   highest) and the target g the next gold passage; B_rel is the sentence of b the
+//!   selector picks. With S_x = cos(x, g) − mean over the dense pool of cos(x, c), the
+//!   label is Union when S_{B_rel} > S_q: then Union's score (1 − α)·cos(q, ·) +
+//!   α·cos(B_rel, ·) separates g from the pool by more than the question's alone, for
+//!   every α > 0. Questions with a single gold passage, or a bridge without sentences,
+//!   carry no label and are counted.
 //! - Cross-fitting: five folds by a hash of the question text; each fold's selector and
 //!   router are trained on the other folds only, and its questions are scored by them.
+//! - A router that sends every training question the same way is refused: it would
+//!   pass for a trained model while doing what `never` (or `always`) does.
 
 use std::collections::HashMap;
 
@@ -17,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{sentence_features, RouterFeatures};
 use super::logistic::{LogisticRegression, DEFAULT_C};
-use super::{next_hop, question_key, rank_of, select, union_ranking, Classifiers, Fold, RegimeModel, FORMAT};
+use super::{question_key, select, Classifiers, Fold, RegimeModel, FORMAT};
 use crate::corpus::PassageIdx;
 use crate::dataset::EvalQuestion;
 use crate::embed::{embed_all, Embedder, TextKind};
@@ -46,12 +53,11 @@ pub struct TrainingReport {
     /// Gold bridges with no sentence naming the next passage's title (skipped).
     pub bridges_without_naming_sentence: usize,
     pub bridges_with_naming_sentence: usize,
-    /// Router labels (full model): Union better / Q at least as good.
+    /// Router labels (full model): Union's margin larger / Q's at least as large.
     pub union_labels: usize,
     pub q_labels: usize,
-    /// Questions without a router label: the top-1 dense passage is not gold ...
-    pub unlabelled_bridge_not_gold: usize,
-    /// ... or it is the last hop (or has no sentences).
+    /// Questions without a router label: one gold passage only, or a bridge without
+    /// sentences.
     pub unlabelled_no_next_hop: usize,
     /// Out-of-fold router accuracy over the labelled questions, and what always
     /// predicting the majority label would score.
@@ -60,11 +66,15 @@ pub struct TrainingReport {
     pub cross_fitted_n: usize,
     /// Share of labelled questions the cross-fitted routers sent to Union.
     pub cross_fitted_union_share: f64,
+    /// Share of labelled questions the full model sends to Union.
+    #[serde(default)]
+    pub full_union_share: f64,
 }
 
 struct Item<'a> {
     key: String,
     text: &'a str,
+    embedding: &'a [f32],
     gold: &'a [PassageIdx],
     ordered: bool,
     index: &'a Index,
@@ -75,7 +85,6 @@ struct Item<'a> {
 /// A router example: features and label, or why there is none.
 enum RouterExample {
     Labelled(RouterFeatures, bool),
-    BridgeNotGold,
     NoNextHop,
 }
 
@@ -105,6 +114,7 @@ pub fn train(
                 fold,
                 key,
                 text: &q.text,
+                embedding,
                 gold: &q.gold,
                 ordered: q.last_hop.is_some(),
                 index: set.index,
@@ -136,7 +146,7 @@ pub fn train(
         let selector = LogisticRegression::fit(&x, &y, DEFAULT_C)
             .map_err(|e| Error::Config(format!("{what}: sentence selector: {e}")))?;
         let trained: Vec<usize> = (0..items.len()).filter(|&i| train(i)).collect();
-        let examples = router_examples(&items, &trained, &selector, alpha, cache, progress)?;
+        let examples = router_examples(&items, &trained, &selector, cache, progress)?;
         let (x, y): (Vec<Vec<f64>>, Vec<bool>) = examples
             .into_iter()
             .filter_map(|e| match e {
@@ -154,7 +164,7 @@ pub fn train(
     for f in 0..folds {
         let classifiers = fit(&|i| items[i].fold != f, &mut cache, &format!("fold {}", f + 1))?;
         let held: Vec<usize> = (0..items.len()).filter(|&i| items[i].fold == f).collect();
-        for example in router_examples(&items, &held, &classifiers.selector, alpha, &mut cache, progress)? {
+        for example in router_examples(&items, &held, &classifiers.selector, &mut cache, progress)? {
             if let RouterExample::Labelled(features, label) = example {
                 let union = classifiers.route(&features) >= 0.5;
                 scored += 1;
@@ -167,14 +177,21 @@ pub fn train(
     let full = fit(&|_| true, &mut cache, "full model")?;
 
     let all: Vec<usize> = (0..items.len()).collect();
-    for e in router_examples(&items, &all, &full.selector, alpha, &mut cache, progress)? {
+    for e in router_examples(&items, &all, &full.selector, &mut cache, progress)? {
         match e {
             RouterExample::Labelled(_, true) => report.union_labels += 1,
             RouterExample::Labelled(_, false) => report.q_labels += 1,
-            RouterExample::BridgeNotGold => report.unlabelled_bridge_not_gold += 1,
             RouterExample::NoNextHop => report.unlabelled_no_next_hop += 1,
         }
     }
+    let features: Vec<RouterFeatures> = router_examples(&items, &all, &full.selector, &mut cache, progress)?
+        .into_iter()
+        .filter_map(|e| match e {
+            RouterExample::Labelled(f, _) => Some(f),
+            RouterExample::NoNextHop => None,
+        })
+        .collect();
+    report.full_union_share = routes_both_ways(&full, &features)?;
     for examples in &selector_examples {
         report.selector_examples += examples.len();
         report.selector_positives += examples.iter().filter(|e| e.1).count();
@@ -229,25 +246,59 @@ fn selector_examples(item: &Item) -> (Vec<(Vec<f64>, bool)>, usize, usize) {
     (out, with, without)
 }
 
-/// Router examples for `which` items, with B_rel chosen by `selector`.
+/// The share of `features` the classifiers send to Union; an error when that is none
+/// or all of them: such a router routes nothing, whatever its training report says.
+pub fn routes_both_ways(classifiers: &Classifiers, features: &[RouterFeatures]) -> Result<f64> {
+    let union = features.iter().filter(|f| classifiers.route(f) >= 0.5).count();
+    if union == 0 || union == features.len() {
+        let way = if union == 0 { "Q (the question alone)" } else { "Union" };
+        return Err(Error::Config(format!(
+            "the trained router sends all {} labelled training questions to {way}: it would only replay one \
+             action, so it is not saved; train on more (or more varied) questions",
+            features.len()
+        )));
+    }
+    Ok(union as f64 / features.len() as f64)
+}
+
+/// The gold hop-1 passage of an item and the passage after it: in hop order where it
+/// is known, else the gold passage the question's dense search ranks highest (hop 1 is
+/// the one the question itself finds) and the best-ranked other one.
+fn hop1_and_next(item: &Item) -> Option<(PassageIdx, PassageIdx)> {
+    if item.gold.len() < 2 {
+        return None;
+    }
+    if item.ordered {
+        return Some((item.gold[0], item.gold[1]));
+    }
+    let vectors = item.index.vectors();
+    let cos = |p: PassageIdx| -> f32 { vectors.row(p).iter().zip(item.embedding).map(|(a, b)| a * b).sum() };
+    let mut by_score: Vec<(PassageIdx, f32)> = item.gold.iter().map(|&g| (g, cos(g))).collect();
+    crate::rank::sort_hits(&mut by_score);
+    Some((by_score[0].0, by_score[1].0))
+}
+
+/// Score separation margin S_x = cos(x, target) − mean over the pool of cos(x, c).
+fn margin(x: &[f32], target: PassageIdx, pool: &[(PassageIdx, f32)], vectors: &crate::index::Matrix) -> f64 {
+    let cos = |p: PassageIdx| -> f64 { vectors.row(p).iter().zip(x).map(|(a, b)| (a * b) as f64).sum() };
+    let mean = pool.iter().map(|&(c, _)| cos(c)).sum::<f64>() / pool.len().max(1) as f64;
+    cos(target) - mean
+}
+
+/// Router examples for `which` items, with B_rel chosen by `selector` from the gold
+/// hop-1 bridge.
 fn router_examples(
     items: &[Item],
     which: &[usize],
     selector: &LogisticRegression,
-    alpha: f32,
     cache: &mut EmbeddingCache,
     progress: &dyn Progress,
 ) -> Result<Vec<RouterExample>> {
     let mut pending = Vec::new();
     for &i in which {
         let item = &items[i];
-        let Some(&(bridge, _)) = item.pool.first() else {
-            pending.push(Err(RouterExample::BridgeNotGold));
-            continue;
-        };
-        let Some(target) = next_hop(item.gold, item.ordered, bridge) else {
-            let gold = item.gold.contains(&bridge);
-            pending.push(Err(if gold { RouterExample::NoNextHop } else { RouterExample::BridgeNotGold }));
+        let Some((bridge, target)) = hop1_and_next(item) else {
+            pending.push(Err(RouterExample::NoNextHop));
             continue;
         };
         let bridge_text = &item.index.passage(bridge).text;
@@ -264,9 +315,10 @@ fn router_examples(
             Err(e) => e,
             Ok((i, target, b_rel, bridge_text)) => {
                 let item = &items[i];
-                let union = union_ranking(&item.pool, &cache.vectors[&b_rel], alpha, item.index.vectors());
-                let label = rank_of(&union, target) < rank_of(&item.pool, target);
-                RouterExample::Labelled(RouterFeatures::compute(item.text, &b_rel, bridge_text), label)
+                let vectors = item.index.vectors();
+                let s_b = margin(&cache.vectors[&b_rel], target, &item.pool, vectors);
+                let s_q = margin(item.embedding, target, &item.pool, vectors);
+                RouterExample::Labelled(RouterFeatures::compute(item.text, &b_rel, bridge_text), s_b > s_q)
             }
         })
         .collect())

@@ -1,8 +1,9 @@
 //! `auto` and `auto_llm`: the pipeline that measured best on the shared dev data (see
-//! the README's "Choosing auto"), without and with an LLM, picked per index: a graph
-//! method where the index has an entity graph, a graph-free one otherwise. Which two is
-//! configuration, so that `hoprag tune --method auto --grid with_graph=...` can re-check
-//! the choice on new data (or with another LLM).
+//! the README's "Choosing auto"), without and with an LLM, picked per index by what the
+//! index holds: no entity graph, a graph from the LLM-free heuristic triples, or one
+//! from an LLM's triples (imported OpenIE or `--extract llm`). Which method each case
+//! runs is configuration, so that `hoprag tune --method auto --grid with_graph=...` can
+//! re-check the choice on new data (or with another LLM).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -10,42 +11,69 @@ use serde_json::json;
 use super::{Query, Retrieval, Retriever, TraceStep};
 use crate::error::Result;
 
+/// What kind of graph an index has, as far as choosing a method goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphKind {
+    None,
+    /// Triples from the LLM-free heuristic extractor.
+    Heuristic,
+    /// Triples from an LLM (imported OpenIE, or `--extract llm`).
+    Llm,
+}
+
+impl GraphKind {
+    /// From the triple source an index's manifest records (`heuristic`, `llm:MODEL`, or
+    /// an OpenIE file).
+    pub fn of_source(source: Option<&str>) -> GraphKind {
+        match source {
+            None => GraphKind::None,
+            Some("heuristic") => GraphKind::Heuristic,
+            Some(_) => GraphKind::Llm,
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            GraphKind::None => "the index has no entity graph",
+            GraphKind::Heuristic => "the index has an entity graph from heuristic (LLM-free) triples",
+            GraphKind::Llm => "the index has an entity graph from an LLM's triples",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AutoParams {
-    /// Method for indexes with an entity graph.
+    /// Method for indexes whose entity graph comes from an LLM's triples.
     pub with_graph: String,
-    /// Method for indexes without one.
+    /// Method for indexes whose entity graph comes from the heuristic extractor.
+    pub with_heuristic_graph: String,
+    /// Method for indexes without a graph.
     pub without_graph: String,
 }
 
 impl AutoParams {
-    /// The method for an index with or without an entity graph.
-    pub fn choice(&self, has_graph: bool) -> &str {
-        if has_graph {
-            &self.with_graph
-        } else {
-            &self.without_graph
+    /// The method for an index with this kind of graph.
+    pub fn choice(&self, graph: GraphKind) -> &str {
+        match graph {
+            GraphKind::Llm => &self.with_graph,
+            GraphKind::Heuristic => &self.with_heuristic_graph,
+            GraphKind::None => &self.without_graph,
         }
     }
 }
 
 impl Default for AutoParams {
     fn default() -> Self {
-        AutoParams { with_graph: "phasegraph".into(), without_graph: "dense".into() }
+        AutoParams { with_graph: "ppr".into(), with_heuristic_graph: "ppr".into(), without_graph: "dense".into() }
     }
 }
 
 /// The `auto_llm` section: [`AutoParams`] with the choices measured with an LLM.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct AutoLlmParams(pub AutoParams);
-
-impl Default for AutoLlmParams {
-    fn default() -> Self {
-        AutoLlmParams(AutoParams { with_graph: "phasegraph".into(), without_graph: "dense".into() })
-    }
-}
 
 pub struct Auto {
     name: &'static str,
@@ -55,9 +83,8 @@ pub struct Auto {
 
 impl Auto {
     /// `name`: `auto` or `auto_llm`.
-    pub fn new(name: &'static str, inner: Box<dyn Retriever>, has_graph: bool) -> Self {
-        let reason = if has_graph { "the index has an entity graph" } else { "the index has no entity graph" };
-        Auto { name, inner, reason }
+    pub fn new(name: &'static str, inner: Box<dyn Retriever>, graph: GraphKind) -> Self {
+        Auto { name, inner, reason: graph.reason() }
     }
 }
 

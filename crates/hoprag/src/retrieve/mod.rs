@@ -11,7 +11,7 @@ mod phasegraph;
 mod ppr;
 mod regime_router;
 
-pub use auto::{Auto, AutoLlmParams, AutoParams};
+pub use auto::{Auto, AutoLlmParams, AutoParams, GraphKind};
 pub use bm25::Bm25;
 pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
 pub use dense::Dense;
@@ -152,6 +152,34 @@ pub(crate) fn hits(list: Vec<(PassageIdx, f32)>) -> Vec<Hit> {
     list.into_iter().map(|(passage, score)| Hit { passage, score }).collect()
 }
 
+/// `list` filled up to `k` passages from `fallback` (best first, skipping passages
+/// already in `list`), for methods that can return fewer than asked.
+pub(crate) fn backfill(
+    mut list: Vec<(PassageIdx, f32)>,
+    fallback: &[(PassageIdx, f32)],
+    k: usize,
+) -> Vec<(PassageIdx, f32)> {
+    if list.len() >= k {
+        list.truncate(k);
+        return list;
+    }
+    let have: std::collections::HashSet<PassageIdx> = list.iter().map(|x| x.0).collect();
+    // Below the list's last score, so that scores stay in rank order.
+    let floor = list.last().map_or(f32::INFINITY, |x| x.1);
+    let extra: Vec<PassageIdx> =
+        fallback.iter().map(|x| x.0).filter(|p| !have.contains(p)).take(k - list.len()).collect();
+    let n = extra.len();
+    for (i, p) in extra.into_iter().enumerate() {
+        let score = match floor {
+            f if !f.is_finite() => (n - i) as f32,
+            f if f > 0.0 => f * (n - i) as f32 / (n + 1) as f32,
+            f => f - (i + 1) as f32,
+        };
+        list.push((p, score));
+    }
+    list
+}
+
 /// Trace detail for a ranked list: the first few passage indices and scores.
 pub(crate) fn list_detail(list: &[(PassageIdx, f32)]) -> Value {
     serde_json::json!(list.iter().take(10).map(|(p, s)| serde_json::json!([p, s])).collect::<Vec<_>>())
@@ -172,6 +200,17 @@ mod tests {
             let usage = Usage { prompt_tokens: 7, completion_tokens: 3 };
             Ok(ChatResponse { text: "{}".into(), usage, cached: false, retries: 0, latency_ms: 2.0 })
         }
+    }
+
+    #[test]
+    fn backfill_fills_to_k_from_the_fallback_in_its_order() {
+        let walked = vec![(7, 0.5), (3, 0.2)];
+        let dense = [(3, 0.9), (1, 0.8), (7, 0.7), (4, 0.6), (9, 0.5)];
+        let out = backfill(walked.clone(), &dense, 4);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![7, 3, 1, 4]);
+        assert!(out.windows(2).all(|w| w[0].1 > w[1].1), "{out:?}");
+        assert_eq!(backfill(walked.clone(), &dense, 1), vec![(7, 0.5)]);
+        assert_eq!(backfill(walked, &dense, 10).len(), 5, "no more than there is");
     }
 
     #[test]

@@ -9,17 +9,18 @@ use serde_json::json;
 
 use super::dense::{dense_search, query_embedding};
 use super::ppr::{graph_scores, PprMethodParams};
-use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::embed::Embedder;
 use crate::error::Result;
 use crate::fusion::{fuse_two, FusionParams, Normalization, Operator, Temperature};
 use crate::graph::GraphContext;
-use crate::index::VectorIndex;
+use crate::index::{Matrix, VectorIndex};
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PhaseGraphParams {
-    /// Vector list length N_v (10 in the paper).
+    /// Vector list length N_v (10 in the paper). Part of the method: it does not grow
+    /// with the k asked for; past the fused list, passages come from dense retrieval.
     pub n_v: usize,
     /// Cap on the graph list ("divergent top-k", 30 in the paper's full-corpus setting).
     pub dk: usize,
@@ -46,6 +47,7 @@ impl Default for PhaseGraphParams {
 
 pub struct PhaseGraph {
     graph: Arc<GraphContext>,
+    passages: Arc<Matrix>,
     vectors: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
     params: PhaseGraphParams,
@@ -54,11 +56,12 @@ pub struct PhaseGraph {
 impl PhaseGraph {
     pub fn new(
         graph: Arc<GraphContext>,
+        passages: Arc<Matrix>,
         vectors: Arc<dyn VectorIndex>,
         embedder: Arc<dyn Embedder>,
         params: PhaseGraphParams,
     ) -> Self {
-        PhaseGraph { graph, vectors, embedder, params }
+        PhaseGraph { graph, passages, vectors, embedder, params }
     }
 }
 
@@ -71,18 +74,20 @@ impl Retriever for PhaseGraph {
         let p = &self.params;
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
-        // The vector list is never shorter than what the caller asked for.
-        let vector = dense_search(self.vectors.as_ref(), &q, p.n_v.max(k), &mut trace)?;
-        let graph = graph_scores(&self.graph, self.embedder.as_ref(), query, &q, &p.graph, p.dk, &mut trace)?
-            .unwrap_or_default();
-        let mut fused = trace.step("calibrated fusion", || {
-            let f = fuse_two(&vector, &graph, &p.fusion);
+        // One search serves both the vector list (its first N_v) and the backfill.
+        let dense = dense_search(self.vectors.as_ref(), &q, p.n_v.max(k), &mut trace)?;
+        let vector = &dense[..p.n_v.min(dense.len())];
+        let graph =
+            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, &p.graph, p.dk, &mut trace)?
+                .unwrap_or_default();
+        let fused = trace.step("calibrated fusion", || {
+            let f = fuse_two(vector, &graph, &p.fusion);
             let both = vector.iter().filter(|v| graph.iter().any(|g| g.0 == v.0)).count();
             let d = json!({"params": p.fusion, "vector": vector.len(), "graph": graph.len(), "in_both": both,
                            "top": list_detail(&f)});
             Ok((f, d))
         })?;
-        fused.truncate(k);
+        let fused = backfill(fused, &dense, k);
         Ok(Retrieval { hits: hits(fused), trace })
     }
 }

@@ -1,5 +1,26 @@
-//! HippoRAG-style retrieval: link the query's entities to the graph, run Personalized
-//! PageRank from them, rank passages by the mass the walk leaves on them.
+//! HippoRAG 2's retrieval (Gutiérrez et al. 2025): seed the graph from the facts nearest
+//! to the query and every passage from its dense score, run Personalized PageRank, rank
+//! passages by the mass the walk leaves on their nodes.
+//!
+//! - Facts: every triple is scored against the query embedding; the best `fact_top_k`
+//!   distinct facts (min-max normalised over all triples) seed their subject and object
+//!   phrases, each weighted by its fact's score divided by the number of passages that
+//!   mention the phrase, the heaviest `top_seeds` kept (graph::linking). The names
+//!   the query mentions are linked too (HippoRAG 1's query entities, LLM-free with the
+//!   surface extractor), and compete for the same `top_seeds` (see `LinkParams::mentions`
+//!   for why this departs from HippoRAG 2).
+//! - Passages: every passage node is seeded with its min-max normalised dense score
+//!   times `passage_node_weight` (0.05).
+//! - The walk: damping 0.5 over phrase–phrase relation edges, symmetric synonym edges
+//!   and passage–phrase edges (graph::ppr).
+//! - No fact matched (no triples, or none naming an entity): dense retrieval.
+//! - Fewer passages than asked (passages the walk cannot reach): the rest of the list
+//!   comes from dense retrieval, in its order.
+//!
+//! HippoRAG 2 writes a phrase's weight from each fact in turn, so that a later, weaker
+//! fact overwrites a stronger one naming the same phrase; here a phrase keeps its
+//! strongest fact. Its optional LLM recognition-memory filter of the facts is not part
+//! of this LLM-free method.
 
 use std::sync::Arc;
 
@@ -7,14 +28,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::dense::{dense_search, query_embedding};
-use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
 use crate::graph::ppr::PprParams;
 use crate::graph::{query_ner, GraphContext};
-use crate::index::VectorIndex;
+use crate::index::{Matrix, VectorIndex};
 use crate::llm::Meter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +53,9 @@ pub struct PprMethodParams {
     pub ppr: PprParams,
     pub link: LinkParams,
     pub passage_scoring: PassageScoring,
+    /// Weight of a passage node's seed relative to its min-max normalised dense score
+    /// (HippoRAG 2's passage_node_weight, 0.05); 0 seeds phrases only (HippoRAG 1).
+    pub passage_node_weight: f64,
 }
 
 impl Default for PprMethodParams {
@@ -40,15 +64,19 @@ impl Default for PprMethodParams {
             ppr: PprParams::default(),
             link: LinkParams::default(),
             passage_scoring: PassageScoring::PassageNode,
+            passage_node_weight: 0.05,
         }
     }
 }
 
-/// Passages scored by PPR from the query's linked entities, best first (at most `depth`,
-/// zero-mass passages left out); `None` when no entity could be linked.
+/// Passages scored by PPR from the query's facts (and mentions) and the passages' dense
+/// scores, best first (at most `depth`, zero-mass passages left out); `None` when no
+/// entity could be seeded.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn graph_scores(
     ctx: &GraphContext,
     embedder: &dyn Embedder,
+    passages: &Matrix,
     query: &Query,
     embedding: &[f32],
     params: &PprMethodParams,
@@ -56,7 +84,7 @@ pub(crate) fn graph_scores(
     trace: &mut Trace,
 ) -> Result<Option<Vec<(PassageIdx, f32)>>> {
     let mentions = match params.link.ner {
-        NerMode::Llm if params.link.mentions => Some(llm_mentions(ctx, query, trace)?),
+        NerMode::Llm => Some(llm_mentions(ctx, query, trace)?),
         _ => None,
     };
     let seeds = trace.step("link entities", || {
@@ -67,12 +95,30 @@ pub(crate) fn graph_scores(
     if seeds.is_empty() {
         return Ok(None);
     }
+    let g = ctx.graph();
+    let e = g.entities.len();
+    let graph_passages = g.passage_entities.len();
+    let mut weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
+    if params.passage_node_weight > 0.0 && passages.rows() > 0 {
+        trace.step("passage seeds", || {
+            let dense = passages.dots(embedding);
+            let n = graph_passages.min(dense.len());
+            let (lo, hi) = dense[..n]
+                .iter()
+                .filter(|s| !s.is_nan())
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+            for (p, &s) in dense[..n].iter().enumerate() {
+                let x = if hi > lo { ((s - lo) / (hi - lo)) as f64 } else { 1.0 };
+                if x > 0.0 {
+                    weights.push(((e + p) as u32, x * params.passage_node_weight));
+                }
+            }
+            Ok(((), json!({"passages": n, "weight": params.passage_node_weight})))
+        })?;
+    }
     let list = trace.step("ppr", || {
-        let weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
         let r = ctx.ppr.personalized_pagerank(&weights, &params.ppr);
-        let g = ctx.graph();
-        let e = g.entities.len();
-        let mut scored: Vec<(PassageIdx, f32)> = (0..g.passage_entities.len())
+        let mut scored: Vec<(PassageIdx, f32)> = (0..graph_passages)
             .map(|p| {
                 let s = match params.passage_scoring {
                     PassageScoring::PassageNode => r.scores[e + p],
@@ -82,9 +128,10 @@ pub(crate) fn graph_scores(
             })
             .filter(|x| x.1 > 0.0)
             .collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        crate::rank::sort_hits(&mut scored);
         scored.truncate(depth);
-        let detail = json!({"iterations": r.iterations, "residual": r.residual, "top": list_detail(&scored)});
+        let detail = json!({"iterations": r.iterations, "residual": r.residual, "passages": scored.len(),
+                            "top": list_detail(&scored)});
         Ok((scored, detail))
     })?;
     Ok(Some(list))
@@ -112,19 +159,22 @@ fn llm_mentions(ctx: &GraphContext, query: &Query, trace: &mut Trace) -> Result<
 
 pub struct Ppr {
     graph: Arc<GraphContext>,
+    passages: Arc<Matrix>,
     vectors: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
     params: PprMethodParams,
 }
 
 impl Ppr {
+    /// `passages`: the index's passage vectors, for the passage-node seeds.
     pub fn new(
         graph: Arc<GraphContext>,
+        passages: Arc<Matrix>,
         vectors: Arc<dyn VectorIndex>,
         embedder: Arc<dyn Embedder>,
         params: PprMethodParams,
     ) -> Self {
-        Ppr { graph, vectors, embedder, params }
+        Ppr { graph, passages, vectors, embedder, params }
     }
 }
 
@@ -136,10 +186,17 @@ impl Retriever for Ppr {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
-        let list = match graph_scores(&self.graph, self.embedder.as_ref(), query, &q, &self.params, k, &mut trace)? {
-            Some(list) if !list.is_empty() => list,
-            // HippoRAG's behaviour when the query names nothing in the graph.
-            _ => dense_search(self.vectors.as_ref(), &q, k, &mut trace)?,
+        let graph =
+            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, &self.params, k, &mut trace)?;
+        let list = match graph {
+            Some(list) if list.len() >= k => list,
+            // No fact matched: HippoRAG 2 answers with dense retrieval. A short list is
+            // filled up from the dense one.
+            Some(list) => {
+                let dense = dense_search(self.vectors.as_ref(), &q, k, &mut trace)?;
+                backfill(list, &dense, k)
+            }
+            None => dense_search(self.vectors.as_ref(), &q, k, &mut trace)?,
         };
         Ok(Retrieval { hits: hits(list), trace })
     }

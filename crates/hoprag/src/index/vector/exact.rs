@@ -18,7 +18,7 @@ pub struct ExactIndex {
 
 /// Rows per parallel task: big enough that scheduling costs little against 64k
 /// multiply-adds, small enough to spread a few thousand rows over both cores.
-const ROWS_PER_TASK: usize = 1024;
+pub(crate) const ROWS_PER_TASK: usize = 1024;
 
 impl ExactIndex {
     pub fn new(matrix: Arc<Matrix>) -> Self {
@@ -40,7 +40,7 @@ impl Ord for Scored {
     fn cmp(&self, other: &Self) -> Ordering {
         // Reversed: lower score = greater, so BinaryHeap (a max-heap) pops the weakest.
         // Ties broken by passage index so results are deterministic.
-        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+        crate::rank::desc(self.0, other.0).then(self.1.cmp(&other.1))
     }
 }
 
@@ -66,7 +66,7 @@ fn offer(heap: &mut BinaryHeap<Scored>, k: usize, i: PassageIdx, s: f32) {
 }
 
 #[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight independent accumulators let the compiler vectorise without -ffast-math.
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -152,6 +152,19 @@ impl VectorIndex for ExactIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nan_score_ranks_last_not_first() {
+        let mut m = Matrix::new(2);
+        m.push(&[f32::NAN, 0.0]);
+        m.push(&[0.2, 0.0]);
+        m.push(&[1.0, 0.0]);
+        let idx = ExactIndex::new(Arc::new(m));
+        let all = idx.search(&[1.0, 0.0], 3).unwrap();
+        assert_eq!(all.iter().map(|h| h.0).collect::<Vec<_>>(), vec![2, 1, 0]);
+        let two = idx.search(&[1.0, 0.0], 2).unwrap();
+        assert_eq!(two.iter().map(|h| h.0).collect::<Vec<_>>(), vec![2, 1]);
+    }
 
     #[test]
     fn finds_the_top_k_in_order_across_chunks() {

@@ -102,6 +102,24 @@ impl Matrix {
         self.data.extend_from_slice(v);
     }
 
+    /// The inner product of every row with `query`, in row order (one parallel pass;
+    /// for methods that need every score, e.g. min-max normalisation over all rows).
+    pub fn dots(&self, query: &[f32]) -> Vec<f32> {
+        use rayon::prelude::*;
+        assert_eq!(query.len(), self.dim, "query dimension");
+        let mut out = vec![0f32; self.rows()];
+        if out.is_empty() {
+            return out;
+        }
+        let step = exact::ROWS_PER_TASK;
+        out.par_chunks_mut(step).zip(self.data.par_chunks(step * self.dim)).for_each(|(scores, rows)| {
+            for (s, row) in scores.iter_mut().zip(rows.chunks_exact(self.dim)) {
+                *s = exact::dot(row, query);
+            }
+        });
+        out
+    }
+
     pub fn as_flat(&self) -> &[f32] {
         &self.data
     }

@@ -506,7 +506,7 @@ fn union_max(lists: &[Vec<(PassageIdx, f32)>]) -> Vec<(PassageIdx, f32)> {
         *e = e.max(s);
     }
     let mut out: Vec<(PassageIdx, f32)> = best.into_iter().collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    crate::rank::sort_hits(&mut out);
     out
 }
 
@@ -527,7 +527,7 @@ fn build_pool(
         }
     }
     let mut pool: Vec<Candidate> = by_passage.into_values().collect();
-    pool.sort_by(|a, b| b.pool_score.total_cmp(&a.pool_score).then(a.passage.cmp(&b.passage)));
+    pool.sort_by(|a, b| crate::rank::desc(a.pool_score, b.pool_score).then(a.passage.cmp(&b.passage)));
     pool.truncate(size);
     pool
 }
@@ -545,7 +545,7 @@ pub fn fuse(svo: &[f64], judge: Option<&[f64]>, alpha: f64) -> Vec<f64> {
 /// Pool positions by f, best first; ties by SVO similarity, then pool order.
 fn rank(f: &[f64], svo: &[f64]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..f.len()).collect();
-    order.sort_by(|&a, &b| f[b].total_cmp(&f[a]).then(svo[b].total_cmp(&svo[a])).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| crate::rank::desc(f[a], f[b]).then(crate::rank::desc(svo[a], svo[b])).then(a.cmp(&b)));
     order
 }
 

@@ -1,0 +1,74 @@
+//! The one order of ranked scores: descending, NaN last. Every sort of scores goes
+//! through here, so that a NaN (from a degenerate embedding, say) sinks to the bottom of
+//! a list instead of coming first, as `b.total_cmp(&a)` alone would put it.
+
+use std::cmp::Ordering;
+
+/// A score that can be ranked.
+pub trait Score: Copy {
+    fn is_nan_score(self) -> bool;
+    fn total(self, other: Self) -> Ordering;
+}
+
+impl Score for f32 {
+    fn is_nan_score(self) -> bool {
+        self.is_nan()
+    }
+    fn total(self, other: Self) -> Ordering {
+        self.total_cmp(&other)
+    }
+}
+
+impl Score for f64 {
+    fn is_nan_score(self) -> bool {
+        self.is_nan()
+    }
+    fn total(self, other: Self) -> Ordering {
+        self.total_cmp(&other)
+    }
+}
+
+/// Best first: higher scores before lower ones, every NaN after every number.
+pub fn desc<T: Score>(a: T, b: T) -> Ordering {
+    match (a.is_nan_score(), b.is_nan_score()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => b.total(a),
+    }
+}
+
+/// Smallest first, every NaN after every number (percentiles, PIT).
+pub fn asc<T: Score>(a: T, b: T) -> Ordering {
+    match (a.is_nan_score(), b.is_nan_score()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.total(b),
+    }
+}
+
+/// Sorts `(passage, score)` pairs best first, ties by passage index (deterministic).
+pub fn sort_hits<P: Ord + Copy, T: Score>(list: &mut [(P, T)]) {
+    list.sort_by(|a, b| desc(a.1, b.1).then(a.0.cmp(&b.0)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nan_sorts_last_both_ways() {
+        let mut xs = [0.5f32, f32::NAN, 2.0, -f32::NAN, -1.0];
+        xs.sort_by(|a, b| desc(*a, *b));
+        assert_eq!(&xs[..3], &[2.0, 0.5, -1.0]);
+        assert!(xs[3].is_nan() && xs[4].is_nan());
+        let mut ys = [0.5f64, -f64::NAN, 2.0, f64::NAN, -1.0];
+        ys.sort_by(|a, b| asc(*a, *b));
+        assert_eq!(&ys[..3], &[-1.0, 0.5, 2.0]);
+        assert!(ys[3].is_nan() && ys[4].is_nan());
+        let mut hits = vec![(3u32, f32::NAN), (2, 0.1), (1, 0.1), (0, 0.0)];
+        sort_hits(&mut hits);
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![1, 2, 0, 3]);
+    }
+}
