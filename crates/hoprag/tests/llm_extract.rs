@@ -175,17 +175,20 @@ fn extraction_counts_what_it_cannot_use_and_a_rerun_comes_from_the_cache() {
         assert_eq!(body["response_format"], json!({"type": "json_object"}));
     }
 
-    // A re-run (a fresh client over the same cache) asks the server nothing.
+    // A re-run (a fresh client over the same cache) takes the four good answers from the
+    // cache and asks again only for the garbage one, which was never cached.
     drop(llm);
     let rerun = cached_client(&server, cache.path());
     let (again, report2) = extract_llm(&passages, &rerun, &options(), &Silent).unwrap();
-    assert_eq!(requests(&server), 6, "the re-run made no request");
+    assert_eq!(requests(&server), 7, "the re-run asked only for the uncached garbage answer");
     assert_eq!(rows(&again), expected);
     assert_eq!(again.entities, x.entities);
     let s2 = &report2.llm;
-    assert_eq!((s2.calls, s2.cache_hits, s2.errors), (5, 5, 0));
-    assert_eq!((s2.tokens_spent, s2.tokens_from_cache), (Usage::default(), five));
-    assert_eq!((report2.answered, report2.unparsed_passages), (4, 1), "the cached garbage is still counted");
+    assert_eq!((s2.calls, s2.cache_hits, s2.errors), (5, 4, 0));
+    let one = Usage { prompt_tokens: USAGE.prompt_tokens, completion_tokens: USAGE.completion_tokens };
+    let four = Usage { prompt_tokens: 4 * USAGE.prompt_tokens, completion_tokens: 4 * USAGE.completion_tokens };
+    assert_eq!((s2.tokens_spent, s2.tokens_from_cache), (one, four));
+    assert_eq!((report2.answered, report2.unparsed_passages), (4, 1), "the garbage is counted again");
 }
 
 #[test]

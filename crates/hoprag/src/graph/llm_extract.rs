@@ -370,8 +370,9 @@ pub fn query_ner(meter: &Meter<'_>, question: &str) -> Result<Vec<String>> {
             .with_schema(NER_SCHEMA)
     };
     let answer = meter.chat(&request)?;
+    // Names are strings; a year may come as a number.
     let is_list = |v: &Value| match v {
-        Value::Array(items) => items.iter().all(|x| x.is_string()),
+        Value::Array(items) => items.iter().all(|x| x.is_string() || x.is_number()),
         _ => crate::llm::has_any_key(v, &["entities", "named_entities"]),
     };
     let Ok(value) = meter.parse_answer_as(&request, &answer.text, is_list, "`{\"entities\": [...]}`") else {
