@@ -81,23 +81,23 @@ impl<E: Embedder> Coalescing<E> {
 
     fn run(&self, group: &[&Job], kind: TextKind) {
         let texts: Vec<String> = group.iter().flat_map(|j| j.texts.iter().cloned()).collect();
-        match self.inner.embed(&texts, kind) {
-            Ok(vectors) if vectors.len() == texts.len() => {
-                let mut vectors = vectors.into_iter();
-                for job in group {
-                    // A caller that gave up has dropped its receiver; nothing to do then.
-                    let _ = job.reply.send(Ok(vectors.by_ref().take(job.texts.len()).collect()));
-                }
-            }
-            Ok(vectors) => {
-                let message = format!("embedder returned {} vectors for {} texts", vectors.len(), texts.len());
-                group.iter().for_each(|job| drop(job.reply.send(Err(Error::Embedding(message.clone())))));
-            }
-            Err(e) => {
-                let message = e.to_string();
-                group.iter().for_each(|job| drop(job.reply.send(Err(Error::Embedding(message.clone())))));
-            }
+        let vectors = match self.inner.embed(&texts, kind) {
+            Ok(v) if v.len() == texts.len() => v,
+            Ok(v) => return fail(group, format!("embedder returned {} vectors for {} texts", v.len(), texts.len())),
+            Err(e) => return fail(group, e.to_string()),
+        };
+        let mut vectors = vectors.into_iter();
+        for job in group {
+            // A caller that gave up has dropped its receiver; nothing to do then.
+            let _ = job.reply.send(Ok(vectors.by_ref().take(job.texts.len()).collect()));
         }
+    }
+}
+
+/// Answers every job of a failed call with the same error.
+fn fail(group: &[&Job], message: String) {
+    for job in group {
+        let _ = job.reply.send(Err(Error::Embedding(message.clone())));
     }
 }
 

@@ -66,8 +66,34 @@ pub unsafe fn gemm(
     alpha: f32,
     threads: usize,
 ) {
+    // One product on the calling thread, over `n` columns of `dst` and `b`.
+    let product = |n: usize, dst: *mut f32, b: View| {
+        // The whole view (Sync), not its raw-pointer field, is what the closure captures.
+        let a: View = a;
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_stride as isize,
+            false,
+            a.ptr,
+            a.col_stride,
+            a.row_stride,
+            b.ptr,
+            b.col_stride,
+            b.row_stride,
+            1.0,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    };
     if threads < 2 || m * n * k < PARALLEL_MIN_FLOPS {
-        return gemm_on_this_thread(m, n, k, dst, dst_stride, a, b, alpha);
+        return product(n, dst, b);
     }
     // Bands a multiple of the microkernel's width, so that only the last is ragged.
     let band = n.div_ceil(threads).next_multiple_of(16);
@@ -76,42 +102,8 @@ pub unsafe fn gemm(
         let first = i * band;
         // SAFETY: band `i` is columns first..first + width of `dst`, written by this
         // job only; `b`'s offset view stays inside `b`.
-        gemm_on_this_thread(m, band.min(n - first), k, dst.get().add(first), dst_stride, a, b.offset(0, first), alpha)
+        product(band.min(n - first), dst.get().add(first), b.offset(0, first))
     });
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_on_this_thread(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut f32,
-    dst_stride: usize,
-    a: View,
-    b: View,
-    alpha: f32,
-) {
-    gemm::gemm(
-        m,
-        n,
-        k,
-        dst,
-        1,
-        dst_stride as isize,
-        false,
-        a.ptr,
-        a.col_stride,
-        a.row_stride,
-        b.ptr,
-        b.col_stride,
-        b.row_stride,
-        1.0,
-        alpha,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    );
 }
 
 /// A raw pointer that may cross threads, for jobs that each write their own disjoint

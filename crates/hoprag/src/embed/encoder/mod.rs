@@ -24,7 +24,7 @@ use rayon::prelude::*;
 
 use self::kernels::{SharedMut, View};
 pub use self::weights::{Arch, EncoderConfig};
-use self::weights::{Layer, Weights};
+use self::weights::{Layer, Linear, Weights};
 use crate::error::{Error, Result};
 
 /// Tokens per forward pass: large enough that the products keep both cores busy, small
@@ -153,58 +153,17 @@ impl Encoder {
     ) {
         let c = &self.config;
         let (h, inter, eps) = (c.hidden, c.intermediate, c.layer_norm_eps);
-        let t = x.len() / h;
-        // SAFETY (all products below): each buffer holds `t` rows of the width it is
-        // given, and the weights are `[in, out]` matrices of the sizes in `Linear`.
-        unsafe {
-            kernels::gemm(t, 3 * h, h, s.qkv.as_mut_ptr(), 3 * h, View::rows(x, h), layer.qkv.view(), 1.0, threads);
-        }
+        project(x, &layer.qkv, &mut s.qkv, threads);
         rows_par(threads, &mut s.qkv, 3 * h, |chunk| kernels::add_bias(chunk, &layer.qkv.bias));
         self.attention(&s.qkv, &mut s.context, sequences, starts, threads);
-        unsafe {
-            kernels::gemm(
-                t,
-                h,
-                h,
-                s.projected.as_mut_ptr(),
-                h,
-                View::rows(&s.context, h),
-                layer.attention_out.view(),
-                1.0,
-                threads,
-            );
-        }
+        project(&s.context, &layer.attention_out, &mut s.projected, threads);
         let norm = &layer.attention_norm;
         rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.attention_out.bias, &norm.gamma, &norm.beta, eps)
         });
-        unsafe {
-            kernels::gemm(
-                t,
-                inter,
-                h,
-                s.intermediate.as_mut_ptr(),
-                inter,
-                View::rows(x, h),
-                layer.ffn_in.view(),
-                1.0,
-                threads,
-            );
-        }
+        project(x, &layer.ffn_in, &mut s.intermediate, threads);
         rows_par(threads, &mut s.intermediate, inter, |chunk| kernels::bias_gelu(chunk, &layer.ffn_in.bias));
-        unsafe {
-            kernels::gemm(
-                t,
-                h,
-                inter,
-                s.projected.as_mut_ptr(),
-                h,
-                View::rows(&s.intermediate, inter),
-                layer.ffn_out.view(),
-                1.0,
-                threads,
-            );
-        }
+        project(&s.intermediate, &layer.ffn_out, &mut s.projected, threads);
         let norm = &layer.output_norm;
         rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.ffn_out.bias, &norm.gamma, &norm.beta, eps)
@@ -217,8 +176,10 @@ impl Encoder {
         let (h, heads, d) = (c.hidden, c.heads, c.head_dim());
         let scale = 1.0 / (d as f32).sqrt();
         let out = SharedMut(context.as_mut_ptr());
-        let jobs: Vec<(usize, usize)> = (0..sequences.len()).flat_map(|i| (0..heads).map(move |hd| (i, hd))).collect();
-        let run = |scores: &mut Vec<f32>, &(i, head): &(usize, usize)| {
+        // Job `j` is text `j / heads`, head `j % heads`.
+        let jobs = 0..sequences.len() * heads;
+        let run = |scores: &mut Vec<f32>, job: usize| {
+            let (i, head) = (job / heads, job % heads);
             let (len, at) = (sequences[i].len(), starts[i]);
             scores.clear();
             scores.resize(len * len, 0.0);
@@ -242,30 +203,56 @@ impl Encoder {
         };
         // A query's few rows cost less than a hand-off between threads.
         if threads > 1 && qkv.len() >= PARALLEL_MIN_ROWS * 3 * h {
-            jobs.par_iter().for_each_init(Vec::new, run);
+            jobs.into_par_iter().for_each_init(Vec::new, run);
         } else {
             let mut scores = Vec::new();
-            jobs.iter().for_each(|job| run(&mut scores, job));
+            jobs.for_each(|job| run(&mut scores, job));
         }
     }
 }
 
+/// `x · W` into `dst`, for `x` of rows `w.inputs` wide (the bias is left to the fused
+/// pass that follows).
+fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize) {
+    let rows = x.len() / w.inputs;
+    assert!(x.len() == rows * w.inputs && dst.len() >= rows * w.outputs, "activation buffers match the weights");
+    // SAFETY: `x` holds `rows × inputs`, `dst` at least `rows × outputs`, `w.view()` is
+    // the `[inputs, outputs]` weight; `dst` is a buffer of its own.
+    unsafe {
+        kernels::gemm(
+            rows,
+            w.outputs,
+            w.inputs,
+            dst.as_mut_ptr(),
+            w.outputs,
+            View::rows(x, w.inputs),
+            w.view(),
+            1.0,
+            threads,
+        )
+    }
+}
+
+/// Elements per chunk when a row-wise pass over `len` elements (rows of `width`) is
+/// split across `threads`; `None` when it is cheaper to run it whole.
+fn chunk_len(threads: usize, len: usize, width: usize) -> Option<usize> {
+    (threads > 1 && len >= PARALLEL_MIN_ROWS * width).then(|| (len / width).div_ceil(threads) * width)
+}
+
 /// Runs a row-wise pass over `x` (rows of `width`) split across `threads`.
 fn rows_par(threads: usize, x: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
-    if threads == 1 || x.len() < PARALLEL_MIN_ROWS * width {
-        return f(x);
+    match chunk_len(threads, x.len(), width) {
+        Some(chunk) => x.par_chunks_mut(chunk).for_each(&f),
+        None => f(x),
     }
-    let chunk = (x.len() / width).div_ceil(threads) * width;
-    x.par_chunks_mut(chunk.max(width)).for_each(&f)
 }
 
 /// [`rows_par`] over `x` with the matching rows of `y`.
 fn rows_par2(threads: usize, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
-    if threads == 1 || x.len() < PARALLEL_MIN_ROWS * width {
-        return f(x, y);
+    match chunk_len(threads, x.len(), width) {
+        Some(chunk) => x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b)),
+        None => f(x, y),
     }
-    let chunk = ((x.len() / width).div_ceil(threads) * width).max(width);
-    x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).for_each(|(a, b)| f(a, b))
 }
 
 /// Splits the sequences, in order, into batches of about `1/threads` of all the tokens
