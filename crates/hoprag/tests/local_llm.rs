@@ -222,7 +222,7 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
     let options = LlmExtractOptions { concurrency: 2, max_tokens: Some(96) };
     let (extraction, report) = extract_llm(&corpus.passages, llm.as_ref(), &options, &Silent).unwrap();
     assert_eq!(report.model, local.id());
-    assert!(report.model.starts_with("local:SmolLM2-135M-Instruct.Q4_1:"));
+    assert!(report.model.starts_with("local:SmolLM2-135M-Instruct.Q8_0:"));
     assert_eq!(report.passages, 3);
     assert_eq!(report.failed_passages, 0, "an in-process model does not fail calls");
     assert_eq!(report.answered + report.unparsed_passages, 3);
