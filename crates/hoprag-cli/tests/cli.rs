@@ -227,3 +227,46 @@ fn models_lists_the_default_embedder_and_chat_models() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("unknown model \"llama-70b\"") && stderr(&o).contains("smollm2"), "{}", stderr(&o));
 }
+
+/// `bench llm --model installed`: one report per installed chat model, each from a
+/// process of its own (CI installs smollm2; elsewhere the test skips without a model).
+#[test]
+fn bench_llm_reports_every_installed_chat_model() {
+    let o = hoprag(&[
+        "bench",
+        "llm",
+        "--model",
+        "installed",
+        "--runs",
+        "1",
+        "--prompt-tokens",
+        "32",
+        "--gen-tokens",
+        "4",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    if !o.status.success() && stderr(&o).contains("no chat model is installed") {
+        assert!(std::env::var_os("HOPRAG_REQUIRE_MODELS").is_none(), "{}", stderr(&o));
+        eprintln!("skipped: no local chat model installed (hoprag models fetch smollm2)");
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let reports: Vec<serde_json::Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let names: Vec<&str> = reports.iter().map(|r| r["model"].as_str().unwrap()).collect();
+    if std::env::var_os("HOPRAG_REQUIRE_MODELS").is_some() {
+        assert!(names.contains(&"smollm2"), "{names:?}");
+    }
+    let mut unique = names.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    for r in &reports {
+        assert_eq!(r["threads"], 1, "{r}");
+        assert!(r["prompt_tokens"].as_u64().unwrap() >= 32, "{r}");
+        assert_eq!(r["generated_tokens"], 4);
+        for key in ["median_prefill_tokens_per_sec", "median_decode_tokens_per_sec", "load_secs", "peak_rss_mib"] {
+            assert!(r[key].as_f64().unwrap() > 0.0, "{key}: {r}");
+        }
+    }
+}

@@ -13,7 +13,9 @@ use crate::commands::Context;
 
 #[derive(Args)]
 pub struct LlmBench {
-    /// `smollm2`, `gemma3-270m`, `qwen2.5-0.5b`, `qwen2.5-1.5b` or a path to a .gguf file.
+    /// `smollm2`, `gemma3-270m`, `qwen2.5-0.5b`, `qwen2.5-1.5b`, a path to a .gguf file,
+    /// or `installed`: each installed chat model in turn, each in a process of its own
+    /// (so that its peak memory is its own).
     #[arg(long, default_value = "smollm2")]
     model: String,
     /// Prompt length in tokens (about: whole sentences are added until it is reached).
@@ -64,6 +66,9 @@ const FILLER: &[&str] = &[
 pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
     if args.runs == 0 || args.gen_tokens < 2 {
         anyhow::bail!("--runs must be at least 1 and --gen-tokens at least 2");
+    }
+    if args.model == "installed" {
+        return run_installed(ctx, &args);
     }
     let model = LocalModel::resolve(&args.model)?;
     let t = Instant::now();
@@ -126,6 +131,46 @@ pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
             report.runs.len(),
             report.peak_rss_mib.map_or("unknown".to_string(), |m| format!("{m:.0} MiB"))
         );
+    }
+    Ok(())
+}
+
+/// Runs this command once per installed chat model, as a child process with the same
+/// settings; with `--json`, the reports form one array.
+fn run_installed(ctx: &Context, args: &LlmBench) -> anyhow::Result<()> {
+    let installed: Vec<_> = hoprag::models::MODELS
+        .iter()
+        .filter(|m| m.kind == hoprag::models::ModelKind::Chat && hoprag::models::require(m.name).is_ok())
+        .collect();
+    if installed.is_empty() {
+        anyhow::bail!("no chat model is installed; install one with `hoprag models fetch qwen2.5-0.5b`");
+    }
+    let exe = std::env::current_exe()?;
+    let mut reports = Vec::new();
+    for spec in installed {
+        let mut child = std::process::Command::new(&exe);
+        child.env("HOPRAG_THREADS", hoprag::threads::get().to_string());
+        child.args(["-q", "bench", "llm", "--model", spec.name]).args([
+            format!("--prompt-tokens={}", args.prompt_tokens),
+            format!("--gen-tokens={}", args.gen_tokens),
+            format!("--runs={}", args.runs),
+        ]);
+        if ctx.json {
+            child.arg("--json");
+        }
+        let out = child.stderr(std::process::Stdio::inherit()).output()?;
+        if !out.status.success() {
+            anyhow::bail!("bench llm --model {} failed ({})", spec.name, out.status);
+        }
+        let stdout = String::from_utf8(out.stdout)?;
+        if ctx.json {
+            reports.push(serde_json::from_str::<serde_json::Value>(&stdout)?);
+        } else {
+            print!("{stdout}");
+        }
+    }
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
     }
     Ok(())
 }
