@@ -35,17 +35,28 @@ pub fn from_schema(schema: &str) -> Result<String> {
 
 /// Closes a JSON answer that `max_tokens` cut short: `text` is a prefix of a JSON
 /// value (the grammar guarantees that much), so it is cut back to the last point where
-/// a value or member was complete and the open brackets are closed. What the model had
-/// not finished is dropped, never invented. None when no such point exists.
+/// a value or member was complete and the open brackets are closed. A list keeps only
+/// its complete items (a triple cut after two of its three strings is dropped, not
+/// shortened); an object keeps its complete members and the container it was writing.
+/// What the model had not finished is dropped, never invented. None when no such point
+/// exists.
 pub fn close_cut_json(text: &str) -> Option<String> {
     #[derive(Clone, Copy, PartialEq)]
-    enum Frame {
+    enum Kind {
         Array,
         /// An object, and whether a string now would be a key.
         Object {
             expect_key: bool,
         },
     }
+    #[derive(Clone, Copy, PartialEq)]
+    struct Frame {
+        kind: Kind,
+        /// This container or one around it is an item of a list: nothing inside it is
+        /// a place to cut until it closes.
+        in_item: bool,
+    }
+    let cut_here = |stack: &[Frame]| !stack.last().is_some_and(|f| f.in_item);
     let mut stack: Vec<Frame> = Vec::new();
     let mut safe: Option<(usize, Vec<Frame>)> = None;
     let mut in_string = false;
@@ -61,10 +72,12 @@ pub fn close_cut_json(text: &str) -> Option<String> {
                 in_string = false;
                 if !string_is_key {
                     // A string value: complete, and so is the member it ends.
-                    if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                    if let Some(Frame { kind: Kind::Object { expect_key }, .. }) = stack.last_mut() {
                         *expect_key = true;
                     }
-                    safe = Some((i + 1, stack.clone()));
+                    if cut_here(&stack) {
+                        safe = Some((i + 1, stack.clone()));
+                    }
                 }
             }
             continue;
@@ -72,26 +85,34 @@ pub fn close_cut_json(text: &str) -> Option<String> {
         match c {
             '"' => {
                 in_string = true;
-                string_is_key = matches!(stack.last(), Some(Frame::Object { expect_key: true }));
-                if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                string_is_key = matches!(stack.last(), Some(Frame { kind: Kind::Object { expect_key: true }, .. }));
+                if let Some(Frame { kind: Kind::Object { expect_key }, .. }) = stack.last_mut() {
                     *expect_key = false;
                 }
             }
             '{' | '[' => {
-                stack.push(if c == '{' { Frame::Object { expect_key: true } } else { Frame::Array });
-                safe = Some((i + 1, stack.clone()));
+                let in_item = stack.last().is_some_and(|f| f.in_item || f.kind == Kind::Array);
+                let kind = if c == '{' { Kind::Object { expect_key: true } } else { Kind::Array };
+                stack.push(Frame { kind, in_item });
+                if cut_here(&stack) {
+                    safe = Some((i + 1, stack.clone()));
+                }
             }
             '}' | ']' => {
                 stack.pop();
-                if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                if let Some(Frame { kind: Kind::Object { expect_key }, .. }) = stack.last_mut() {
                     *expect_key = true;
                 }
-                safe = Some((i + 1, stack.clone()));
+                if cut_here(&stack) {
+                    safe = Some((i + 1, stack.clone()));
+                }
             }
             ',' => {
                 // Whatever came before a comma is complete.
-                safe = Some((i, stack.clone()));
-                if let Some(Frame::Object { expect_key }) = stack.last_mut() {
+                if cut_here(&stack) {
+                    safe = Some((i, stack.clone()));
+                }
+                if let Some(Frame { kind: Kind::Object { expect_key }, .. }) = stack.last_mut() {
                     *expect_key = true;
                 }
             }
@@ -104,7 +125,7 @@ pub fn close_cut_json(text: &str) -> Option<String> {
     let (at, open) = safe?;
     let mut out = text[..at].trim_end().to_string();
     for frame in open.iter().rev() {
-        out.push(if *frame == Frame::Array { ']' } else { '}' });
+        out.push(if frame.kind == Kind::Array { ']' } else { '}' });
     }
     Some(out)
 }
@@ -121,8 +142,15 @@ mod tests {
         assert_eq!(close(r#"{"entities": ["Ada", "Lond"#), r#"{"entities": ["Ada"]}"#);
         assert_eq!(
             close(r#"{"triples": [["Ada", "wrote", "notes"], ["Ada", "bo"#),
-            r#"{"triples": [["Ada", "wrote", "notes"], ["Ada"]]}"#
+            r#"{"triples": [["Ada", "wrote", "notes"]]}"#
         );
+        // A judge's score list: the half-written score object goes, the list stays.
+        assert_eq!(
+            close(r#"{"scores": [{"id": 0, "score": 2}, {"id": 1, "sco"#),
+            r#"{"scores": [{"id": 0, "score": 2}]}"#
+        );
+        assert_eq!(close(r#"[["a", "b", "c"], ["d", "e""#), r#"[["a", "b", "c"]]"#);
+        assert_eq!(close(r#"[["a", "b""#), "[]");
         assert_eq!(close(r#"{"a": "x", "b"#), r#"{"a": "x"}"#);
         assert_eq!(close(r#"{"a": "x", "b": "y \" }"#), r#"{"a": "x"}"#);
         assert_eq!(close(r#"{"a": {"b": {"c"#), r#"{"a": {"b": {}}}"#);
