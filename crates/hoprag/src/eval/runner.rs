@@ -111,36 +111,25 @@ pub fn evaluate_queries(
     for name in &names {
         let retriever = engine.retriever(name)?;
         progress.start(&format!("retrieving: {name}"), queries.len() as u64);
-        let run_all = || -> Result<Vec<(Ranked, f64, Trace)>> {
-            queries
-                .par_iter()
-                .zip(&data.questions)
-                .map(|(query, q)| {
-                    let t = Instant::now();
-                    let r = retriever
-                        .retrieve(query, depth)
-                        .map_err(|e| Error::Other(format!("{name} on question {}: {e}", q.id)))?;
-                    let ms = t.elapsed().as_secs_f64() * 1e3;
-                    progress.advance(1);
-                    // A passage listed twice would count twice in a run file and not in
-                    // recall: keep its first place.
-                    let mut seen = std::collections::HashSet::new();
-                    let ranked = r.hits.into_iter().filter(|h| seen.insert(h.passage)).map(|h| (h.passage, h.score));
-                    Ok((ranked.collect(), ms, r.trace))
-                })
-                .collect()
+        let run_one = |i: usize| -> Result<(Ranked, f64, Trace)> {
+            let (query, q) = (&queries[i], &data.questions[i]);
+            let t = Instant::now();
+            let r = retriever
+                .retrieve(query, depth)
+                .map_err(|e| Error::Other(format!("{name} on question {}: {e}", q.id)))?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            progress.advance(1);
+            // A passage listed twice would count twice in a run file and not in
+            // recall: keep its first place.
+            let mut seen = std::collections::HashSet::new();
+            let ranked = r.hits.into_iter().filter(|h| seen.insert(h.passage)).map(|h| (h.passage, h.score));
+            Ok((ranked.collect(), ms, r.trace))
         };
         // Methods that mostly wait on an LLM server run more queries at once than cores;
         // one on the local model runs them one at a time (a second would only queue for
         // the model, and its latency would count the wait).
-        let results = match retriever.concurrency().filter(|&n| n != rayon::current_num_threads()) {
-            Some(n) => rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map_err(|e| Error::Other(format!("thread pool: {e}")))?
-                .install(run_all),
-            None => run_all(),
-        };
+        let workers = retriever.concurrency().unwrap_or_else(rayon::current_num_threads);
+        let results = on_workers(queries.len(), workers, run_one);
         progress.finish();
         let mut run = Run { ranked: Vec::new(), latency_ms: Vec::new(), traces: Vec::new() };
         for (ranked, ms, trace) in results? {
@@ -453,4 +442,31 @@ fn adjust_for_multiple_methods(methods: &mut IndexMap<String, MethodReport>) {
             }
         }
     }
+}
+
+/// Runs `job` for every index below `n` on `workers` plain threads, each taking the next
+/// index when it is free; results in index order. Not rayon's pool: a rayon worker that
+/// waits on another pool (the encoder's) runs other queued questions meanwhile, nested
+/// on its stack, and each of those then counts the others' time as its own latency.
+fn on_workers<T: Send>(n: usize, workers: usize, job: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Result<T>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers.clamp(1, n.max(1)))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break out;
+                        }
+                        out.push((i, job(i)));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("an eval worker panicked")).collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
