@@ -20,7 +20,7 @@ for src in gpt heuristic llm; do
   [ -d "$idx" ] || $H index -q --corpus "$OUT/musique/corpus.json" --out "$idx"
   case $src in
     gpt) $H graph -q --index "$idx" --triples ../shared/data/musique-train/openie_gpt-3.5-turbo-1106.json ;;
-    heuristic) $H graph -q --index "$idx" --extract heuristic ;;
+    heuristic) ;; # `hoprag index` builds the heuristic graph by default
     llm) /usr/bin/time -f "openie wall %e s" $H graph --index "$idx" --extract llm --llm-local "$MODEL" --json \
            > "$OUT/musique/llm-graph.json" ;;
   esac
@@ -30,7 +30,7 @@ done
 python3 scripts/llm_slice.py agree "$OUT/musique" "$OUT"/musique/idx-{gpt,heuristic,llm}
 [ "$M" -gt 0 ] || exit 0
 hidx="$OUT/hotpot-idx"
-[ -d "$hidx" ] || { $H index -q --corpus ../shared/data/hotpotqa-train/corpus.json --out "$hidx"; $H graph -q --index "$hidx" --extract heuristic; }
+[ -d "$hidx" ] || $H index -q --corpus ../shared/data/hotpotqa-train/corpus.json --out "$hidx"
 echo "== hotpotqa, $M questions, local $MODEL"
 HOPRAG_LLM_LOCAL=$MODEL /usr/bin/time -f "hotpot wall %e s" $H eval -q --index "$hidx" \
   --dataset ../shared/data/hotpotqa-train/questions.json --limit "$M" --k 5,10 \
