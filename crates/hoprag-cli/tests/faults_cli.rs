@@ -52,7 +52,8 @@ max_steps = 2
 /// `server` is given, that server as the LLM endpoint with its response cache under
 /// `cache`.
 fn hoprag(config: &Path, cache: &Path, server: Option<&str>, args: &[&str]) -> Output {
-    let minilm = hoprag::embed::models::require("minilm").expect("the default embedder is installed by scripts/test.sh");
+    let minilm =
+        hoprag::embed::models::require("minilm").expect("the default embedder is installed by scripts/test.sh");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hoprag"));
     cmd.arg("--config")
         .arg(config)
@@ -88,7 +89,16 @@ fn run_fault(fault: Fault, dir: &Path, config: &Path, index: &Path, small_corpus
         config,
         &cache,
         url,
-        &["index", "--corpus", small_corpus.to_str().unwrap(), "--out", openie_index.to_str().unwrap(), "--extract", "llm", "--json"],
+        &[
+            "index",
+            "--corpus",
+            small_corpus.to_str().unwrap(),
+            "--out",
+            openie_index.to_str().unwrap(),
+            "--extract",
+            "llm",
+            "--json",
+        ],
     );
 
     let report = own.join("report.json");
@@ -119,10 +129,11 @@ fn run_fault(fault: Fault, dir: &Path, config: &Path, index: &Path, small_corpus
 /// The cells of `method`'s row in the printed "LLM cost per query" table.
 fn cost_row(stdout: &str, method: &str) -> Option<Vec<String>> {
     let table = stdout.split("LLM cost per query").nth(1)?;
-    table.lines().map(|l| l.split('│').map(|c| c.trim().to_string()).collect::<Vec<_>>()).find(|cells| {
-        cells.iter().filter(|c| !c.is_empty()).next().map(String::as_str) == Some(method)
-    })
-    .map(|cells| cells.into_iter().filter(|c| !c.is_empty()).collect())
+    table
+        .lines()
+        .map(|l| l.split('│').map(|c| c.trim().to_string()).collect::<Vec<_>>())
+        .find(|cells| cells.iter().filter(|c| !c.is_empty()).next().map(String::as_str) == Some(method))
+        .map(|cells| cells.into_iter().filter(|c| !c.is_empty()).collect())
 }
 
 fn check(o: &Outcome) -> Vec<Row> {
@@ -160,7 +171,10 @@ fn check(o: &Outcome) -> Vec<Row> {
         assert_eq!(cells[n - 3], row.errors.to_string(), "{fault:?}: {} errors: {cells:?}", row.method);
         assert_eq!(cells[n - 2], row.parse_failures.to_string(), "{fault:?}: {} unparsed: {cells:?}", row.method);
         assert_eq!(cells[n - 1], format!("{}/{QUESTIONS}", row.fallbacks), "{fault:?}: {cells:?}");
-        let note = format!("note: {} answered {} of {QUESTIONS} questions with its LLM-free fallback", row.method, row.fallbacks);
+        let note = format!(
+            "note: {} answered {} of {QUESTIONS} questions with its LLM-free fallback",
+            row.method, row.fallbacks
+        );
         assert_eq!(out.contains(&note), row.fallbacks > 0, "{fault:?}: {note}: {out}");
     }
 
@@ -176,7 +190,12 @@ fn eval_and_openie_degrade_under_every_fault() {
     let index = dir.path().join("idx");
     let corpus = demo().join("corpus.jsonl");
     // The shared index, with its default (heuristic, LLM-free) entity graph for GEAR.
-    let o = hoprag(&config, &dir.path().join("cache"), None, &["index", "--corpus", corpus.to_str().unwrap(), "--out", index.to_str().unwrap(), "-q"]);
+    let o = hoprag(
+        &config,
+        &dir.path().join("cache"),
+        None,
+        &["index", "--corpus", corpus.to_str().unwrap(), "--out", index.to_str().unwrap(), "-q"],
+    );
     assert!(o.status.success(), "{}", text(&o).1);
     let small = dir.path().join("small.jsonl");
     let lines: Vec<String> = std::fs::read_to_string(&corpus).unwrap().lines().take(10).map(String::from).collect();

@@ -80,7 +80,6 @@ pub fn fabricated(fault: Fault, method: &str) -> Option<&'static str> {
     }
 }
 
-
 pub fn completion(text: &str, finish: &str) -> Value {
     json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": finish}],
            "usage": {"prompt_tokens": 50, "completion_tokens": 5}})
@@ -172,7 +171,13 @@ impl std::fmt::Display for Row {
         write!(
             f,
             "| {} | {:.3} | {} | {:.3} | {} | {} | {} | {:?} |",
-            self.method, self.r5, self.fallback, self.fallback_r5, self.fallbacks, self.errors, self.parse_failures,
+            self.method,
+            self.r5,
+            self.fallback,
+            self.fallback_r5,
+            self.fallbacks,
+            self.errors,
+            self.parse_failures,
             self.worse
         )
     }
