@@ -50,36 +50,6 @@ impl Fault {
 /// The LLM methods of the suites and the LLM-free ranking each falls back to.
 pub const FALLBACKS: [(&str, &str); 3] = [("bridge_rag", "dense"), ("sync_ge", "hybrid"), ("gear", "hybrid")];
 
-/// The (fault, method) pairs whose R@5 cannot be held at the fallback's without
-/// cheating, and why: the fixture answers every question with the same well-formed,
-/// plausible content, so the method does what its design does with a confidently wrong
-/// model. `None` where R@5 >= the fallback's is asserted.
-pub fn fabricated(fault: Fault, method: &str) -> Option<&'static str> {
-    match (fault, method) {
-        // BridgeRAG's final ranking comes from its pool alone (the paper: the bridge "is
-        // not used for final retrieval"), and here every question gets the same SVO
-        // queries and entities (so the same pool) and the same 20 judge scores, all well
-        // formed: the judge scores the whole pool, so nothing says to fall back.
-        (Fault::WrongCase, "bridge_rag") => {
-            Some("the same well-formed SVO queries, entities and judge scores for every question")
-        }
-        // GEAR fuses the rounds of its rewritten queries with the first (Eq. 9); here
-        // every question is rewritten to "Who founded Ardent Ironworks?", a well-formed
-        // query whose round is about another question.
-        (Fault::WrongCase, "gear") => Some("the same well-formed rewrite, about another question, for every question"),
-        // "Varn Light built by Ardent Ironworks" is a true fact of the demo corpus. Where
-        // the base passages name neither entity it is dropped as not read from them
-        // (counted; the question falls back); where they do (demo-02 and demo-04 reach
-        // the Ardent Works Band or Ardent Ironworks passages) it is a fact of the
-        // passages, though not one that bears on the question, and SyncGE's RRF of the
-        // expansion from it with the base list (Eq. 3) costs a base hit.
-        (Fault::WrongCase | Fault::SingleTriple, "sync_ge" | "gear") => {
-            Some("a true fact of the passages read, irrelevant to the question, expanded from as the method does")
-        }
-        _ => None,
-    }
-}
-
 pub fn completion(text: &str, finish: &str) -> Value {
     json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": finish}],
            "usage": {"prompt_tokens": 50, "completion_tokens": 5}})
@@ -97,7 +67,9 @@ pub fn reply(fault: Fault, _: &Request) -> Reply {
         Fault::TruncatedJson => ok(r#"{"queries": ["who built the lighthouse", "the comp"#),
         Fault::WrongKeys => ok(r#"{"thoughts": ["a", "b"], "result": {"value": 3}, "note": "done"}"#),
         // Every key a stage asks for, in capitals: accepted (keys are compared without
-        // case), so this fault's answers are usable.
+        // case), so this fault's answers are well formed. Their content is another
+        // question's: a fact about Varn Light, a rewrite about Ardent Ironworks, and 20
+        // bare judge scores whatever the pool's size.
         Fault::WrongCase => {
             ok(r#"{"QUERIES": ["Varn Light was built by Ardent Ironworks"], "ENTITIES": ["Varn Light"],
                 "TRIPLES": [["Varn Light", "built by", "Ardent Ironworks"]], "ANSWERABLE": false,
@@ -186,9 +158,9 @@ impl std::fmt::Display for Row {
 /// Checks an evaluation of the methods of [`FALLBACKS`] and their fallbacks over `n`
 /// questions under `fault`: with only bad answers, every question falls back (marked per
 /// question), the failures are counted and R@5 is exactly the fallback's; a question that
-/// fell back got exactly the fallback's ranking; R@5 is at least the fallback's unless
-/// [`fabricated`] says why not. Every row is printed before anything is asserted, so
-/// that one failing method does not hide the others' numbers. Returns the rows.
+/// fell back got exactly the fallback's ranking; R@5 is at least the fallback's. Every
+/// row is printed before anything is asserted, so that one failing method does not hide
+/// the others' numbers. Returns the rows.
 pub fn check_report(fault: Fault, report: &Value, n: usize) -> Vec<Row> {
     assert_eq!(report["n"], n, "{fault:?}: questions evaluated");
     let method = |m: &str| &report["methods"][m];
@@ -216,6 +188,11 @@ pub fn check_report(fault: Fault, report: &Value, n: usize) -> Vec<Row> {
     for row in &rows {
         eprintln!("| {fault:?} {row}");
     }
+    if !fault.all_bad() {
+        // Well-formed answers: some method reads them rather than falling back, so the
+        // checks below see their content at work.
+        assert!(rows.iter().any(|r| r.fallbacks < n as u64), "{fault:?}: no method used the well-formed answers");
+    }
     for row in &rows {
         let (m, fallback) = (row.method, row.fallback);
         let questions = per_query(m);
@@ -233,15 +210,7 @@ pub fn check_report(fault: Fault, report: &Value, n: usize) -> Vec<Row> {
                 assert_eq!(q["retrieved"], b["retrieved"], "{fault:?}: {m} on {} fell back to {fallback}", q["id"]);
             }
         }
-        match fabricated(fault, m) {
-            None => assert!(row.r5 >= row.fallback_r5 - 1e-9, "{fault:?}: {m} R@5 below its fallback {fallback}"),
-            // Well-formed answers with wrong content: read and used as asked (on some
-            // questions at least), since no parser can tell them from right ones.
-            Some(why) => {
-                assert!(row.fallbacks < n as u64, "{fault:?}: {m}: the well-formed answers were used");
-                eprintln!("{fault:?} {m}: R@5 not held at the fallback's: {why}");
-            }
-        }
+        assert!(row.r5 >= row.fallback_r5 - 1e-9, "{fault:?}: {m} R@5 below its fallback {fallback}");
     }
     rows
 }
