@@ -95,6 +95,11 @@ pub struct BridgeRagParams {
     pub svo_max_tokens: u32,
     pub entity_max_tokens: u32,
     pub judge_max_tokens: u32,
+    /// Refuse a judge answer that gives bare scores, without candidate ids, for more or
+    /// fewer candidates than the pool holds: which score is whose is then a guess (the
+    /// prompt asks for an id and a score per candidate). The refusal is counted and the
+    /// query falls back to the dense ranking.
+    pub judge_aligned_scores: bool,
 }
 
 impl Default for BridgeRagParams {
@@ -114,6 +119,7 @@ impl Default for BridgeRagParams {
             svo_max_tokens: 256,
             entity_max_tokens: 48,
             judge_max_tokens: 640,
+            judge_aligned_scores: true,
         }
     }
 }
@@ -129,6 +135,20 @@ pub enum SequenceScoring {
     /// The embedder run on the concatenated triple texts, as the paper does: hundreds
     /// of texts per query (seconds per query with MiniLM on a CPU).
     Encode,
+}
+
+/// Which ends of a triple the LLM read must be named, as written, in the passages it
+/// read (or the facts it was given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Grounding {
+    /// Subject and object: the read prompt's own contract ("names, dates, places or
+    /// amounts written as in the passages"). A triple with one end from elsewhere was not
+    /// read from these passages, however true it is.
+    Both,
+    /// Subject or object: tolerates a model that paraphrases one end, at the price of
+    /// accepting facts about something the passages only mention.
+    Either,
 }
 
 /// GEAR (graph expansion by diverse triple beam search, and the multi-step agent), with
@@ -165,6 +185,14 @@ pub struct GearParams {
     pub round_passages: usize,
     /// Cap on the length of each LLM answer.
     pub max_tokens: u32,
+    /// Which ends of a read triple must be named in the passages read (or the gist
+    /// memory); the others are dropped and counted as `ungrounded`.
+    pub grounding: Grounding,
+    /// Refuse a rewritten query none of whose names occurs in the question, the gist
+    /// memory or the stated gap (the rewrite prompt's only inputs): it asks about
+    /// something the agent never read, so its round would serve another question. The
+    /// refusal is counted and the agent stops, as with no next query.
+    pub ground_rewrites: bool,
 }
 
 impl Default for GearParams {
@@ -182,6 +210,8 @@ impl Default for GearParams {
             max_steps: 4,
             round_passages: 10,
             max_tokens: 512,
+            grounding: Grounding::Both,
+            ground_rewrites: true,
         }
     }
 }

@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
-use common::fixture::{Fixture, Reply, Request};
+use common::faults::{check_cache, check_report, reply, Fault};
+use common::fixture::Fixture;
 use hoprag::corpus::{load_corpus, CorpusOptions};
 use hoprag::dataset::{load_dataset, resolve_gold, ResolvedDataset};
 use hoprag::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec, LocalModel};
@@ -19,100 +18,9 @@ use hoprag::eval::{evaluate, EvalOptions};
 use hoprag::graph::{extract_heuristic, extract_llm, EntityGraph, GraphOptions, LlmExtractOptions};
 use hoprag::http::RetryPolicy;
 use hoprag::index::{BuildOptions, Index};
-use hoprag::llm::{parse_lenient, CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
+use hoprag::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
 use hoprag::progress::Silent;
 use hoprag::{Config, Engine};
-use serde_json::{json, Value};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Fault {
-    Empty,
-    ProseWithBrackets,
-    TruncatedJson,
-    WrongKeys,
-    WrongCase,
-    SingleTriple,
-    FinishLength,
-    Http500,
-    Http429RetryAfter,
-    Timeout,
-    NonUtf8,
-}
-
-impl Fault {
-    /// Faults whose every answer is unusable: nothing may be cached, and every LLM
-    /// method must answer every question with its fallback.
-    fn all_bad(self) -> bool {
-        !matches!(self, Fault::WrongCase | Fault::SingleTriple)
-    }
-}
-
-/// The (fault, method) pairs whose R@5 cannot be held at the fallback's without
-/// cheating, and why: the fixture answers every question with the same well-formed,
-/// plausible content, so the method does what its design does with a confidently wrong
-/// model. `None` where R@5 >= the fallback's is asserted.
-fn fabricated(fault: Fault, method: &str) -> Option<&'static str> {
-    match (fault, method) {
-        // BridgeRAG's final ranking comes from its pool alone (the paper: the bridge "is
-        // not used for final retrieval"), and here every question gets the same SVO
-        // queries and entities (so the same pool) and the same 20 judge scores, all well
-        // formed: the judge scores the whole pool, so nothing says to fall back.
-        (Fault::WrongCase, "bridge_rag") => {
-            Some("the same well-formed SVO queries, entities and judge scores for every question")
-        }
-        // GEAR fuses the rounds of its rewritten queries with the first (Eq. 9); here
-        // every question is rewritten to "Who founded Ardent Ironworks?", a well-formed
-        // query whose round is about another question.
-        (Fault::WrongCase, "gear") => Some("the same well-formed rewrite, about another question, for every question"),
-        // "Varn Light built by Ardent Ironworks" is a true fact of the demo corpus. Where
-        // the base passages name neither entity it is dropped as not read from them
-        // (counted; the question falls back); where they do (demo-02 and demo-04 reach
-        // the Ardent Works Band or Ardent Ironworks passages) it is a fact of the
-        // passages, though not one that bears on the question, and SyncGE's RRF of the
-        // expansion from it with the base list (Eq. 3) costs a base hit.
-        (Fault::WrongCase | Fault::SingleTriple, "sync_ge" | "gear") => {
-            Some("a true fact of the passages read, irrelevant to the question, expanded from as the method does")
-        }
-        _ => None,
-    }
-}
-
-fn completion(text: &str, finish: &str) -> Value {
-    json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-           "usage": {"prompt_tokens": 50, "completion_tokens": 5}})
-}
-
-fn reply(fault: Fault, _: &Request) -> Reply {
-    let ok = |text: &str| Reply::json(completion(text, "stop"));
-    match fault {
-        Fault::Empty => ok(""),
-        Fault::ProseWithBrackets => ok("Looking at passage [2] and [3], I believe the answer is unclear {sorry}."),
-        Fault::TruncatedJson => ok(r#"{"queries": ["who built the lighthouse", "the comp"#),
-        Fault::WrongKeys => ok(r#"{"thoughts": ["a", "b"], "result": {"value": 3}, "note": "done"}"#),
-        // Every key a stage asks for, in capitals: accepted (keys are compared without
-        // case), so this fault's answers are usable.
-        Fault::WrongCase => {
-            ok(r#"{"QUERIES": ["Varn Light was built by Ardent Ironworks"], "ENTITIES": ["Varn Light"],
-                "TRIPLES": [["Varn Light", "built by", "Ardent Ironworks"]], "ANSWERABLE": false,
-                "REASON": "the founder is not known", "QUERY": "Who founded Ardent Ironworks?",
-                "SCORES": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]}"#)
-        }
-        Fault::SingleTriple => ok(r#"["Varn Light", "built by", "Ardent Ironworks"]"#),
-        Fault::FinishLength => Reply::json(completion(r#"{"queries": ["who built"#, "length")),
-        Fault::Http500 => Reply::status(500, r#"{"error": "internal"}"#),
-        Fault::Http429RetryAfter => Reply {
-            headers: vec![("Retry-After".into(), "1".into())],
-            ..Reply::status(429, r#"{"error": "slow down"}"#)
-        },
-        Fault::Timeout => Reply { delay: Duration::from_millis(1500), ..ok(r#"{"queries": ["late"]}"#) },
-        Fault::NonUtf8 => {
-            let mut body = br#"{"choices": [{"message": {"content": ""#.to_vec();
-            body.extend_from_slice(b"\xff\xfe\x80 {\"queries\": [\"\xc3\x28\"]}");
-            body.extend_from_slice(br#""}, "finish_reason": "stop"}]}"#);
-            Reply { raw: Some(body), ..Reply::status(200, "") }
-        }
-    }
-}
 
 fn client(fixture: &Fixture) -> OpenAiChat {
     OpenAiChat::new(OpenAiChatConfig {
@@ -164,21 +72,6 @@ fn world() -> &'static World {
     })
 }
 
-/// Every answer left in the cache, as (request asked for JSON, text).
-fn cached_answers(dir: &Path) -> Vec<(bool, String)> {
-    let mut out = Vec::new();
-    for shard in std::fs::read_dir(dir).unwrap().flatten() {
-        if !shard.path().is_dir() {
-            continue;
-        }
-        for entry in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            let v: Value = serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
-            out.push((v["request"]["json"].as_bool().unwrap_or(false), v["text"].as_str().unwrap_or("").to_string()));
-        }
-    }
-    out
-}
-
 fn run_fault(fault: Fault) {
     let w = world();
     let budgets = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -215,57 +108,8 @@ fn run_fault(fault: Fault) {
     let options = EvalOptions::new(vec![5], None, "demo");
     let report = evaluate(&engine, &w.data, &methods, &options, &Silent)
         .unwrap_or_else(|e| panic!("{fault:?}: the evaluation failed instead of degrading: {e}"));
-    assert_eq!(report.n, 20);
-    let r5 = |m: &str| report.methods[m].recall["5"];
-    let pairs = [("bridge_rag", "dense"), ("sync_ge", "hybrid"), ("gear", "hybrid")];
-    // Every row first, so that one failing method does not hide the others' numbers.
-    for (method, fallback) in pairs {
-        let m = &report.methods[method];
-        let cost = m.llm.clone().unwrap_or_default();
-        let base = &report.methods[fallback].per_query;
-        let worse: Vec<&str> = m
-            .per_query
-            .iter()
-            .zip(base)
-            .filter(|(a, b)| a.recall["5"] < b.recall["5"])
-            .map(|(a, _)| a.id.as_str())
-            .collect();
-        eprintln!(
-            "| {fault:?} | {method} | {:.3} | {fallback} | {:.3} | {}/20 | {} | {} | {worse:?} |",
-            r5(method),
-            r5(fallback),
-            m.fallbacks,
-            cost.errors,
-            cost.parse_failures
-        );
-    }
-    for (method, fallback) in pairs {
-        let m = &report.methods[method];
-        let cost = m.llm.clone().unwrap_or_default();
-        if fault.all_bad() {
-            assert_eq!(m.fallbacks, 20, "{fault:?}: {method} must fall back on every question");
-            assert!(m.per_query.iter().all(|q| q.fell_back), "{fault:?}: marked per question");
-            assert!(cost.errors + cost.parse_failures > 0, "{fault:?}: {method}: the failures are counted");
-            assert!((r5(method) - r5(fallback)).abs() < 1e-9, "{fault:?}: {method} is exactly its fallback");
-        }
-        // A question that fell back got exactly the fallback's ranking.
-        for (q, b) in m.per_query.iter().zip(&report.methods[fallback].per_query) {
-            if q.fell_back {
-                assert_eq!(q.retrieved, b.retrieved, "{fault:?}: {method} on {} fell back to {fallback}", q.id);
-            }
-        }
-        match fabricated(fault, method) {
-            None => {
-                assert!(r5(method) >= r5(fallback) - 1e-9, "{fault:?}: {method} R@5 below its fallback {fallback}")
-            }
-            // Well-formed answers with wrong content: read and used as asked (on some
-            // questions at least), since no parser can tell them from right ones.
-            Some(why) => {
-                assert!(m.fallbacks < 20, "{fault:?}: {method}: the well-formed answers were used");
-                eprintln!("{fault:?} {method}: R@5 not held at the fallback's: {why}");
-            }
-        }
-    }
+    let report = serde_json::to_value(&report).unwrap();
+    check_report(fault, &report, 20);
 
     if fault == Fault::FinishLength {
         // A cut-off answer is asked once more with twice the budget.
@@ -274,16 +118,7 @@ fn run_fault(fault: Fault) {
         assert!(asked.iter().any(|b| asked.contains(&(b * 2))), "{asked:?}");
     }
 
-    // Nothing bad is cached: no empty answer, no JSON request without JSON; with only
-    // bad answers, nothing at all.
-    let cached = cached_answers(cache.path());
-    for (json, text) in &cached {
-        assert!(!text.trim().is_empty(), "{fault:?}: an empty answer was cached");
-        assert!(!json || parse_lenient(text).is_ok(), "{fault:?}: cached answer without JSON: {text}");
-    }
-    if fault.all_bad() {
-        assert!(cached.is_empty(), "{fault:?}: {} bad answers cached: {:?}", cached.len(), cached.first());
-    }
+    check_cache(fault, cache.path());
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! Test helpers: a deterministic embedder, paths to shared data, a fixture server.
+//! Test helpers: a deterministic embedder, paths to shared data, a fixture server and
+//! the faults it can inject.
 #![allow(dead_code)]
 
+pub mod faults;
 pub mod fixture;
 
 use std::path::PathBuf;

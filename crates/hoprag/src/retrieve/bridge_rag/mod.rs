@@ -249,7 +249,8 @@ impl Retriever for BridgeRag {
                     _ => JudgeContext::Bridge { bridge: &bridge, e1: &e1, e2: &e2 },
                 };
                 let request = judge_request(&query.text, context, &candidates, p.judge_max, p.judge_max_tokens);
-                Ok(ask_judge(m, &request, pool.len(), f64::from(p.judge_max), &mut warnings, &mut raw))
+                let (n, max) = (pool.len(), f64::from(p.judge_max));
+                Ok(ask_judge(m, &request, n, max, p.judge_aligned_scores, &mut warnings, &mut raw))
             })?),
         };
         // A judge that scored fewer than half of the pool has not ranked it: the query
@@ -446,13 +447,14 @@ fn ask_entities(
 }
 
 /// The judge call: one score per candidate; what could not be read scores lowest.
-/// Returns the scores, the number of candidates the answer actually scored, and the
-/// step's detail.
+/// With `aligned`, bare scores must be one per candidate. Returns the scores, the number
+/// of candidates the answer actually scored, and the step's detail.
 fn ask_judge(
     m: &Meter,
     request: &ChatRequest,
     n: usize,
     max: f64,
+    aligned: bool,
     warnings: &mut Vec<String>,
     raw: &mut BTreeMap<String, String>,
 ) -> ((Vec<f64>, usize), Value) {
@@ -468,8 +470,14 @@ fn ask_judge(
     // The shape asked for is one score per candidate: a value that scores fewer than
     // half of them (the `[2]` of "passage [2] helps", another key's list) is not it. Such
     // an answer is counted and not cached, and the query falls back (see `retrieve`).
-    let accept = |v: &Value| (v.is_array() || v.is_object()) && 2 * judge_scores(v, n, max).missing <= n;
-    let (parsed, unparsed) = match m.parse_answer_as(request, &answer.text, accept, "a score for most candidates") {
+    // Nor is a list of bare scores of another length than the pool (see
+    // `BridgeRagParams::judge_aligned_scores`).
+    let accept = |v: &Value| {
+        let j = judge_scores(v, n, max);
+        (v.is_array() || v.is_object()) && 2 * j.missing <= n && !(aligned && j.misaligned)
+    };
+    let expected = if aligned { "one score per candidate, by id or in order" } else { "a score for most candidates" };
+    let (parsed, unparsed) = match m.parse_answer_as(request, &answer.text, accept, expected) {
         Ok(v) => (judge_scores(&v, n, max), false),
         Err(_) => (JudgeAnswer::all_missing(n), true),
     };
@@ -480,7 +488,7 @@ fn ask_judge(
         warnings.push("judge numbered the candidates from 0; read as such".into());
     }
     if unparsed {
-        warnings.push("judge answer held no scores for most candidates; every candidate scores 0".into());
+        warnings.push(format!("judge answer held no {expected}; every candidate scores 0"));
     } else if parsed.missing > 0 {
         warnings.push(format!("judge gave no score for {} of {n} candidates; they score 0", parsed.missing));
     }

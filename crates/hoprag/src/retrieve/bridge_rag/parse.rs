@@ -247,6 +247,10 @@ pub struct JudgeAnswer {
     pub clamped: usize,
     /// The answer's ids counted from 0 rather than from 1 as the prompt numbers them.
     pub zero_based_ids: bool,
+    /// Scores given without an id and so read by their place in the answer, while the
+    /// answer holds more or fewer entries than there are candidates: which score belongs
+    /// to which candidate is a guess.
+    pub misaligned: bool,
 }
 
 impl JudgeAnswer {
@@ -279,8 +283,10 @@ pub fn judge_scores(value: &Value, n: usize, max: f64) -> JudgeAnswer {
     let zero_based = ids.contains(&0) && ids.iter().all(|&i| (0..n as i64).contains(&i));
     let shift = i64::from(!zero_based);
 
+    let misaligned = entries.iter().any(|e| e.0.is_none()) && entries.len() != n;
+
     let mut slots: Vec<Option<f64>> = vec![None; n];
-    let mut out = JudgeAnswer { zero_based_ids: zero_based, ..Default::default() };
+    let mut out = JudgeAnswer { zero_based_ids: zero_based, misaligned, ..Default::default() };
     for (pos, (id, score)) in entries.into_iter().enumerate() {
         let slot = match id {
             Some(i) => i.checked_sub(shift).and_then(|x| usize::try_from(x).ok()),
@@ -442,6 +448,11 @@ mod tests {
         let numbers = judge_scores(&json!([3, 8.5, -1, 7, 7]), 3, 10.0);
         assert_eq!(numbers.scores, [3.0, 8.5, 0.0]);
         assert_eq!((numbers.missing, numbers.extra, numbers.clamped), (0, 2, 1));
+        // Five bare scores for three candidates: which three are theirs is a guess.
+        assert!(numbers.misaligned);
+        assert!(!judge_scores(&json!([3, 8.5, 7]), 3, 10.0).misaligned);
+        assert!(judge_scores(&json!({"SCORES": [3, 8]}), 3, 10.0).misaligned, "too few, in order");
+        assert!(!objects.misaligned, "ids say whose each score is");
 
         let wrapped = judge_scores(&json!({"scores": [{"candidate": 1, "rating": 5}]}), 2, 10.0);
         assert_eq!(wrapped.scores, [5.0, 0.0]);

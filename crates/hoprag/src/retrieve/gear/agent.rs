@@ -95,7 +95,14 @@ impl Retriever for Gear {
                 retrieved.iter().take(p.round_passages).map(|&(x, _)| ctx.index.passage(x)).collect();
             if !passages.is_empty() {
                 let failure = trace.llm_step("gist read", llm, |meter| {
-                    let r = llm_or_nothing(stages::read(meter, &passages, &question.text, &memory, p.max_tokens));
+                    let r = llm_or_nothing(stages::read(
+                        meter,
+                        &passages,
+                        &question.text,
+                        &memory,
+                        p.max_tokens,
+                        p.grounding,
+                    ));
                     let added = remember(&mut memory, &r.facts);
                     let d = json!({"passages": passages.len(), "proximal_triples": r.facts, "added": added,
                                    "memory": memory, "malformed": r.malformed, "ungrounded": r.ungrounded,
@@ -129,11 +136,12 @@ impl Retriever for Gear {
             }
             // q(n+1) = rewrite(G(n), q, r(n)) (Eq. 7)
             let next = trace.llm_step("rewrite", llm, |meter| {
-                let (next, error) = match stages::rewrite(meter, &question.text, &memory, &verdict.reason, p.max_tokens)
-                {
-                    Ok(q) => (q, None),
-                    Err(e) => (None, Some(e.to_string())),
-                };
+                let why = &verdict.reason;
+                let (next, error) =
+                    match stages::rewrite(meter, &question.text, &memory, why, p.max_tokens, p.ground_rewrites) {
+                        Ok(q) => (q, None),
+                        Err(e) => (None, Some(e.to_string())),
+                    };
                 let d = json!({"next_query": next, "error": error});
                 Ok((next, d))
             })?;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::prompts;
+use crate::config::Grounding;
 use crate::corpus::Passage;
 use crate::error::Result;
 use crate::llm::{ChatRequest, Llm, Meter};
@@ -42,9 +43,10 @@ pub struct ReadOutcome {
     pub malformed: usize,
     /// The answer held no usable JSON (also counted by the meter).
     pub unparsed: bool,
-    /// Well-formed triples whose subject and object both name nothing in the passages
-    /// read (or the known facts): the prompt asks for names "written as in the
-    /// passages", so these are not read from them. Dropped.
+    /// Well-formed triples with an end (under [`Grounding::Both`]; both ends under
+    /// [`Grounding::Either`]) naming nothing in the passages read or the known facts: the
+    /// prompt asks for names "written as in the passages", so these are not read from
+    /// them. Dropped.
     #[serde(default)]
     pub ungrounded: usize,
 }
@@ -69,13 +71,15 @@ fn facts_block(memory: &[Fact]) -> String {
 }
 
 /// read(C, q[, G]): the facts in `passages` that help answer `question`, given the facts
-/// of the gist memory (none at the first iteration and in SyncGE).
+/// of the gist memory (none at the first iteration and in SyncGE); `grounding` says which
+/// ends of a fact must be named in them.
 pub fn read(
     llm: &Meter,
     passages: &[&Passage],
     question: &str,
     memory: &[Fact],
     max_tokens: u32,
+    grounding: Grounding,
 ) -> Result<ReadOutcome> {
     let mut system = prompts::READ.to_string();
     let mut user = String::new();
@@ -106,12 +110,16 @@ pub fn read(
     source.extend(known.iter().map(String::as_str));
     let haystack = words(&source.join(" \n "));
     let read = out.facts.len();
-    out.facts.retain(|f| [&f.subject, &f.object].iter().any(|name| names_in(&haystack, name)));
+    out.facts.retain(|f| is_grounded(f, &haystack, grounding));
     out.ungrounded = read - out.facts.len();
     if out.facts.is_empty() && out.malformed > 0 {
         llm.wrong_shape(&request, &answer.text, "no triple of three non-empty values");
     } else if out.facts.is_empty() && out.ungrounded > 0 {
-        llm.wrong_shape(&request, &answer.text, "no triple names anything in the passages");
+        let reason = match grounding {
+            Grounding::Both => "no triple whose subject and object are both named in the passages",
+            Grounding::Either => "no triple names anything in the passages",
+        };
+        llm.wrong_shape(&request, &answer.text, reason);
     }
     Ok(out)
 }
@@ -268,8 +276,17 @@ fn truthy(v: &Value) -> bool {
     }
 }
 
-/// rewrite(G, q, r): the next query, or none if the answer held none.
-pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_tokens: u32) -> Result<Option<String>> {
+/// rewrite(G, q, r): the next query, or none if the answer held none. With `grounded`,
+/// a query that names things (capitalised names) of which none occurs in the question,
+/// the memory or `why` is refused: it was not written from them.
+pub fn rewrite(
+    llm: &Meter,
+    question: &str,
+    memory: &[Fact],
+    why: &str,
+    max_tokens: u32,
+    grounded: bool,
+) -> Result<Option<String>> {
     let user = format!("Question: {question}\nKnown facts:\n{}\nMissing: {why}", facts_block(memory));
     let system = prompts::REWRITE.to_string();
     let request = request(
@@ -288,7 +305,35 @@ pub fn rewrite(llm: &Meter, question: &str, memory: &[Fact], why: &str, max_toke
         _ => None,
     };
     let parsed = llm.parse_answer_as(&request, &answer.text, |v| text_of(v).is_some(), "an object with `query`");
-    Ok(parsed.ok().as_ref().and_then(text_of))
+    let Some(next) = parsed.ok().as_ref().and_then(text_of) else { return Ok(None) };
+    if grounded && !is_grounded_query(&next, question, memory, why) {
+        llm.wrong_shape(&request, &answer.text, "the query names nothing of the question or the known facts");
+        return Ok(None);
+    }
+    Ok(Some(next))
+}
+
+/// Whether `fact`'s ends are named in `haystack` (made by [`words`]) as `grounding` asks.
+fn is_grounded(fact: &Fact, haystack: &str, grounding: Grounding) -> bool {
+    let mut ends = [&fact.subject, &fact.object].into_iter().map(|name| names_in(haystack, name));
+    match grounding {
+        Grounding::Both => ends.all(|named| named),
+        Grounding::Either => ends.any(|named| named),
+    }
+}
+
+/// Whether a rewritten query names something of what it was written from: the question,
+/// the memory and the stated gap. A query without capitalised names ("who founded it?")
+/// has nothing to check and passes.
+fn is_grounded_query(query: &str, question: &str, memory: &[Fact], why: &str) -> bool {
+    let known: Vec<String> = memory.iter().map(Fact::text).chain([question.to_string(), why.to_string()]).collect();
+    let haystack = words(&known.join(" \n "));
+    let names: Vec<String> = crate::text::surface_entities(query)
+        .into_iter()
+        .filter(|e| e.kind == crate::text::SpanKind::Name)
+        .map(|e| e.text)
+        .collect();
+    names.is_empty() || names.iter().any(|name| names_in(&haystack, name))
 }
 
 #[cfg(test)]
@@ -333,6 +378,27 @@ mod tests {
         };
         assert_eq!(keys(prompts::REASON_DEMO_ANSWER), schema_keys(prompts::REASON_SCHEMA));
         assert_eq!(keys(prompts::REWRITE_DEMO_ANSWER), schema_keys(prompts::REWRITE_SCHEMA));
+    }
+
+    #[test]
+    fn facts_and_queries_must_be_grounded_in_what_they_were_written_from() {
+        let f = |s: &str, o: &str| Fact { subject: s.into(), predicate: "built by".into(), object: o.into() };
+        let read = words("Ardent Works Band\nThe band was founded in 1880 by employees of Ardent Ironworks.");
+        let one_end = f("Varn Light", "Ardent Ironworks");
+        assert!(!is_grounded(&one_end, &read, Grounding::Both), "Varn Light is named nowhere in the passage");
+        assert!(is_grounded(&one_end, &read, Grounding::Either));
+        let both = f("ardent works band", "ARDENT IRONWORKS");
+        assert!(is_grounded(&both, &read, Grounding::Both), "names compare without case");
+        assert!(!is_grounded(&f("Varn Light", "Maud Corrigan"), &read, Grounding::Either));
+
+        let question = "Which river flows through the town where Ardent Ironworks was established?";
+        let memory = [f("Ardent Ironworks", "Dunhaven")];
+        for grounded in ["Which river flows through Dunhaven?", "Who founded Ardent Ironworks?", "which river is it?"] {
+            assert!(is_grounded_query(grounded, question, &memory, ""), "{grounded}");
+        }
+        assert!(!is_grounded_query("Who founded Skellwing Aviation?", question, &memory, "the river"));
+        assert!(is_grounded_query("Who founded Skellwing Aviation?", question, &memory, "who Skellwing Aviation is"));
+        assert!(!is_grounded_query("Who founded Ardent Ironworks?", "Who sang on Salt on the Wire?", &[], ""));
     }
 
     #[test]

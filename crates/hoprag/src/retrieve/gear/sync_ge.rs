@@ -46,7 +46,14 @@ pub(crate) fn sync_ge(
         return Ok((base, Vec::new(), None));
     }
     let (read, failure) = trace.llm_step("read", llm, |meter| {
-        let r = llm_or_nothing(stages::read(meter, &passages, &query.text, &[], ctx.params.max_tokens));
+        let r = llm_or_nothing(stages::read(
+            meter,
+            &passages,
+            &query.text,
+            &[],
+            ctx.params.max_tokens,
+            ctx.params.grounding,
+        ));
         let d = json!({"query": query.text, "passages": passages.len(), "proximal_triples": r.facts,
                        "malformed": r.malformed, "ungrounded": r.ungrounded, "unparsed": r.unparsed,
                        "error": r.error});
