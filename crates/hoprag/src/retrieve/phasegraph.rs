@@ -78,7 +78,7 @@ impl Retriever for PhaseGraph {
         let dense = dense_search(self.vectors.as_ref(), &q, p.n_v.max(k), &mut trace)?;
         let vector = &dense[..p.n_v.min(dense.len())];
         let graph =
-            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, &p.graph, p.dk, &mut trace)?
+            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, None, &p.graph, p.dk, &mut trace)?
                 .unwrap_or_default();
         let fused = trace.step("calibrated fusion", || {
             let f = fuse_two(vector, &graph, &p.fusion);
