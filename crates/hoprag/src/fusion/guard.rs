@@ -67,11 +67,7 @@ impl DenseGuard {
 /// `graph` (best first) behind the guarded passages of `dense`. Guarded passages score
 /// 1 + their normalised closeness to the best dense score, in (1, 2]; graph passages
 /// their score over the graph list's best, at most 1; so scores stay in rank order.
-pub fn guard(
-    graph: &[(PassageIdx, f32)],
-    dense: &[(PassageIdx, f32)],
-    params: &DenseGuard,
-) -> Vec<(PassageIdx, f32)> {
+pub fn guard(graph: &[(PassageIdx, f32)], dense: &[(PassageIdx, f32)], params: &DenseGuard) -> Vec<(PassageIdx, f32)> {
     let first = params.guarded(dense);
     if first.is_empty() {
         return graph.to_vec();
@@ -90,12 +86,7 @@ pub fn guard(
     }
     let top = graph.first().map_or(1.0, |x| x.1);
     let scale = if top > 0.0 && top.is_finite() { top } else { 1.0 };
-    out.extend(
-        graph
-            .iter()
-            .filter(|g| !first.iter().any(|f| f.0 == g.0))
-            .map(|&(p, s)| (p, (s / scale).min(1.0))),
-    );
+    out.extend(graph.iter().filter(|g| !first.iter().any(|f| f.0 == g.0)).map(|&(p, s)| (p, (s / scale).min(1.0))));
     out
 }
 
