@@ -270,3 +270,63 @@ fn bench_llm_reports_every_installed_chat_model() {
         }
     }
 }
+
+/// `eval --split tune|test` (and `train-router --split`): the two halves are disjoint,
+/// cover every question, come out the same on every run, and a smaller tune share keeps
+/// a subset of the tune half (the split is by a hash of the question id, not by order).
+#[test]
+fn split_halves_are_disjoint_complete_and_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let corpus = demo().join("corpus.jsonl");
+    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--no-graph"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let questions = demo().join("questions.jsonl");
+    let ids = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["eval", "--index", idx.to_str().unwrap(), "--dataset", questions.to_str().unwrap()];
+        args.extend(["--method", "dense", "--k", "5", "--json"]);
+        args.extend(extra);
+        let o = hoprag(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let per_query = r["methods"]["dense"]["per_query"].as_array().unwrap();
+        assert_eq!(r["n"].as_u64().unwrap() as usize, per_query.len());
+        per_query.iter().map(|q| q["id"].as_str().unwrap().to_string()).collect()
+    };
+    let all = ids(&[]);
+    let tune = ids(&["--split", "tune"]);
+    let test = ids(&["--split", "test"]);
+    assert_eq!(all.len(), 24);
+    assert!(!tune.is_empty() && !test.is_empty(), "tune {tune:?}, test {test:?}");
+    assert!(tune.iter().all(|q| !test.contains(q)), "halves overlap: {tune:?} / {test:?}");
+    let mut union: Vec<String> = tune.iter().chain(&test).cloned().collect();
+    union.sort();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(union, sorted, "the halves together are every question, once");
+    assert_eq!(ids(&["--split", "tune"]), tune, "the same half on every run");
+    let quarter = ids(&["--split", "tune", "--tune-share", "0.25"]);
+    assert!(quarter.len() < tune.len() && quarter.iter().all(|q| tune.contains(q)), "{quarter:?} / {tune:?}");
+    // Not simply the first questions of the file.
+    assert_ne!(tune, all[..tune.len()].to_vec());
+
+    // train-router keeps the same halves (its note counts them).
+    let half_note = |half: &str| -> String {
+        let o = hoprag(&[
+            "train-router",
+            "--index",
+            idx.to_str().unwrap(),
+            "--dataset",
+            questions.to_str().unwrap(),
+            "--split",
+            half,
+            "--out",
+            dir.path().join(format!("router-{half}.json")).to_str().unwrap(),
+        ]);
+        stderr(&o)
+    };
+    for (half, n) in [("tune", tune.len()), ("test", test.len())] {
+        let err = half_note(half);
+        assert!(err.contains(&format!("--split {half}: {n} of 24 questions")), "{err}");
+    }
+}

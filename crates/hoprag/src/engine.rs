@@ -32,10 +32,11 @@ pub const METHODS: &[(&str, &str)] = &[
     (
         "auto",
         "the best LLM-free pipeline measured for the index at hand (section auto; README \"Choosing auto\"): ppr \
-         (HippoRAG 2 facts plus the entities the question names) on a graph from heuristic or LLM triples, dense \
-         without a graph. Evidence, R@5 on the test half (MD5 split; settings chosen on the tune half): \
-         musique-train dense 54.4, ppr 71.9 (GPT-3.5 triples) / 63.3 (heuristic); hotpotqa-train (heuristic) \
-         dense 83.9, ppr 78.6 (loses on comparison questions); phasegraph = dense to k = 10",
+         (HippoRAG 2 facts plus the entities the question names) behind a dense guard (up to 5 dense passages \
+         whose score is within a quarter of the dense top 50's score range of the best go first) on a graph from \
+         heuristic or LLM triples; dense without a graph. Evidence, R@5 on the test half (MD5 split; settings \
+         chosen on the tune half): musique-train dense 54.4, auto 65.0 (GPT-3.5 triples) / 58.9 (heuristic); \
+         hotpotqa-train (heuristic) dense 83.9, auto 87.5 (comparison questions 100 = dense; ppr alone 78.6)",
     ),
     (
         "auto_llm",
@@ -305,7 +306,11 @@ impl Engine {
                         "{name} cannot choose itself or another auto method ({choice})"
                     )));
                 }
-                Box::new(Auto::new(name, self.retriever(choice)?, self.graph_kind()))
+                // The choice runs with auto's dense guard (it only affects ppr).
+                let mut config = self.config.clone();
+                config.ppr.dense_guard =
+                    if name == "auto" { self.config.auto.dense_guard } else { self.config.auto_llm.0.dense_guard };
+                Box::new(Auto::new(name, self.with_config(config).retriever(choice)?, self.graph_kind()))
             }
             "regime_router" => {
                 let params = self.config.regime_router.clone();

@@ -55,10 +55,16 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     assert!(pg.hits.windows(2).all(|w| w[0].score >= w[1].score));
     assert!(pg.trace.steps.iter().any(|s| s.name == "calibrated fusion"));
 
-    // `auto` runs its choice for a heuristic graph, and says so first in its trace.
+    // `auto` runs its choice for a heuristic graph, with its dense guard, and says so
+    // first in its trace.
     let auto = engine.retriever("auto").unwrap().retrieve(&q, 5).unwrap();
     let chosen = engine.config.auto.with_heuristic_graph.clone();
-    assert_eq!(auto.hits, engine.retriever(&chosen).unwrap().retrieve(&q, 5).unwrap().hits);
+    let mut guarded = engine.config.clone();
+    guarded.ppr.dense_guard = guarded.auto.dense_guard;
+    let expected = engine.with_config(guarded).retriever(&chosen).unwrap().retrieve(&q, 5).unwrap();
+    assert_eq!(auto.hits, expected.hits);
+    assert!(auto.trace.steps.iter().any(|s| s.name == "dense guard"), "{:?}", auto.trace.steps);
+    assert!(ppr.trace.steps.iter().all(|s| s.name != "dense guard"), "ppr itself runs unguarded");
     assert_eq!(auto.trace.steps[0].name, "auto");
     assert_eq!(auto.trace.steps[0].detail["method"], chosen.as_str());
     assert!(auto.trace.steps[0].detail["because"].as_str().unwrap().contains("heuristic"));

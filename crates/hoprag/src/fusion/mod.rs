@@ -2,8 +2,10 @@
 //! rankers can be combined.
 
 mod calibrate;
+mod guard;
 
 pub use calibrate::{boltzmann, fuse_two, normalize, pit, FusionParams, Normalization, Operator, Temperature};
+pub use guard::{guard, DenseGuard};
 
 use std::collections::HashMap;
 

@@ -125,20 +125,27 @@ impl PprGraph {
         let parallel = self.sources.len() > 200_000;
         while iterations < params.max_iterations && residual > params.tolerance {
             let lost: f64 = self.dangling.iter().map(|&i| scores[i as usize]).sum();
-            let gather = |(j, out): (usize, &mut f64)| {
+            let row = |j: usize| {
                 let (lo, hi) = (self.offsets[j], self.offsets[j + 1]);
                 let mut acc = 0.0;
-                for k in lo..hi {
-                    acc += scores[self.sources[k] as usize] * self.probs[k] as f64;
+                for (&from, &p) in self.sources[lo..hi].iter().zip(&self.probs[lo..hi]) {
+                    acc += scores[from as usize] * p as f64;
                 }
-                *out = (1.0 - d) * reset[j] + d * (acc + lost * reset[j]);
+                (1.0 - d) * reset[j] + d * (acc + lost * reset[j])
             };
             if parallel {
-                next.par_iter_mut().enumerate().with_min_len(4096).for_each(gather);
+                next.par_iter_mut().enumerate().with_min_len(4096).for_each(|(j, out)| *out = row(j));
+                residual = scores.iter().zip(&next).map(|(a, b)| (a - b).abs()).sum();
             } else {
-                next.iter_mut().enumerate().for_each(gather);
+                // One pass: the residual is summed in the same order as above, so the
+                // iteration count (and every score) is the same as computing it apart.
+                residual = 0.0;
+                for (j, out) in next.iter_mut().enumerate() {
+                    let x = row(j);
+                    residual += (scores[j] - x).abs();
+                    *out = x;
+                }
             }
-            residual = scores.iter().zip(&next).map(|(a, b)| (a - b).abs()).sum();
             std::mem::swap(&mut scores, &mut next);
             iterations += 1;
         }

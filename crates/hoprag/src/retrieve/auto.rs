@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{Query, Retrieval, Retriever, TraceStep};
 use crate::error::Result;
+use crate::fusion::DenseGuard;
 
 /// What kind of graph an index has, as far as choosing a method goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +52,13 @@ pub struct AutoParams {
     pub with_heuristic_graph: String,
     /// Method for indexes without a graph.
     pub without_graph: String,
+    /// The dense guard `auto` runs `ppr` with (`ppr.dense_guard`, off in `ppr` itself):
+    /// up to `max` (5) dense passages whose score is within `gap` (0.25) of the best,
+    /// on the scale of the dense top `depth` (50), go before the walk's ranking. Chosen
+    /// on the tune halves of musique-train and hotpotqa-train only (grid max 2–5 ×
+    /// gap 0.05–0.5, best mean R@5 over the three tune indexes, ties by R@2); evidence
+    /// in `hoprag methods` and the README.
+    pub dense_guard: DenseGuard,
 }
 
 impl AutoParams {
@@ -66,7 +74,12 @@ impl AutoParams {
 
 impl Default for AutoParams {
     fn default() -> Self {
-        AutoParams { with_graph: "ppr".into(), with_heuristic_graph: "ppr".into(), without_graph: "dense".into() }
+        AutoParams {
+            with_graph: "ppr".into(),
+            with_heuristic_graph: "ppr".into(),
+            without_graph: "dense".into(),
+            dense_guard: DenseGuard { max: 5, gap: 0.25, depth: 50 },
+        }
     }
 }
 

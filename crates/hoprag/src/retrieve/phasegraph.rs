@@ -77,9 +77,18 @@ impl Retriever for PhaseGraph {
         // One search serves both the vector list (its first N_v) and the backfill.
         let dense = dense_search(self.vectors.as_ref(), &q, p.n_v.max(k), &mut trace)?;
         let vector = &dense[..p.n_v.min(dense.len())];
-        let graph =
-            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, &p.graph, p.dk, &mut trace)?
-                .unwrap_or_default();
+        let graph = graph_scores(
+            &self.graph,
+            self.embedder.as_ref(),
+            &self.passages,
+            query,
+            &q,
+            None,
+            &p.graph,
+            p.dk,
+            &mut trace,
+        )?
+        .unwrap_or_default();
         let fused = trace.step("calibrated fusion", || {
             let f = fuse_two(vector, &graph, &p.fusion);
             let both = vector.iter().filter(|v| graph.iter().any(|g| g.0 == v.0)).count();

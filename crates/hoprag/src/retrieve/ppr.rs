@@ -32,6 +32,7 @@ use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
+use crate::fusion::{guard, DenseGuard};
 use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
 use crate::graph::ppr::PprParams;
 use crate::graph::{query_ner, GraphContext};
@@ -56,6 +57,9 @@ pub struct PprMethodParams {
     /// Weight of a passage node's seed relative to its min-max normalised dense score
     /// (HippoRAG 2's passage_node_weight, 0.05); 0 seeds phrases only (HippoRAG 1).
     pub passage_node_weight: f64,
+    /// Dense passages that go before the walk's ranking (fusion::guard). Off here, as in
+    /// HippoRAG 2; `auto` turns it on (`auto.dense_guard`).
+    pub dense_guard: DenseGuard,
 }
 
 impl Default for PprMethodParams {
@@ -65,13 +69,15 @@ impl Default for PprMethodParams {
             link: LinkParams::default(),
             passage_scoring: PassageScoring::PassageNode,
             passage_node_weight: 0.05,
+            dense_guard: DenseGuard::default(),
         }
     }
 }
 
 /// Passages scored by PPR from the query's facts (and mentions) and the passages' dense
-/// scores, best first (at most `depth`, zero-mass passages left out); `None` when no
-/// entity could be seeded.
+/// scores (`dense`: every passage's, when the caller has them; else computed here), best
+/// first (at most `depth`, zero-mass passages left out); `None` when no entity could be
+/// seeded.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn graph_scores(
     ctx: &GraphContext,
@@ -79,6 +85,7 @@ pub(crate) fn graph_scores(
     passages: &Matrix,
     query: &Query,
     embedding: &[f32],
+    dense: Option<&[f32]>,
     params: &PprMethodParams,
     depth: usize,
     trace: &mut Trace,
@@ -101,7 +108,14 @@ pub(crate) fn graph_scores(
     let mut weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
     if params.passage_node_weight > 0.0 && passages.rows() > 0 {
         trace.step("passage seeds", || {
-            let dense = passages.dots(embedding);
+            let owned;
+            let dense = match dense {
+                Some(d) => d,
+                None => {
+                    owned = passages.dots(embedding);
+                    &owned
+                }
+            };
             let n = graph_passages.min(dense.len());
             let (lo, hi) = dense[..n]
                 .iter()
@@ -186,18 +200,49 @@ impl Retriever for Ppr {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
-        let graph =
-            graph_scores(&self.graph, self.embedder.as_ref(), &self.passages, query, &q, &self.params, k, &mut trace)?;
-        let list = match graph {
-            Some(list) if list.len() >= k => list,
+        let p = &self.params;
+        // The guard needs the dense ranking; the passage seeds need every dense score:
+        // one pass over the passage vectors serves both.
+        let all = match p.dense_guard.is_on() && self.passages.rows() > 0 {
+            true => Some(trace.step("dense scores", || {
+                let d = self.passages.dots(&q);
+                let detail = json!({"passages": d.len()});
+                Ok((d, detail))
+            })?),
+            false => None,
+        };
+        let (embedder, passages) = (self.embedder.as_ref(), self.passages.as_ref());
+        let graph = graph_scores(&self.graph, embedder, passages, query, &q, all.as_deref(), p, k, &mut trace)?;
+        let list = match (graph, all) {
+            (Some(list), Some(all)) => trace.step("dense guard", || {
+                let dense = top_scores(&all, p.dense_guard.depth.max(k));
+                let out = backfill(guard(&list, &dense, &p.dense_guard), &dense, k);
+                let guarded = p.dense_guard.guarded(&dense).len();
+                let detail = json!({"params": p.dense_guard, "guarded": guarded, "top": list_detail(&out)});
+                Ok((out, detail))
+            })?,
+            (Some(list), None) if list.len() >= k => list,
             // No fact matched: HippoRAG 2 answers with dense retrieval. A short list is
             // filled up from the dense one.
-            Some(list) => {
+            (Some(list), None) => {
                 let dense = dense_search(self.vectors.as_ref(), &q, k, &mut trace)?;
                 backfill(list, &dense, k)
             }
-            None => dense_search(self.vectors.as_ref(), &q, k, &mut trace)?,
+            (None, _) => dense_search(self.vectors.as_ref(), &q, k, &mut trace)?,
         };
         Ok(Retrieval { hits: hits(list), trace })
     }
+}
+
+/// The `n` best of `scores` (one per passage) as a ranked list, ties by passage index
+/// as in exact dense search.
+fn top_scores(scores: &[f32], n: usize) -> Vec<(PassageIdx, f32)> {
+    let mut list: Vec<(PassageIdx, f32)> = scores.iter().enumerate().map(|(i, &s)| (i as PassageIdx, s)).collect();
+    let by = |a: &(PassageIdx, f32), b: &(PassageIdx, f32)| crate::rank::desc(a.1, b.1).then(a.0.cmp(&b.0));
+    if n > 0 && n < list.len() {
+        list.select_nth_unstable_by(n - 1, by);
+        list.truncate(n);
+    }
+    list.sort_by(by);
+    list
 }
