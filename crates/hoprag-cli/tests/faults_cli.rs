@@ -201,9 +201,10 @@ fn eval_and_openie_degrade_under_every_fault() {
     let lines: Vec<String> = std::fs::read_to_string(&corpus).unwrap().lines().take(10).map(String::from).collect();
     std::fs::write(&small, lines.join("\n") + "\n").unwrap();
 
+    let (root, config, index, small) = (dir.path(), &config, &index, &small);
     let outcomes: Vec<Outcome> = std::thread::scope(|s| {
         let runs: Vec<_> =
-            Fault::ALL.iter().map(|&f| s.spawn(|| run_fault(f, dir.path(), &config, &index, &small))).collect();
+            Fault::ALL.iter().map(|&f| s.spawn(move || run_fault(f, root, config, index, small))).collect();
         runs.into_iter().map(|r| r.join().unwrap()).collect()
     });
     eprintln!("| fault | method | R@5 | fallback | R@5 | fell back | errors | unparsed | worse on |");
