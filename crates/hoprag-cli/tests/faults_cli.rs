@@ -129,11 +129,11 @@ fn run_fault(fault: Fault, dir: &Path, config: &Path, index: &Path, small_corpus
 /// The cells of `method`'s row in the printed "LLM cost per query" table.
 fn cost_row(stdout: &str, method: &str) -> Option<Vec<String>> {
     let table = stdout.split("LLM cost per query").nth(1)?;
+    // Rows are `│ cell  cell … │`: the frame at the ends, columns apart by spaces.
     table
         .lines()
-        .map(|l| l.split('│').map(|c| c.trim().to_string()).collect::<Vec<_>>())
-        .find(|cells| cells.iter().filter(|c| !c.is_empty()).next().map(String::as_str) == Some(method))
-        .map(|cells| cells.into_iter().filter(|c| !c.is_empty()).collect())
+        .map(|l| l.replace('│', " ").split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|cells| cells.first().map(String::as_str) == Some(method))
 }
 
 fn check(o: &Outcome) -> Vec<Row> {
