@@ -1,7 +1,7 @@
 //! Fault injection through the binary: for each fault of the library's suite (the same
 //! fixture server and the same bad answers), `hoprag index --extract llm` (LLM OpenIE)
 //! and `hoprag eval` of `bridge_rag`, `sync_ge` and `gear` over 20 demo questions must
-//! exit 0 (OpenIE may instead refuse with a clear error when no call succeeded at all),
+//! exit 0 (OpenIE keeps the LLM-free triples for the passages without a usable answer),
 //! print the failure and fallback counts, keep each method's R@5 at or above its
 //! fallback's, and leave nothing bad in the response cache. The faults run side by side
 //! on one shared index, each against its own server and cache.
@@ -139,22 +139,22 @@ fn cost_row(stdout: &str, method: &str) -> Option<Vec<String>> {
 fn check(o: &Outcome) -> Vec<Row> {
     let fault = o.fault;
 
-    // LLM OpenIE: every passage accounted for; when no call succeeded at all, a clear
-    // error (a graph of nothing would be attached otherwise), never a crash.
+    // LLM OpenIE: exits 0 with every passage accounted for; those without a usable
+    // answer keep the LLM-free triples (the stage's fallback), never a crash.
     let (out, err) = text(&o.openie);
     assert!(!err.contains("panicked"), "{fault:?}: OpenIE panicked: {err}");
-    if o.openie.status.success() {
-        let built: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{fault:?}: {e}: {out}"));
-        let r = &built["graph"]["llm"];
-        let count = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{fault:?}: no {k} in {r}"));
-        assert_eq!(count("passages"), 10);
-        assert_eq!(count("answered") + count("unparsed_passages") + count("failed_passages"), 10, "{fault:?}: {r}");
-        if fault.all_bad() {
-            assert_eq!(count("answered"), 0, "{fault:?}: {r}");
-        }
+    assert!(o.openie.status.success(), "{fault:?}: OpenIE failed instead of degrading: {err}");
+    let built: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{fault:?}: {e}: {out}"));
+    let r = &built["graph"]["llm"];
+    let count = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{fault:?}: no {k} in {r}"));
+    assert_eq!(count("passages"), 10);
+    assert_eq!(count("answered") + count("unparsed_passages") + count("failed_passages"), 10, "{fault:?}: {r}");
+    assert_eq!(count("heuristic_fallback_passages"), count("unparsed_passages") + count("failed_passages"), "{r}");
+    if fault.all_bad() {
+        assert_eq!(count("answered"), 0, "{fault:?}: {r}");
+        assert_eq!(built["graph"]["source"], "heuristic", "{fault:?}: no answer used, so the graph says so");
     } else {
-        assert_eq!(o.openie.status.code(), Some(1), "{fault:?}: {err}");
-        assert!(err.contains("no call succeeded"), "{fault:?}: {err}");
+        assert!(built["graph"]["source"].as_str().is_some_and(|s| s.starts_with("llm:")), "{fault:?}: {built}");
     }
 
     // The evaluation completes, exits 0, and prints and writes the counts.

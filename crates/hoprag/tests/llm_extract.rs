@@ -12,7 +12,7 @@ use common::fixture::{Fixture, Reply};
 use common::HashEmbedder;
 use hoprag::corpus::{LoadedCorpus, Passage};
 use hoprag::graph::linking::NerMode;
-use hoprag::graph::{extract_llm, query_ner, EntityGraph, GraphOptions, LlmExtractOptions};
+use hoprag::graph::{extract_heuristic, extract_llm, query_ner, EntityGraph, GraphOptions, LlmExtractOptions};
 use hoprag::http::RetryPolicy;
 use hoprag::index::{BuildOptions, Index};
 use hoprag::llm::{CachedLlm, Llm, Meter, OpenAiChat, OpenAiChatConfig, Usage};
@@ -149,7 +149,10 @@ fn extraction_counts_what_it_cannot_use_and_a_rerun_comes_from_the_cache() {
     ];
     assert_eq!(rows(&x), expected, "clean, fenced-with-prose and retried answers, in passage order");
     assert_eq!(x.entities[0], ["Alder Mill", "Brisk River", "Oona Farrell", "1791"]);
-    assert!(x.entities[3].is_empty(), "the garbage answer adds nothing");
+    // The garbage answer adds nothing: its passage keeps the LLM-free extraction (here,
+    // entities and no triple).
+    assert_eq!(report.heuristic_fallback_passages, 1);
+    assert_eq!(x.entities[3], extract_heuristic(&passages[3..4]).entities[0]);
 
     // The two-element triple is counted and shown, not kept.
     assert_eq!(x.report.malformed_triples, 1);
@@ -205,19 +208,31 @@ fn a_call_that_keeps_failing_is_counted_and_the_run_goes_on() {
     let (x, report) = extract_llm(&passages(), &cached_client(&server, cache.path()), &options(), &Silent).unwrap();
     assert_eq!((report.answered, report.failed_passages, report.llm.errors), (3, 1, 1));
     assert!(report.failure_examples[0].starts_with("p4: ") && report.failure_examples[0].contains("503"));
-    assert!(x.triples.iter().all(|t| t.passage != 4));
+    // The failed passage (and the unparsed one) keep the LLM-free extraction.
+    assert_eq!(report.heuristic_fallback_passages, report.unparsed_passages + 1);
+    let stand_in = extract_heuristic(&passages()[4..5]);
+    let spo = |t: &hoprag::graph::Triple| (t.subject.clone(), t.predicate.clone(), t.object.clone());
+    let mine: Vec<_> = x.triples.iter().filter(|t| t.passage == 4).map(spo).collect();
+    assert_eq!(mine, stand_in.triples.iter().map(spo).collect::<Vec<_>>());
+    assert!(!x.entities[4].is_empty() && x.entities[4] == stand_in.entities[0]);
     assert_eq!(x.triples.iter().filter(|t| t.passage == 0).count(), 3, "the other passages are extracted");
     assert_eq!(requests(&server), 4 + 3, "four answers, and the failing call with its two retries");
 }
 
 #[test]
-fn a_run_where_no_call_succeeds_is_an_error_and_stops_early() {
+fn a_run_where_no_call_succeeds_stops_early_and_keeps_the_llm_free_triples() {
     let server = Fixture::start(|_| Reply::status(503, "down"));
     let many: Vec<Passage> = (0..60).map(|i| passage(&format!("q{i}"), "T", &format!("Passage number {i}."))).collect();
     let cache = tempfile::tempdir().unwrap();
     let llm = cached_client(&server, cache.path());
-    let err = extract_llm(&many, &llm, &options(), &Silent).unwrap_err().to_string();
-    assert!(err.contains("no call succeeded") && err.contains("503") && err.contains("not tried"), "{err}");
+    let (x, report) = extract_llm(&many, &llm, &options(), &Silent).unwrap();
+    assert_eq!((report.answered, report.unparsed_passages, report.failed_passages), (0, 0, 60));
+    assert!(report.failure_examples.iter().any(|e| e.contains("503")), "{report:?}");
+    assert!(report.failure_examples.iter().any(|e| e.contains("not tried")), "{report:?}");
+    assert_eq!(report.heuristic_fallback_passages, 60);
+    let heuristic = extract_heuristic(&many);
+    assert_eq!(x.entities, heuristic.entities, "every passage has the LLM-free extraction");
+    assert_eq!(x.triples.len(), heuristic.triples.len());
     // Without the early stop all 60 passages would be tried, three attempts each.
     assert!(requests(&server) < 60 * 3 / 2, "{} requests", requests(&server));
 }

@@ -89,8 +89,10 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
         (None, Some(Extractor::Heuristic)) => (extract_heuristic(index.passages()), "heuristic".to_string()),
         (None, Some(Extractor::Llm)) => {
             let (extraction, report, model) = llm_extraction(ctx, &config.llm, &index, source)?;
+            // No answer used: every triple is the LLM-free stand-in, and the graph says so.
+            let label = if report.answered == 0 { "heuristic".to_string() } else { format!("llm:{model}") };
             llm_report = Some(report);
-            (extraction, format!("llm:{model}"))
+            (extraction, label)
         }
         (None, None) => anyhow::bail!("no triple source given"),
     };
@@ -113,9 +115,9 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     let options = GraphOptions { synonym_threshold, ..config.graph };
     let report = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
-    Index::attach_graph(dir, &graph, label)?;
+    Index::attach_graph(dir, &graph, label.clone())?;
     let s = &graph.stats;
-    let out = serde_json::json!({"stats": s, "extraction": report, "llm": llm_report});
+    let out = serde_json::json!({"source": label, "stats": s, "extraction": report, "llm": llm_report});
     if !ctx.json {
         println!(
             "graph: {} entities, {} triples ({} degenerate), {} relation edges, {} synonym links, {} passage-entity \
@@ -200,11 +202,15 @@ fn llm_extraction(
     for failure in report.failure_examples.iter().take(3) {
         ctx.note(format!("  failed: {failure}"));
     }
-    if report.failed_passages > 0 {
+    if report.heuristic_fallback_passages > 0 {
         ctx.note(format!(
-            "warning: {} passages have no triples because their calls failed; run the same command again to ask for \
-             them (the answered ones come from the cache)",
-            report.failed_passages
+            "warning: {} of {} passages ({} failed, {} unparseable) have the LLM-free (heuristic) triples instead; run \
+             the same command again to ask for them (the answered ones come from the cache){}",
+            report.heuristic_fallback_passages,
+            report.passages,
+            report.failed_passages,
+            report.unparsed_passages,
+            if report.answered == 0 { "; no passage was answered, so the graph is recorded as heuristic" } else { "" }
         ));
     }
     Ok((extraction, report, model))

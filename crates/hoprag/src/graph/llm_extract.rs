@@ -20,12 +20,12 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::heuristic::extract_heuristic;
 use super::{Extraction, Triple};
 use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
@@ -120,11 +120,15 @@ pub struct LlmExtractReport {
     pub passages: usize,
     /// Passages whose answer held usable JSON.
     pub answered: usize,
-    /// Passages whose answer held no usable JSON: they have no triples.
+    /// Passages whose answer held no usable JSON: they get the LLM-free triples.
     pub unparsed_passages: usize,
     /// Passages whose call failed after its retries (or was not made once the server
-    /// looked down): they have no triples, and a re-run asks for them again.
+    /// looked down): they get the LLM-free triples, and a re-run asks for them again.
     pub failed_passages: usize,
+    /// Passages (unparsed or failed) whose triples and entities come from the LLM-free
+    /// extraction instead, so that none drops out of the graph.
+    #[serde(default)]
+    pub heuristic_fallback_passages: usize,
     /// The first few failures, `PASSAGE_ID: error`.
     pub failure_examples: Vec<String>,
     /// Calls, cache hits, tokens spent now and served from the cache, parse failures.
@@ -158,7 +162,6 @@ pub fn extract_llm(
     let meter = Meter::new(llm);
     let succeeded = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
-    let first_error: Mutex<Option<String>> = Mutex::new(None);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.concurrency.max(1))
         .thread_name(|i| format!("hoprag-llm-extract-{i}"))
@@ -188,9 +191,7 @@ pub fn extract_llm(
                         }
                         Err(e) => {
                             failed.fetch_add(1, Ordering::SeqCst);
-                            let message = e.to_string();
-                            first_error.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(message.clone());
-                            Outcome::Failed(message)
+                            Outcome::Failed(e.to_string())
                         }
                     }
                 };
@@ -203,7 +204,11 @@ pub fn extract_llm(
 
     let mut out = Extraction::new(passages.len());
     let mut report = LlmExtractReport { model: llm.id().to_string(), passages: passages.len(), ..Default::default() };
+    let mut unanswered = Vec::new();
     for (i, (passage, outcome)) in passages.iter().zip(outcomes).enumerate() {
+        if !matches!(outcome, Outcome::Parsed(_)) {
+            unanswered.push(i);
+        }
         match outcome {
             Outcome::Parsed(parsed) => {
                 report.answered += 1;
@@ -234,15 +239,17 @@ pub fn extract_llm(
     }
     report.llm = meter.snapshot();
 
-    if !passages.is_empty() && succeeded.load(Ordering::SeqCst) == 0 {
-        let first = first_error.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or_default();
-        return Err(Error::Other(format!(
-            "LLM triple extraction with {}: no call succeeded ({} failed, {} not tried); the first error: {first}",
-            report.model,
-            failed.load(Ordering::SeqCst),
-            passages.len() - failed.load(Ordering::SeqCst)
-        )));
+    // The LLM-free extraction stands in where the LLM gave nothing usable (the fallback
+    // of this stage, as dense is BridgeRAG's): every passage stays reachable in the graph.
+    let stand_in: Vec<Passage> = unanswered.iter().map(|&i| passages[i].clone()).collect();
+    let mut heuristic = extract_heuristic(&stand_in);
+    for (j, &i) in unanswered.iter().enumerate() {
+        out.entities[i] = std::mem::take(&mut heuristic.entities[j]);
     }
+    out.triples.extend(
+        heuristic.triples.into_iter().map(|t| Triple { passage: unanswered[t.passage as usize] as PassageIdx, ..t }),
+    );
+    report.heuristic_fallback_passages = unanswered.len();
     Ok((out, report))
 }
 
