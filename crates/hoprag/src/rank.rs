@@ -53,9 +53,31 @@ pub fn sort_hits<P: Ord + Copy, T: Score>(list: &mut [(P, T)]) {
     list.sort_by(|a, b| desc(a.1, b.1).then(a.0.cmp(&b.0)));
 }
 
+/// The `n` best of `scores` (one per item, the item being its index) as a ranked list,
+/// ties by index: a partial selection, then a sort of the head only.
+pub fn top(scores: &[f32], n: usize) -> Vec<(u32, f32)> {
+    let mut list: Vec<(u32, f32)> = scores.iter().enumerate().map(|(i, &s)| (i as u32, s)).collect();
+    if n > 0 && n < list.len() {
+        list.select_nth_unstable_by(n - 1, |a, b| desc(a.1, b.1).then(a.0.cmp(&b.0)));
+        list.truncate(n);
+    }
+    sort_hits(&mut list);
+    list
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_is_the_sorted_head_with_ties_by_index() {
+        let scores = [0.1f32, f32::NAN, 0.5, 0.5, 0.3];
+        assert_eq!(top(&scores, 2), [(2, 0.5), (3, 0.5)]);
+        assert_eq!(top(&scores, 4), [(2, 0.5), (3, 0.5), (4, 0.3), (0, 0.1)]);
+        let all = top(&scores, 9);
+        assert_eq!(all.len(), 5);
+        assert!(all[4].1.is_nan());
+    }
 
     #[test]
     fn nan_sorts_last_both_ways() {

@@ -224,14 +224,8 @@ impl Linker {
             .iter()
             .filter(|s| !s.is_nan())
             .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
-        let mut order: Vec<(u32, f32)> = sims.iter().enumerate().map(|(i, &s)| (i as u32, s)).collect();
-        // Only the head is needed: partition off a generous prefix, then sort it.
-        let head = (n * 8).max(64).min(order.len());
-        if head > 0 && head < order.len() {
-            order.select_nth_unstable_by(head - 1, |a, b| crate::rank::desc(a.1, b.1).then(a.0.cmp(&b.0)));
-            order.truncate(head);
-        }
-        crate::rank::sort_hits(&mut order);
+        // Only the head is needed: a generous prefix, as duplicates of a fact are skipped.
+        let order = crate::rank::top(&sims, (n * 8).max(64));
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for (t, s) in order {

@@ -215,7 +215,7 @@ impl Retriever for Ppr {
         let graph = graph_scores(&self.graph, embedder, passages, query, &q, all.as_deref(), p, k, &mut trace)?;
         let list = match (graph, all) {
             (Some(list), Some(all)) => trace.step("dense guard", || {
-                let dense = top_scores(&all, p.dense_guard.depth.max(k));
+                let dense = crate::rank::top(&all, p.dense_guard.depth.max(k));
                 let out = backfill(guard(&list, &dense, &p.dense_guard), &dense, k);
                 let guarded = p.dense_guard.guarded(&dense).len();
                 let detail = json!({"params": p.dense_guard, "guarded": guarded, "top": list_detail(&out)});
@@ -232,17 +232,4 @@ impl Retriever for Ppr {
         };
         Ok(Retrieval { hits: hits(list), trace })
     }
-}
-
-/// The `n` best of `scores` (one per passage) as a ranked list, ties by passage index
-/// as in exact dense search.
-fn top_scores(scores: &[f32], n: usize) -> Vec<(PassageIdx, f32)> {
-    let mut list: Vec<(PassageIdx, f32)> = scores.iter().enumerate().map(|(i, &s)| (i as PassageIdx, s)).collect();
-    let by = |a: &(PassageIdx, f32), b: &(PassageIdx, f32)| crate::rank::desc(a.1, b.1).then(a.0.cmp(&b.0));
-    if n > 0 && n < list.len() {
-        list.select_nth_unstable_by(n - 1, by);
-        list.truncate(n);
-    }
-    list.sort_by(by);
-    list
 }
