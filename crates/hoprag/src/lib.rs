@@ -38,6 +38,7 @@ pub mod regime;
 pub mod retrieve;
 #[cfg(feature = "serve")]
 pub mod serve;
+mod simd;
 pub mod text;
 pub mod threads;
 

@@ -20,7 +20,7 @@ pub mod vector;
 
 pub use lexical::{LexicalIndex, TantivyBm25};
 pub use manifest::{Counts, EmbedderInfo, GraphInfo, Manifest, FORMAT_VERSION};
-pub use vector::{ExactIndex, HnswIndex, HnswParams, Matrix, VectorIndex, VectorIndexKind};
+pub use vector::{ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Screen, VectorIndex, VectorIndexKind};
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};

@@ -34,7 +34,7 @@ use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::fusion::{guard, DenseGuard};
 use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
-use crate::graph::ppr::PprParams;
+use crate::graph::ppr::{PprParams, Ranked};
 use crate::graph::{query_ner, GraphContext};
 use crate::index::{Matrix, VectorIndex};
 use crate::llm::Meter;
@@ -131,7 +131,14 @@ pub(crate) fn graph_scores(
         })?;
     }
     let list = trace.step("ppr", || {
-        let r = ctx.ppr.personalized_pagerank(&weights, &params.ppr);
+        let r = match params.passage_scoring {
+            // Only the passages' order is used: stop once it is proven.
+            PassageScoring::PassageNode => {
+                let ranked = Ranked { nodes: e..e + graph_passages, n: depth };
+                ctx.ppr.ranked_pagerank(&weights, &params.ppr, &ranked)
+            }
+            PassageScoring::EntitySum => ctx.ppr.personalized_pagerank(&weights, &params.ppr),
+        };
         let mut scored: Vec<(PassageIdx, f32)> = (0..graph_passages)
             .map(|p| {
                 let s = match params.passage_scoring {
@@ -144,7 +151,7 @@ pub(crate) fn graph_scores(
             .collect();
         crate::rank::sort_hits(&mut scored);
         scored.truncate(depth);
-        let detail = json!({"iterations": r.iterations, "residual": r.residual, "passages": scored.len(),
+        let detail = json!({"iterations": r.iterations, "residual": r.residual, "ranked": r.ranked, "passages": scored.len(),
                             "top": list_detail(&scored)});
         Ok((scored, detail))
     })?;

@@ -10,6 +10,8 @@
 
 use rayon::prelude::*;
 
+use crate::simd::multiversion;
+
 /// A matrix product below this many multiply-adds runs on the calling thread: splitting
 /// it costs more than it saves.
 const PARALLEL_MIN_FLOPS: usize = 1 << 20;
@@ -120,41 +122,9 @@ impl SharedMut {
     }
 }
 
-/// Compiles `$body` for the baseline target and for AVX2 + FMA and calls the best one
-/// the CPU has.
-macro_rules! multiversion {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
-        $(#[$doc])*
-        pub fn $name($($arg: $ty),*) {
-            #[inline(always)]
-            fn generic($($arg: $ty),*) $body
-
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) {
-                    generic($($arg),*)
-                }
-                if has_avx2_fma() {
-                    // SAFETY: the CPU has the features `avx2` was compiled for.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            generic($($arg),*)
-        }
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-}
-
 multiversion! {
     /// `x = gelu(x + bias)` for every row of `x` (exact, erf-based GELU, as BERT's "gelu").
-    fn bias_gelu(x: &mut [f32], bias: &[f32]) {
+    pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {
         for row in x.chunks_exact_mut(bias.len()) {
             for (v, b) in row.iter_mut().zip(bias) {
                 let y = *v + b;
@@ -167,7 +137,7 @@ multiversion! {
 multiversion! {
     /// `x = layer_norm(x + y + bias)` row by row: the residual, the projection's bias and
     /// the normalisation in one pass.
-    fn add_bias_layer_norm(x: &mut [f32], y: &[f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    pub fn add_bias_layer_norm(x: &mut [f32], y: &[f32], bias: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
         let n = bias.len();
         for (row, add) in x.chunks_exact_mut(n).zip(y.chunks_exact(n)) {
             for ((v, a), b) in row.iter_mut().zip(add).zip(bias) {
@@ -180,7 +150,7 @@ multiversion! {
 
 multiversion! {
     /// `x = layer_norm(x)` row by row.
-    fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
         for row in x.chunks_exact_mut(gamma.len()) {
             normalize_row(row, gamma, beta, eps);
         }
@@ -200,7 +170,7 @@ fn normalize_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
 
 multiversion! {
     /// Softmax of each row of `x` (`cols` wide, rows `stride` apart), in place.
-    fn softmax_rows(x: &mut [f32], cols: usize, stride: usize) {
+    pub fn softmax_rows(x: &mut [f32], cols: usize, stride: usize) {
         for row in x.chunks_mut(stride) {
             let row = &mut row[..cols];
             let max = reduce(row, f32::NEG_INFINITY, |m, v| if v > m { v } else { m }, f32::max);
@@ -213,7 +183,7 @@ multiversion! {
 
 multiversion! {
     /// `y[j] += bias[j]` for every row of `y`.
-    fn add_bias(y: &mut [f32], bias: &[f32]) {
+    pub fn add_bias(y: &mut [f32], bias: &[f32]) {
         for row in y.chunks_exact_mut(bias.len()) {
             row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
         }

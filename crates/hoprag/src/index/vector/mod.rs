@@ -3,9 +3,11 @@
 
 mod exact;
 mod hnsw;
+mod screen;
 
 pub use exact::ExactIndex;
 pub use hnsw::{HnswIndex, HnswParams};
+pub use screen::{Extremes, Screen};
 
 use serde::{Deserialize, Serialize};
 
