@@ -4,12 +4,13 @@
 //!
 //! Scoring a query against every triple of a graph (HippoRAG 2's fact matching) reads the
 //! whole f32 matrix, 194 MB on the 2wiki graph, and is bound by memory bandwidth. The
-//! int8 codes are a quarter of that. Row `r` is stored as `scale_r · code_r` with
-//! `scale_r = max|row_r| / 127`, so each coordinate is off by at most `scale_r / 2` and
-//! the screened score by at most `|query|₁ · scale_r / 2` (plus float rounding, covered
-//! by a margin). A row whose upper bound is below the lower bound of `n` other rows
-//! cannot be among the best `n`; the rest are scored exactly, so the result is the one
-//! an exact scan gives, to the bit.
+//! int8 codes are a quarter of that, and multiply as integers (32 products per AVX2
+//! instruction). Row `r` is stored as `s_r · c_r` with `s_r = max|row_r| / 127`, the query
+//! as `s_q · c_q` the same way; each coordinate is off by at most half its scale, so the
+//! screened score `s_r s_q (c_r · c_q)` is within `(|q|₁ s_r + |s_r c_r|₁ s_q) / 2` of the
+//! exact one (plus float rounding, covered by a margin). A row whose upper bound is below
+//! the lower bound of `n` other rows cannot be among the best `n`; the rest are scored
+//! exactly, so the result is the one an exact scan gives, to the bit.
 
 use rayon::prelude::*;
 
@@ -25,6 +26,8 @@ pub struct Screen {
     dim: usize,
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// `|s_r c_r|₁`, for the query's share of the error bound.
+    l1: Vec<f32>,
 }
 
 /// The rows an exact scan would find, scored exactly.
@@ -42,19 +45,20 @@ pub struct Extremes {
 
 impl Screen {
     pub fn new(m: &Matrix) -> Screen {
-        let dim = m.dim();
+        let dim = m.dim().max(1);
         let mut codes = vec![0i8; m.as_flat().len()];
         let mut scales = vec![0f32; m.rows()];
-        codes.par_chunks_mut(dim.max(1)).zip(m.as_flat().par_chunks(dim.max(1))).zip(scales.par_iter_mut()).for_each(
-            |((code, row), scale)| {
-                let max = row.iter().fold(0f32, |a, &x| a.max(x.abs()));
-                *scale = if max > 0.0 && max.is_finite() { max / 127.0 } else { 0.0 };
-                for (c, &x) in code.iter_mut().zip(row) {
-                    *c = if *scale > 0.0 { (x / *scale).round().clamp(-127.0, 127.0) as i8 } else { 0 };
-                }
-            },
-        );
-        Screen { dim, codes, scales }
+        codes
+            .par_chunks_mut(dim)
+            .zip(m.as_flat().par_chunks(dim))
+            .zip(scales.par_iter_mut())
+            .for_each(|((code, row), scale)| *scale = quantize(row, code));
+        let l1 = codes
+            .par_chunks(dim)
+            .zip(&scales)
+            .map(|(c, s)| s * c.iter().map(|&x| x.unsigned_abs() as f32).sum::<f32>())
+            .collect();
+        Screen { dim, codes, scales, l1 }
     }
 
     pub fn rows(&self) -> usize {
@@ -74,18 +78,22 @@ impl Screen {
             let all = m.dots(query);
             return Extremes::from_exact((0..rows as u32).zip(all).collect(), n, rows);
         }
-        let approx = self.dots(query);
-        let bound = |r: usize| l1 * self.scales[r] * 0.5 * (1.0 + 1e-3) + ROUNDING;
+        let mut query_codes = vec![0i8; query.len()];
+        let query_scale = quantize(query, &mut query_codes);
+        let approx = self.dots(&query_codes, query_scale);
+        let bound = |r: usize| (l1 * self.scales[r] + self.l1[r] * query_scale) * 0.5 * (1.0 + 1e-3) + ROUNDING;
         let unbounded = |r: usize| !self.scales[r].is_finite() || !approx[r].is_finite();
         // A row is a candidate for the top when its upper bound reaches the n-th best
         // lower bound, and for the minimum when its lower bound reaches under the
         // smallest upper bound.
         let lower: Vec<f32> = (0..rows).map(|r| approx[r] - bound(r)).collect();
-        let nth_lower = if n == 0 || n >= rows {
+        // At least the best row, whose exact score is the maximum.
+        let head = n.max(1);
+        let nth_lower = if head >= rows {
             f32::NEG_INFINITY
         } else {
             let mut l = lower.clone();
-            let (_, nth, _) = l.select_nth_unstable_by(n - 1, |a, b| b.total_cmp(a));
+            let (_, nth, _) = l.select_nth_unstable_by(head - 1, |a, b| b.total_cmp(a));
             *nth
         };
         let min_upper = (0..rows).map(|r| approx[r] + bound(r)).fold(f32::INFINITY, f32::min);
@@ -97,8 +105,8 @@ impl Screen {
         Extremes::from_exact(scored, n, candidates.len())
     }
 
-    /// Screened inner products, in row order.
-    fn dots(&self, query: &[f32]) -> Vec<f32> {
+    /// Screened inner products with the quantised query, in row order.
+    fn dots(&self, query_codes: &[i8], query_scale: f32) -> Vec<f32> {
         let mut out = vec![0f32; self.rows()];
         let dim = self.dim;
         out.par_chunks_mut(exact::ROWS_PER_TASK)
@@ -107,11 +115,26 @@ impl Screen {
             .for_each(|(chunk, (scores, codes))| {
                 let base = chunk * exact::ROWS_PER_TASK;
                 for (i, (s, code)) in scores.iter_mut().zip(codes.chunks_exact(dim)).enumerate() {
-                    *s = dot_i8(code, query) * self.scales[base + i];
+                    *s = dot_i8(code, query_codes) as f32 * self.scales[base + i] * query_scale;
                 }
             });
         out
     }
+}
+
+/// `v ≈ scale · codes` with `scale = max|v| / 127`; returns the scale (0 for a zero or
+/// non-finite vector, whose codes are then 0).
+fn quantize(v: &[f32], codes: &mut [i8]) -> f32 {
+    let max = v.iter().fold(0f32, |a, &x| a.max(x.abs()));
+    if !(max > 0.0 && max.is_finite()) {
+        codes.fill(0);
+        return if max.is_finite() { 0.0 } else { f32::NAN };
+    }
+    let scale = max / 127.0;
+    for (c, &x) in codes.iter_mut().zip(v) {
+        *c = (x / scale).round().clamp(-127.0, 127.0) as i8;
+    }
+    scale
 }
 
 impl Extremes {
@@ -126,37 +149,38 @@ impl Extremes {
     }
 }
 
-/// `Σ code[i] · query[i]`.
-fn dot_i8(code: &[i8], query: &[f32]) -> f32 {
+/// `Σ a[i] · b[i]` in exact integer arithmetic (|codes| ≤ 127, so 384 products fit an
+/// i32 many times over).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { dot_i8_avx2(code, query) };
+        // SAFETY: the CPU has AVX2.
+        return unsafe { dot_i8_avx2(a, b) };
     }
-    code.iter().zip(query).map(|(&c, &q)| c as f32 * q).sum()
+    a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
 }
 
-/// Sixteen codes a step, widened to f32 in two registers. Written with intrinsics: the
-/// compiler leaves the i8 → f32 conversion of the plain loop scalar.
+/// Thirty-two products a step: `maddubs` multiplies unsigned by signed bytes, so `a`'s
+/// sign moves onto `b` first (|a| · sign(a)·b = a·b); pairs of products (at most
+/// 2 · 127², no saturation) are summed to i16, then to i32.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_i8_avx2(code: &[i8], query: &[f32]) -> f32 {
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
     use std::arch::x86_64::*;
-    let n = code.len().min(query.len());
-    let whole = n / 16 * 16;
-    let (mut lo_acc, mut hi_acc) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let (c, q) = (code.as_ptr(), query.as_ptr());
-    for i in (0..whole).step_by(16) {
-        let bytes = _mm_loadu_si128(c.add(i) as *const __m128i);
-        let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-        let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(bytes)));
-        lo_acc = _mm256_fmadd_ps(lo, _mm256_loadu_ps(q.add(i)), lo_acc);
-        hi_acc = _mm256_fmadd_ps(hi, _mm256_loadu_ps(q.add(i + 8)), hi_acc);
+    let n = a.len().min(b.len());
+    let whole = n / 32 * 32;
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_si256();
+    for i in (0..whole).step_by(32) {
+        let x = _mm256_loadu_si256(a.as_ptr().add(i) as *const __m256i);
+        let y = _mm256_loadu_si256(b.as_ptr().add(i) as *const __m256i);
+        let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
     }
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(lo_acc, hi_acc));
-    let tail: f32 = code[whole..n].iter().zip(&query[whole..n]).map(|(&c, &q)| c as f32 * q).sum();
-    lanes.iter().sum::<f32>() + tail
+    let mut lanes = [0i32; 8];
+    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc);
+    let tail: i32 = a[whole..n].iter().zip(&b[whole..n]).map(|(&x, &y)| x as i32 * y as i32).sum();
+    lanes.iter().sum::<i32>() + tail
 }
 
 #[cfg(test)]
@@ -204,6 +228,17 @@ mod tests {
                 assert_eq!(got.max, all.iter().copied().reduce(f32::max));
                 assert!(got.rescored < 5000 / 4, "the screen should rule out most rows: {}", got.rescored);
             }
+        }
+    }
+
+    #[test]
+    fn integer_dot_is_exact_at_the_extremes() {
+        for len in [0, 5, 32, 77, 384] {
+            let a: Vec<i8> =
+                (0..len).map(|i| if i % 3 == 0 { 127 } else { (((i * 37) % 255) as i32 - 127) as i8 }).collect();
+            let b: Vec<i8> = (0..len).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
+            let want: i32 = a.iter().zip(&b).map(|(&x, &y)| x as i32 * y as i32).sum();
+            assert_eq!(dot_i8(&a, &b), want, "length {len}");
         }
     }
 
