@@ -234,8 +234,7 @@ mod tests {
     #[test]
     fn integer_dot_is_exact_at_the_extremes() {
         for len in [0, 5, 32, 77, 384] {
-            let a: Vec<i8> =
-                (0..len).map(|i| if i % 3 == 0 { 127 } else { (((i * 37) % 255) as i32 - 127) as i8 }).collect();
+            let a: Vec<i8> = (0..len).map(|i| if i % 3 == 0 { 127 } else { ((i * 37) % 255 - 127) as i8 }).collect();
             let b: Vec<i8> = (0..len).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
             let want: i32 = a.iter().zip(&b).map(|(&x, &y)| x as i32 * y as i32).sum();
             assert_eq!(dot_i8(&a, &b), want, "length {len}");
