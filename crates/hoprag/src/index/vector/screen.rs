@@ -72,7 +72,7 @@ impl Screen {
         assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
         let rows = self.rows();
         let exact_score = |r: usize| exact::dot(m.row(r as u32), query);
-        // Rows that are not finite cannot be bounded: score them exactly.
+        // A query that is not finite cannot be bounded: score every row exactly.
         let l1: f32 = query.iter().map(|x| x.abs()).sum();
         if rows == 0 || !l1.is_finite() {
             let all = m.dots(query);
@@ -82,11 +82,14 @@ impl Screen {
         let query_scale = quantize(query, &mut query_codes);
         let approx = self.dots(&query_codes, query_scale);
         let bound = |r: usize| (l1 * self.scales[r] + self.l1[r] * query_scale) * 0.5 * (1.0 + 1e-3) + ROUNDING;
-        let unbounded = |r: usize| !self.scales[r].is_finite() || !approx[r].is_finite();
+        // Rows that are not finite cannot be bounded: they are scored exactly, and vouch
+        // for no threshold.
+        let unbounded = |r: usize| !approx[r].is_finite();
         // A row is a candidate for the top when its upper bound reaches the n-th best
         // lower bound, and for the minimum when its lower bound reaches under the
         // smallest upper bound.
-        let lower: Vec<f32> = (0..rows).map(|r| approx[r] - bound(r)).collect();
+        let lower: Vec<f32> =
+            (0..rows).map(|r| if unbounded(r) { f32::NEG_INFINITY } else { approx[r] - bound(r) }).collect();
         // At least the best row, whose exact score is the maximum.
         let head = n.max(1);
         let nth_lower = if head >= rows {
@@ -122,13 +125,17 @@ impl Screen {
     }
 }
 
-/// `v ≈ scale · codes` with `scale = max|v| / 127`; returns the scale (0 for a zero or
-/// non-finite vector, whose codes are then 0).
+/// `v ≈ scale · codes` with `scale = max|v| / 127`; returns the scale: 0 for a zero
+/// vector, NaN for one with a value that is not finite (codes 0 for both).
 fn quantize(v: &[f32], codes: &mut [i8]) -> f32 {
-    let max = v.iter().fold(0f32, |a, &x| a.max(x.abs()));
-    if !(max > 0.0 && max.is_finite()) {
+    if v.iter().any(|x| !x.is_finite()) {
         codes.fill(0);
-        return if max.is_finite() { 0.0 } else { f32::NAN };
+        return f32::NAN;
+    }
+    let max = v.iter().fold(0f32, |a, &x| a.max(x.abs()));
+    if max == 0.0 {
+        codes.fill(0);
+        return 0.0;
     }
     let scale = max / 127.0;
     for (c, &x) in codes.iter_mut().zip(v) {
@@ -239,6 +246,20 @@ mod tests {
             let want: i32 = a.iter().zip(&b).map(|(&x, &y)| x as i32 * y as i32).sum();
             assert_eq!(dot_i8(&a, &b), want, "length {len}");
         }
+    }
+
+    #[test]
+    fn rows_that_are_not_finite_are_scored_exactly_and_never_displace_others() {
+        let mut m = Matrix::new(2);
+        m.push(&[f32::NAN, 1.0]);
+        m.push(&[0.6, 0.8]);
+        m.push(&[f32::INFINITY, 0.0]);
+        m.push(&[0.8, 0.6]);
+        let got = Screen::new(&m).extremes(&m, &[1.0, 0.0], 1);
+        assert_eq!(got.top, vec![(2, f32::INFINITY)]);
+        let got = Screen::new(&m).extremes(&m, &[0.0, 1.0], 2);
+        assert_eq!(got.top, vec![(1, 0.8), (3, 0.6)], "NaN scores are left out, as by an exact scan");
+        assert_eq!(got.min, Some(0.6));
     }
 
     #[test]
