@@ -367,7 +367,7 @@ impl Engine {
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         // A graph that is there but cannot be read is damaged, not missing: the error
         // names the file and says how to rebuild it.
-        let loaded = self.graph.get_or_init(|| match self.index.graph() {
+        let loaded = self.graph.get_or_init(|| match crate::graph::EntityGraph::of_index(&self.index) {
             Ok(Some(g)) => {
                 let mut context = GraphContext::new(Arc::new(g));
                 context.linker.set_llm(self.llm.clone());

@@ -63,7 +63,7 @@ fn world() -> &'static World {
             &Silent,
         )
         .unwrap();
-        Index::attach_graph(dir.path(), &graph, "heuristic".into()).unwrap();
+        graph.attach_to(dir.path(), "heuristic".into()).unwrap();
         let index = Arc::new(Index::open(dir.path()).unwrap());
         let (_, mut questions) = load_dataset(&common::demo().join("questions.jsonl")).unwrap();
         questions.truncate(20);

@@ -68,7 +68,7 @@ fn mill_index(dir: &std::path::Path) -> Arc<Index> {
         .map(|&(p, s, r, o)| Triple { passage: p, subject: s.into(), predicate: r.into(), object: o.into() })
         .collect();
     let graph = EntityGraph::build(PASSAGES.len(), x, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
-    Index::attach_graph(dir, &graph, "hand-made".into()).unwrap();
+    graph.attach_to(dir, "hand-made".into()).unwrap();
     Arc::new(Index::open(dir).unwrap())
 }
 
@@ -96,7 +96,7 @@ fn names(r: &Retrieval) -> Vec<&str> {
 fn the_triple_index_lines_up_with_the_graph() {
     let dir = tempfile::tempdir().unwrap();
     let index = mill_index(dir.path());
-    let graph = index.graph().unwrap().unwrap();
+    let graph = EntityGraph::of_index(&index).unwrap().unwrap();
     let triples = TripleIndex::build(&graph, &HashEmbedder::new()).unwrap();
     assert_eq!(triples.graph.len(), TRIPLES.len());
     for (t, &(p, s, r, o)) in TRIPLES.iter().enumerate() {

@@ -33,11 +33,11 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     assert!(graph.edges.iter().all(|e| e.a < e.b), "each undirected edge once");
     assert_eq!(graph.entity_vectors.rows(), s.entities);
     assert_eq!(graph.triple_vectors.rows(), s.triples);
-    Index::attach_graph(dir.path(), &graph, "heuristic".into()).unwrap();
+    graph.attach_to(dir.path(), "heuristic".into()).unwrap();
 
     let index = Index::open(dir.path()).unwrap();
     assert_eq!(index.manifest.graph.as_ref().unwrap().source, "heuristic");
-    let reloaded = index.graph().unwrap().unwrap();
+    let reloaded = EntityGraph::of_index(&index).unwrap().unwrap();
     assert_eq!(reloaded.entities, graph.entities);
     assert_eq!(reloaded.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
     assert!(reloaded.entity_id("maud corrigan").is_some());
@@ -75,7 +75,7 @@ fn demo_engine_with_graph(dir: &std::path::Path) -> Engine {
     let extraction = extract_heuristic(index.passages());
     let graph =
         EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
-    Index::attach_graph(dir, &graph, "heuristic".into()).unwrap();
+    graph.attach_to(dir, "heuristic".into()).unwrap();
     Engine::new(Arc::new(Index::open(dir).unwrap()), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
 }
 
@@ -168,7 +168,7 @@ fn adding_passages_keeps_the_graph_for_the_old_ones() {
         &Silent,
     )
     .unwrap();
-    Index::attach_graph(dir.path(), &graph, "heuristic".into()).unwrap();
+    graph.attach_to(dir.path(), "heuristic".into()).unwrap();
     let mut new = LoadedCorpus {
         passages: vec![Passage { id: "z".into(), title: "Zephyr".into(), text: "Zephyr Quarry.".into() }],
         ..Default::default()

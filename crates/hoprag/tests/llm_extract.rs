@@ -271,7 +271,7 @@ fn ppr_with_llm_query_ner_end_to_end() {
     let graph =
         EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
     assert!(graph.entity_id("brisk river").is_some());
-    Index::attach_graph(dir.path(), &graph, "llm:fixture-chat".into()).unwrap();
+    graph.attach_to(dir.path(), "llm:fixture-chat".into()).unwrap();
     let index = Arc::new(Index::open(dir.path()).unwrap());
 
     // Mentions only, so the seeds are the LLM's entities and nothing else.

@@ -244,7 +244,7 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
     let graph =
         EntityGraph::build(corpus.passages.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
             .unwrap();
-    Index::attach_graph(dir.path(), &graph, format!("llm:{}", local.id())).unwrap();
+    graph.attach_to(dir.path(), format!("llm:{}", local.id())).unwrap();
     let index = Arc::new(Index::open(dir.path()).unwrap());
     let mut config = Config::default();
     config.ppr.link.ner = NerMode::Llm;

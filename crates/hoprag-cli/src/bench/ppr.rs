@@ -54,7 +54,7 @@ pub fn run(ctx: &Context, args: PprBench) -> anyhow::Result<()> {
     let (n, edges, seed_pool): (usize, Vec<(u32, u32, f32)>, usize) = match (&args.index, args.edges) {
         (Some(dir), _) => {
             let index = Index::open(dir)?;
-            let g = index.graph()?.ok_or_else(|| {
+            let g = hoprag::graph::EntityGraph::of_index(&index)?.ok_or_else(|| {
                 anyhow::anyhow!("{} has no entity graph; build one with `hoprag graph`", dir.display())
             })?;
             let e = g.entities.len() as u32;

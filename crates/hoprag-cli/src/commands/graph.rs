@@ -115,7 +115,7 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     let options = GraphOptions { synonym_threshold, ..config.graph };
     let report = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
-    Index::attach_graph(dir, &graph, label.clone())?;
+    graph.attach_to(dir, label.clone())?;
     let s = &graph.stats;
     let out = serde_json::json!({"source": label, "stats": s, "extraction": report, "llm": llm_report});
     if !ctx.json {

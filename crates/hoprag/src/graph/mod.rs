@@ -12,7 +12,8 @@ mod openie;
 pub mod ppr;
 pub mod triple_index;
 
-pub use build::{GraphOptions, GraphStats};
+pub use crate::index::GraphStats;
+pub use build::GraphOptions;
 pub use heuristic::extract_heuristic;
 pub use llm_extract::{extract_llm, query_ner, LlmExtractOptions, LlmExtractReport};
 pub use normalize::normalize_entity;

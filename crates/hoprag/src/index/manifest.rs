@@ -48,5 +48,22 @@ pub struct GraphInfo {
     /// Passages the graph covers; passages added later have no entities until the graph
     /// is rebuilt.
     pub passages: usize,
-    pub stats: crate::graph::GraphStats,
+    pub stats: GraphStats,
+}
+
+/// What a graph build produced (recorded in the manifest, shown by `hoprag graph`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GraphStats {
+    pub triples: usize,
+    pub entities: usize,
+    pub passages: usize,
+    pub relation_edges: usize,
+    pub synonym_edges: usize,
+    pub passage_entity_edges: usize,
+    /// Connected components over entity and passage nodes together.
+    pub components: usize,
+    /// Passages linked to no entity.
+    pub isolated_passages: usize,
+    pub build_secs: f64,
+    pub embed_secs: f64,
 }

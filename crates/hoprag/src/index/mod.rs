@@ -19,7 +19,7 @@ mod manifest;
 pub mod vector;
 
 pub use lexical::{LexicalIndex, TantivyBm25};
-pub use manifest::{Counts, EmbedderInfo, GraphInfo, Manifest, FORMAT_VERSION};
+pub use manifest::{Counts, EmbedderInfo, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
 pub use vector::{ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Screen, VectorIndex, VectorIndexKind};
 
 use std::fs;
@@ -371,21 +371,21 @@ impl Index {
 }
 
 impl Index {
-    /// The entity graph stored with this generation, if any.
-    pub fn graph(&self) -> Result<Option<crate::graph::EntityGraph>> {
-        if self.manifest.graph.is_none() {
-            return Ok(None);
-        }
-        let dir = self.generation.join(GRAPH);
-        let graph = crate::graph::EntityGraph::load(&dir, self.manifest.embedder.dim)?;
-        check_graph(&graph, self.len())
-            .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
-        Ok(Some(graph))
+    /// The folder of the entity graph stored with this generation, if one is attached
+    /// (read by [`crate::graph::EntityGraph::of_index`]).
+    pub fn graph_dir(&self) -> Option<PathBuf> {
+        self.manifest.graph.as_ref().map(|_| self.generation.join(GRAPH))
     }
 
-    /// Attaches (or replaces) the entity graph: a new generation shares every other file
-    /// with the current one (hard links) and is published atomically.
-    pub fn attach_graph(root: &Path, graph: &crate::graph::EntityGraph, source: String) -> Result<()> {
+    /// Publishes a new generation whose graph folder is written by `save` and recorded as
+    /// `source` with `stats`: every other file is shared with the current generation (hard
+    /// links), and the switch is atomic.
+    pub fn publish_graph(
+        root: &Path,
+        source: String,
+        stats: GraphStats,
+        save: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
         let old = Index::open(root)?;
         let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))?;
         let dir = tmp.path().to_path_buf();
@@ -401,9 +401,9 @@ impl Index {
                 fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
             }
         }
-        graph.save(&dir.join(GRAPH))?;
+        save(&dir.join(GRAPH))?;
         let mut manifest = old.manifest.clone();
-        manifest.graph = Some(GraphInfo { source, passages: old.len(), stats: graph.stats.clone() });
+        manifest.graph = Some(GraphInfo { source, passages: old.len(), stats });
         manifest.updated_at = unix_now();
         write_json(&dir.join(MANIFEST), &manifest)?;
         publish(root, tmp)
@@ -579,28 +579,4 @@ pub fn dir_size(path: &Path) -> u64 {
             }
         })
         .sum()
-}
-
-/// A graph's references must fall inside the index and its own tables: passage ids below
-/// `passages`, entity ids below the entity count.
-fn check_graph(g: &crate::graph::EntityGraph, passages: usize) -> std::result::Result<(), String> {
-    let entities = g.entities.len();
-    if g.passage_entities.len() > passages {
-        return Err(format!("it lists entities for {} passages, the index holds {passages}", g.passage_entities.len()));
-    }
-    if let Some(t) = g.triples.iter().find(|t| t.passage as usize >= passages) {
-        return Err(format!("a triple names passage {}, the index holds {passages}", t.passage));
-    }
-    if g.triple_entities.len() != g.triples.len() {
-        return Err(format!("{} triple entity pairs for {} triples", g.triple_entities.len(), g.triples.len()));
-    }
-    let bad_entity = |e: u32| e as usize >= entities;
-    if g.passage_entities.iter().flatten().any(|&e| bad_entity(e))
-        || g.edges.iter().any(|e| bad_entity(e.a) || bad_entity(e.b))
-        || g.triple_entities.iter().flatten().any(|&(a, b)| bad_entity(a) || bad_entity(b))
-    {
-        return Err(format!("an entity id is out of range ({entities} entities)"));
-    }
-    // (Vector counts are checked as the files are read.)
-    Ok(())
 }
