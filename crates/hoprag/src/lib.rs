@@ -6,6 +6,8 @@
 //! - [`embed`]: the [`Embedder`](embed::Embedder) trait, the in-process MiniLM model and
 //!   OpenAI-compatible endpoints;
 //! - [`models`]: the local model cache (embedders and chat models) and `fetch`;
+//! - [`llama`]: llama.cpp's process-wide backend and its model-file quantizer, below
+//!   both `models` and the local chat runtime in `llm`;
 //! - [`index`]: the on-disk index directory, with its [`LexicalIndex`](index::LexicalIndex)
 //!   and [`VectorIndex`](index::VectorIndex) seams;
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
@@ -30,6 +32,7 @@ pub mod fusion;
 pub mod graph;
 pub mod http;
 pub mod index;
+pub mod llama;
 pub mod llm;
 pub mod models;
 pub mod progress;

@@ -15,7 +15,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::llm::local::{requantize, Quant};
+use crate::llama::{requantize, Quant};
 
 /// What a model is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

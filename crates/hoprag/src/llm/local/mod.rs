@@ -28,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-pub use self::runtime::{requantize, LocalLlm, Quant};
+pub use self::runtime::LocalLlm;
 use super::{ChatRequest, ChatResponse, Llm};
 use crate::error::{Error, Result};
 use crate::models::{self, ModelKind};
