@@ -30,7 +30,7 @@ pub fn to_json(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
             .ok_or_else(|| PyTypeError::new_err(format!("{what}: {f} is not a finite number")));
     }
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok(Value::String(s.to_str()?.to_string()));
+        return Ok(Value::String(s.to_cow()?.into_owned()));
     }
     if let Ok(d) = v.cast::<PyDict>() {
         let mut map = serde_json::Map::new();
@@ -38,8 +38,8 @@ pub fn to_json(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
             let key = k
                 .cast::<PyString>()
                 .map_err(|_| PyTypeError::new_err(format!("{what}: dict keys must be str, found {}", type_name(&k))))?
-                .to_str()?
-                .to_string();
+                .to_cow()?
+                .into_owned();
             let value = to_json(&item, &format!("{what}[{key:?}]"))?;
             map.insert(key, value);
         }

@@ -11,10 +11,9 @@ use hoprag::progress::Silent;
 use hoprag::retrieve::{Query, Retrieval};
 use hoprag::serve::api::{RankedPassage, RetrieveResponse};
 use hoprag::{Config, Engine};
-use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use rayon::prelude::*;
 use serde_json::Value;
 
@@ -33,7 +32,7 @@ pub struct PyIndex {
 
 /// One retrieved passage.
 #[pyclass(name = "Result", module = "hoprag._hoprag", frozen, get_all)]
-pub struct PyResult_ {
+pub struct RetrievedPassage {
     /// The passage's id in the index.
     id: String,
     title: String,
@@ -49,7 +48,7 @@ pub struct PyResult_ {
 }
 
 #[pymethods]
-impl PyResult_ {
+impl RetrievedPassage {
     fn __repr__(&self) -> String {
         let title: String = self.title.chars().take(40).collect();
         format!("Result(rank={}, id={:?}, title={:?}, score={:.4})", self.rank, self.id, title, self.score)
@@ -88,7 +87,7 @@ fn load_passages(py: Python<'_>, passages: &Bound<'_, PyAny>) -> PyResult<Loaded
     for (i, item) in passages.try_iter()?.enumerate() {
         let item = item?;
         let entry = if let Ok(text) = item.cast::<PyString>() {
-            serde_json::json!({ "text": text.to_str()? })
+            serde_json::json!({ "text": text.to_cow()? })
         } else if item.is_instance_of::<PyDict>() {
             convert::to_json(&item, &format!("passages[{i}]"))?
         } else {
@@ -160,7 +159,7 @@ enum Queries {
 
 fn queries(q: &Bound<'_, PyAny>) -> PyResult<Queries> {
     if let Ok(s) = q.cast::<PyString>() {
-        return Ok(Queries::One(s.to_str()?.to_string()));
+        return Ok(Queries::One(s.to_cow()?.into_owned()));
     }
     if q.is_instance_of::<PyList>() || q.is_instance_of::<pyo3::types::PyTuple>() {
         let mut out = Vec::new();
@@ -169,7 +168,7 @@ fn queries(q: &Bound<'_, PyAny>) -> PyResult<Queries> {
             let s = item.cast::<PyString>().map_err(|_| {
                 PyTypeError::new_err(format!("query[{i}]: expected str, found {}", type_name(&item)))
             })?;
-            out.push(s.to_str()?.to_string());
+            out.push(s.to_cow()?.into_owned());
         }
         return Ok(Queries::Many(out));
     }
@@ -178,9 +177,9 @@ fn queries(q: &Bound<'_, PyAny>) -> PyResult<Queries> {
 
 fn results(py: Python<'_>, method: &str, passages: Vec<RankedPassage>, trace: &Value) -> PyResult<Py<PyList>> {
     let trace = convert::to_py(py, trace)?.unbind();
-    let items: Vec<PyResult_> = passages
+    let items: Vec<RetrievedPassage> = passages
         .into_iter()
-        .map(|p| PyResult_ {
+        .map(|p| RetrievedPassage {
             id: p.id,
             title: p.title,
             text: p.text,
@@ -340,9 +339,9 @@ impl PyIndex {
         })
     }
 
-    /// Embeds texts with the index's embedder: a float32 array of shape (len(texts), dim),
-    /// rows L2-normalised. `kind` is "passage" or "query" (some models embed them
-    /// differently).
+    /// Embeds texts with the index's embedder: a NumPy float32 array of shape
+    /// (len(texts), dim), rows L2-normalised. `kind` is "passage" or "query" (some models
+    /// embed them differently).
     #[pyo3(signature = (texts, kind = "passage"))]
     fn embed<'py>(&self, py: Python<'py>, texts: &Bound<'py, PyAny>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
         let kind = match kind {
@@ -372,8 +371,14 @@ impl PyIndex {
                 Ok(vectors.into_iter().flatten().collect())
             })
             .map_err(to_py)?;
+        // NumPy reads the float32 bytes (one copy) through its Python API: the `numpy`
+        // crate's ndarray dependency turns on num-traits' `std` feature, which would change
+        // the feature set, and so the build, of gemm, half and tantivy for the whole
+        // workspace.
         let rows = flat.len() / dim.max(1);
-        Ok(PyArray1::from_vec(py, flat).reshape([rows, dim])?.into_any())
+        let bytes: Vec<u8> = flat.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let array = py.import("numpy")?.call_method1("frombuffer", (PyBytes::new(py, &bytes), "<f4"))?;
+        array.call_method1("reshape", ((rows, dim),))?.call_method1("astype", ("float32",))
     }
 
     /// The index folder.

@@ -33,7 +33,7 @@ fn _hoprag(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::register(m)?;
     m.add_class::<index::PyIndex>()?;
-    m.add_class::<index::PyResult_>()?;
+    m.add_class::<index::RetrievedPassage>()?;
     m.add_function(wrap_pyfunction!(eval::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(fetch_model, m)?)?;
     m.add_function(wrap_pyfunction!(methods, m)?)?;
