@@ -165,9 +165,9 @@ fn queries(q: &Bound<'_, PyAny>) -> PyResult<Queries> {
         let mut out = Vec::new();
         for (i, item) in q.try_iter()?.enumerate() {
             let item = item?;
-            let s = item.cast::<PyString>().map_err(|_| {
-                PyTypeError::new_err(format!("query[{i}]: expected str, found {}", type_name(&item)))
-            })?;
+            let s = item
+                .cast::<PyString>()
+                .map_err(|_| PyTypeError::new_err(format!("query[{i}]: expected str, found {}", type_name(&item))))?;
             out.push(s.to_cow()?.into_owned());
         }
         return Ok(Queries::Many(out));
@@ -334,7 +334,9 @@ impl PyIndex {
             lists.push(results(py, &r.method, r.passages, &trace)?);
         }
         Ok(match queries {
-            Queries::One(_) => lists.pop().map(|l| l.into_any()).unwrap_or_else(|| PyList::empty(py).into_any().unbind()),
+            Queries::One(_) => {
+                lists.pop().map(|l| l.into_any()).unwrap_or_else(|| PyList::empty(py).into_any().unbind())
+            }
             Queries::Many(_) => PyList::new(py, lists)?.into_any().unbind(),
         })
     }
@@ -357,10 +359,7 @@ impl PyIndex {
             Ok(Queries::One(t)) => vec![t],
             Ok(Queries::Many(ts)) => ts,
             Err(_) => {
-                return Err(PyTypeError::new_err(format!(
-                    "texts: expected a list of str, found {}",
-                    type_name(texts)
-                )))
+                return Err(PyTypeError::new_err(format!("texts: expected a list of str, found {}", type_name(texts))))
             }
         };
         let engine = self.engine();
