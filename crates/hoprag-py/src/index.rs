@@ -28,6 +28,8 @@ pub struct PyIndex {
     engine: RwLock<Arc<Engine>>,
     /// How the passages of the last `build` or `add` were read.
     ingest: RwLock<Option<IngestReport>>,
+    /// The entity graph `build` made: its triple source, what could not be used, its size.
+    graph_report: Option<Value>,
 }
 
 /// One retrieved passage.
@@ -129,16 +131,41 @@ fn store_is_folder(store: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
 }
 
 /// The entity graph `hoprag index` builds by default: from an OpenIE file when given,
-/// else the LLM-free heuristic extractor.
-fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::Result<()> {
+/// else the LLM-free heuristic extractor. Returns what `hoprag index --json` reports of it
+/// (source, extraction report, graph statistics).
+fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::Result<Value> {
     let index = Index::open(dir)?;
     let (extraction, label) = match triples {
         Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
         None => (extract_heuristic(index.passages()), "heuristic".to_string()),
     };
     let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
+    let extract = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &config.graph, &Silent)?;
-    Index::attach_graph(dir, &graph, label)
+    Index::attach_graph(dir, &graph, label.clone())?;
+    Ok(serde_json::json!({"source": label, "extraction": extract, "stats": graph.stats}))
+}
+
+/// Tells Python about triples, entities and OpenIE documents the graph could not use
+/// (counted, never dropped silently); the full report is `Index.graph_report`.
+fn warn_graph(py: Python<'_>, report: &Value) -> PyResult<()> {
+    let e = &report["extraction"];
+    let count = |key: &str| e[key].as_u64().or_else(|| e[key].as_array().map(|a| a.len() as u64)).unwrap_or(0);
+    let (triples, entities, docs) = (count("malformed_triples"), count("malformed_entities"), count("unmatched_docs"));
+    if triples + entities + docs == 0 {
+        return Ok(());
+    }
+    let mut message = format!(
+        "{}: {triples} malformed triples and {entities} malformed entities skipped; {docs} documents matched no passage",
+        report["source"].as_str().unwrap_or("graph")
+    );
+    let examples = e["unmatched_docs"].as_array().into_iter().chain(e["malformed_examples"].as_array()).flatten();
+    for example in examples.filter_map(Value::as_str).take(3) {
+        message.push_str(&format!("; {example}"));
+    }
+    message.push_str(" (Index.graph_report lists them all)");
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)
 }
 
 impl PyIndex {
@@ -146,8 +173,8 @@ impl PyIndex {
         self.engine.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn new(path: PathBuf, engine: Engine, ingest: Option<IngestReport>) -> Self {
-        PyIndex { path, engine: RwLock::new(Arc::new(engine)), ingest: RwLock::new(ingest) }
+    fn new(path: PathBuf, engine: Engine, ingest: Option<IngestReport>, graph_report: Option<Value>) -> Self {
+        PyIndex { path, engine: RwLock::new(Arc::new(engine)), ingest: RwLock::new(ingest), graph_report }
     }
 }
 
@@ -217,20 +244,22 @@ impl PyIndex {
             Ok(p) if !passages.is_instance_of::<PyList>() => p.display().to_string(),
             _ => "python".to_string(),
         };
-        let engine = py
-            .detach(|| -> hoprag::Result<Engine> {
+        let (engine, graph_report) = py
+            .detach(|| -> hoprag::Result<(Engine, Option<Value>)> {
                 let embedder = load_embedder(&spec, &config.embedder)?;
                 let options = BuildOptions { overwrite, ..Default::default() };
                 Index::build(&path, &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
-                if graph || triples.is_some() {
-                    attach_graph(&path, triples.as_deref(), &config)?;
-                }
+                let graph_report =
+                    if graph || triples.is_some() { Some(attach_graph(&path, triples.as_deref(), &config)?) } else { None };
                 let index = Arc::new(Index::open(&path)?);
-                Engine::new(index, embedder, config)
+                Ok((Engine::new(index, embedder, config)?, graph_report))
             })
             .map_err(to_py)?;
         warn_ingest(py, &corpus.report, corpus.passages.len())?;
-        Ok(PyIndex::new(path, engine, Some(corpus.report)))
+        if let Some(report) = &graph_report {
+            warn_graph(py, report)?;
+        }
+        Ok(PyIndex::new(path, engine, Some(corpus.report), graph_report))
     }
 
     /// Opens the index in the folder `path` with the embedder it was built with (or
@@ -243,6 +272,13 @@ impl PyIndex {
         embedder: Option<&str>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyIndex> {
+        if let Some(scheme) = ["http://", "https://"].iter().find(|s| path.to_string_lossy().starts_with(*s)) {
+            return Err(UnsupportedError::new_err(format!(
+                "{}: opening an index by URL ({scheme}) is not implemented; an index is a local folder (a \
+                 running `hoprag serve` answers over HTTP itself)",
+                path.display()
+            )));
+        }
         let config = config(settings)?;
         let spec = embedder.map(str::parse::<EmbedderSpec>).transpose().map_err(to_py)?;
         let engine = py
@@ -254,7 +290,7 @@ impl PyIndex {
                 }
             })
             .map_err(to_py)?;
-        Ok(PyIndex::new(path, engine, None))
+        Ok(PyIndex::new(path, engine, None, None))
     }
 
     /// Adds passages without rebuilding (as `hoprag add`); returns the build statistics.
@@ -409,6 +445,14 @@ impl PyIndex {
     #[getter]
     fn ingest_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         convert::to_py(py, &*self.ingest.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The entity graph `build` made: `source` (heuristic or the OpenIE file), `extraction`
+    /// (malformed triples and entities, OpenIE documents that matched no passage) and
+    /// `stats`; None after `open` or a build without a graph.
+    #[getter]
+    fn graph_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        convert::to_py(py, &self.graph_report)
     }
 
     fn __len__(&self) -> usize {

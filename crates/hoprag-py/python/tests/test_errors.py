@@ -79,6 +79,8 @@ def test_method_needing_a_graph(tmp_path):
 def test_unsupported_store_and_embedder(tmp_path):
     with pytest.raises(hoprag.UnsupportedError, match="PostgreSQL"):
         hoprag.Index.build(PASSAGES, tmp_path / "a", store="postgresql://localhost/db")
+    with pytest.raises(hoprag.UnsupportedError, match=r"http://127\.0\.0\.1:8080/idx: opening an index by URL"):
+        hoprag.Index.open("http://127.0.0.1:8080/idx")
     with pytest.raises(hoprag.ConfigError, match="unknown embedder"):
         hoprag.Index.build(PASSAGES, tmp_path / "b", embedder="bogus")
 
@@ -86,3 +88,28 @@ def test_unsupported_store_and_embedder(tmp_path):
 def test_existing_index_is_not_overwritten(small_index):
     with pytest.raises(hoprag.IndexDirError, match="already exists"):
         hoprag.Index.build(PASSAGES, small_index.path)
+
+
+def test_openie_entries_that_cannot_be_used_are_reported(tmp_path):
+    """An OpenIE file with a malformed triple, an empty entity and a document that is no
+    passage of the index: the graph is built from the rest, and each is counted, named in
+    a warning and listed in Index.graph_report."""
+    need_model("minilm")
+    openie = tmp_path / "openie.json"
+    openie.write_text(json.dumps({"docs": [
+        {"passage": "Paris\n" + PASSAGES[0]["text"], "extracted_entities": ["Paris", "France", ""],
+         "extracted_triples": [["Paris", "capital of", "France"], ["Paris", "Seine"]]},
+        {"passage": "Atlantis\nAtlantis sank into the sea.", "extracted_entities": ["Atlantis"],
+         "extracted_triples": [["Atlantis", "sank into", "the sea"]]},
+    ]}))
+    with pytest.warns(UserWarning, match=r"1 malformed triples and 1 malformed entities skipped; 1 documents matched "
+                                         r"no passage; .*openie\.json: docs\[1\]"):
+        index = hoprag.Index.build(PASSAGES, tmp_path / "i", triples=openie)
+    report = index.graph_report
+    assert report["source"] == str(openie)
+    extraction = report["extraction"]
+    assert (extraction["docs"], extraction["malformed_triples"], extraction["malformed_entities"]) == (1, 1, 1)
+    assert extraction["unmatched_docs"] == [f"{openie}: docs[1]"]
+    assert report["stats"]["triples"] == 1
+    assert index.manifest["graph"]["source"] == str(openie)
+    assert index.retrieve("capital of France", method="ppr", k=1)[0].id == "paris"
