@@ -249,8 +249,11 @@ impl PyIndex {
                 let embedder = load_embedder(&spec, &config.embedder)?;
                 let options = BuildOptions { overwrite, ..Default::default() };
                 Index::build(&path, &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
-                let graph_report =
-                    if graph || triples.is_some() { Some(attach_graph(&path, triples.as_deref(), &config)?) } else { None };
+                let graph_report = if graph || triples.is_some() {
+                    Some(attach_graph(&path, triples.as_deref(), &config)?)
+                } else {
+                    None
+                };
                 let index = Arc::new(Index::open(&path)?);
                 Ok((Engine::new(index, embedder, config)?, graph_report))
             })
