@@ -18,10 +18,18 @@ fi
 # no trec_eval).
 python3 -m pip install --quiet --disable-pip-version-check pytrec-eval-terrier
 
-cargo build --quiet -p hoprag-cli
+# The CLI and the Python extension in one build: one feature set, shared artifacts.
+cargo build --quiet -p hoprag-cli -p hoprag-py
 ./target/debug/hoprag models fetch minilm
 ./target/debug/hoprag models fetch mpnet     # the second local embedder (tests check it against reference vectors)
 ./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run
 # Tests that need a model skip without one elsewhere; here it is installed, so they run.
 export HOPRAG_REQUIRE_MODELS=1
 cargo test --workspace
+
+# The Python package (crates/hoprag-py): installed from this build into a virtual
+# environment with pytest and the frameworks its retrievers adapt to, then its tests,
+# which compare it with the CLI built above.
+VENV="${HOPRAG_PY_VENV:-$HOME/.cache/hoprag-py-venv}"
+bash scripts/python-dev.sh "$VENV"
+"$VENV/bin/python" -m pytest -q crates/hoprag-py/python/tests

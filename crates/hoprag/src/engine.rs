@@ -250,6 +250,13 @@ impl Engine {
     /// its own section, `name[param=value,...]` (see [`parse_method_spec`]).
     pub fn retriever(&self, spec: &str) -> Result<Box<dyn Retriever>> {
         let (name, settings) = parse_method_spec(spec)?;
+        self.retriever_with(name, &settings)
+    }
+
+    /// The method `name` with `settings` for this retriever only: each a parameter of the
+    /// method's own section (`alpha`) or a dotted path (`phasegraph.fusion.alpha`), as in
+    /// a spec's brackets (the Python API's keyword arguments).
+    pub fn retriever_with(&self, name: &str, settings: &[(&str, serde_json::Value)]) -> Result<Box<dyn Retriever>> {
         // `auto-llm` is `auto_llm`: method names take either separator.
         let name = name.replace('-', "_");
         let name = name.as_str();
@@ -259,7 +266,7 @@ impl Engine {
         let config = serde_json::to_value(&self.config).map_err(|e| Error::Other(e.to_string()))?;
         let mut paths = Vec::new();
         for (key, value) in settings {
-            paths.push((crate::config::resolve_param(&config, name, key)?, value));
+            paths.push((crate::config::resolve_param(&config, name, key)?, value.clone()));
         }
         let config = crate::config::with_settings(&self.config, &paths)?;
         self.with_config(config).method(name)

@@ -60,6 +60,20 @@ pub fn load_corpus(path: &Path, options: &CorpusOptions) -> Result<LoadedCorpus>
     Ok(corpus)
 }
 
+/// Passages given in memory rather than in a file (the Python API's lists): each entry is
+/// an object `{title, text, id?}` as in a JSON list corpus, checked and reported the same
+/// way, with locations `SOURCE[i]`.
+pub fn load_entries(source: &str, entries: &[Value], options: &CorpusOptions) -> LoadedCorpus {
+    let mut corpus = LoadedCorpus::default();
+    let mut seen = Dedup::default();
+    let file = Path::new(source);
+    let mut sink = Sink { corpus: &mut corpus, seen: &mut seen, options, file };
+    for (i, entry) in entries.iter().enumerate() {
+        sink.add_object(&format!("[{i}]"), entry);
+    }
+    corpus
+}
+
 /// Like [`load_corpus`], checking duplicates against passages already indexed.
 pub(crate) fn load_into(
     path: &Path,

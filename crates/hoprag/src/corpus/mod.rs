@@ -7,7 +7,7 @@
 mod load;
 mod split;
 
-pub use load::{load_corpus, CorpusFormat, CorpusOptions};
+pub use load::{load_corpus, load_entries, CorpusFormat, CorpusOptions};
 pub use split::{split_document, SplitOptions};
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,482 @@
+//! `Index`: an opened index and its engine, and `Result`, one retrieved passage.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use hoprag::corpus::{load_corpus, load_entries, CorpusOptions, IngestReport, LoadedCorpus};
+use hoprag::embed::{load_embedder, EmbedderSpec, TextKind};
+use hoprag::graph::{extract_heuristic, import_openie, EntityGraph};
+use hoprag::index::{BuildOptions, Index};
+use hoprag::progress::Silent;
+use hoprag::retrieve::{Query, Retrieval};
+use hoprag::serve::api::{RankedPassage, RetrieveResponse};
+use hoprag::{Config, Engine};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::convert::{self, type_name};
+use crate::error::{to_py, UnsupportedError};
+
+/// An index folder opened with its embedder, ready to retrieve from.
+#[pyclass(name = "Index", module = "hoprag._hoprag", frozen)]
+pub struct PyIndex {
+    path: PathBuf,
+    /// Replaced by `add`, which publishes a new generation of the folder.
+    engine: RwLock<Arc<Engine>>,
+    /// How the passages of the last `build` or `add` were read.
+    ingest: RwLock<Option<IngestReport>>,
+    /// The entity graph `build` made: its triple source, what could not be used, its size.
+    graph_report: Option<Value>,
+}
+
+/// One retrieved passage.
+#[pyclass(name = "Result", module = "hoprag._hoprag", frozen, get_all)]
+pub struct RetrievedPassage {
+    /// The passage's id in the index.
+    id: String,
+    title: String,
+    text: String,
+    score: f32,
+    /// 1 for the best passage.
+    rank: usize,
+    /// The method's decision record: its steps, with timings and details (`auto` names
+    /// the pipeline it chose).
+    trace: Py<PyAny>,
+    /// The method that ran.
+    method: String,
+}
+
+#[pymethods]
+impl RetrievedPassage {
+    fn __repr__(&self) -> String {
+        let title: String = self.title.chars().take(40).collect();
+        format!("Result(rank={}, id={:?}, title={:?}, score={:.4})", self.rank, self.id, title, self.score)
+    }
+}
+
+/// The engine's configuration for the index at `path`: defaults, the environment's
+/// endpoints (as the CLI), then `settings` (dotted paths, as `--set`).
+fn config(settings: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
+    let mut config = Config::default();
+    config.embedder.openai = config.embedder.openai.with_env();
+    config.llm = config.llm.with_env();
+    let Some(settings) = settings else { return Ok(config) };
+    let mut paths = Vec::new();
+    for (k, v) in settings.iter() {
+        let key: String = k.extract().map_err(|_| PyTypeError::new_err("settings: keys must be dotted paths (str)"))?;
+        paths.push((key.clone(), convert::to_json(&v, &format!("settings[{key:?}]"))?));
+    }
+    hoprag::config::with_settings(&config, &paths).map_err(to_py)
+}
+
+/// Passages as the engine reads them: a corpus file or folder (any format `hoprag index`
+/// accepts), or a list of str or of dicts `{title, text, id?}`.
+fn load_passages(py: Python<'_>, passages: &Bound<'_, PyAny>) -> PyResult<LoadedCorpus> {
+    if passages.is_instance_of::<PyString>() || passages.hasattr("__fspath__")? {
+        let path: PathBuf = passages.extract()?;
+        return py.detach(|| load_corpus(&path, &CorpusOptions::default())).map_err(to_py);
+    }
+    if !passages.is_instance_of::<PyList>() && !passages.is_instance_of::<pyo3::types::PyTuple>() {
+        return Err(PyTypeError::new_err(format!(
+            "passages: expected a path to a corpus, or a list of str or of dicts {{title, text, id?}}; found {}",
+            type_name(passages)
+        )));
+    }
+    let mut entries = Vec::new();
+    for (i, item) in passages.try_iter()?.enumerate() {
+        let item = item?;
+        let entry = if let Ok(text) = item.cast::<PyString>() {
+            serde_json::json!({ "text": text.to_cow()? })
+        } else if item.is_instance_of::<PyDict>() {
+            convert::to_json(&item, &format!("passages[{i}]"))?
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "passages[{i}]: expected str or dict {{title, text, id?}}, found {}",
+                type_name(&item)
+            )));
+        };
+        entries.push(entry);
+    }
+    Ok(load_entries("passages", &entries, &CorpusOptions::default()))
+}
+
+/// Tells Python about entries that were not ingested as written (nothing is dropped
+/// silently); the full list is `Index.ingest_report`.
+fn warn_ingest(py: Python<'_>, report: &IngestReport, kept: usize) -> PyResult<()> {
+    if report.skipped.is_empty() && report.duplicates.is_empty() && report.warnings.is_empty() {
+        return Ok(());
+    }
+    let mut message = report.summary(kept);
+    for s in report.skipped.iter().chain(&report.duplicates).chain(&report.warnings).take(3) {
+        message.push_str(&format!("; {}: {}", s.location, s.reason));
+    }
+    message.push_str(" (Index.ingest_report lists them all)");
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)
+}
+
+fn store_is_folder(store: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(store) = store.filter(|s| !s.is_none()) else { return Ok(()) };
+    if store.extract::<String>().is_ok_and(|s| s == "folder") {
+        return Ok(());
+    }
+    Err(UnsupportedError::new_err(format!(
+        "store={}: hoprag keeps an index in its folder (`path`) only; other stores (e.g. PostgreSQL) are not \
+         implemented",
+        store.repr().map(|r| r.to_string()).unwrap_or_default()
+    )))
+}
+
+/// The entity graph `hoprag index` builds by default: from an OpenIE file when given,
+/// else the LLM-free heuristic extractor. Returns what `hoprag index --json` reports of it
+/// (source, extraction report, graph statistics).
+fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::Result<Value> {
+    let index = Index::open(dir)?;
+    let (extraction, label) = match triples {
+        Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
+        None => (extract_heuristic(index.passages()), "heuristic".to_string()),
+    };
+    let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
+    let extract = extraction.report.clone();
+    let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &config.graph, &Silent)?;
+    graph.attach_to(dir, label.clone())?;
+    Ok(serde_json::json!({"source": label, "extraction": extract, "stats": graph.stats}))
+}
+
+/// Tells Python about triples, entities and OpenIE documents the graph could not use
+/// (counted, never dropped silently); the full report is `Index.graph_report`.
+fn warn_graph(py: Python<'_>, report: &Value) -> PyResult<()> {
+    let e = &report["extraction"];
+    let count = |key: &str| e[key].as_u64().or_else(|| e[key].as_array().map(|a| a.len() as u64)).unwrap_or(0);
+    let (triples, entities, docs) = (count("malformed_triples"), count("malformed_entities"), count("unmatched_docs"));
+    if triples + entities + docs == 0 {
+        return Ok(());
+    }
+    let mut message = format!(
+        "{}: {triples} malformed triples and {entities} malformed entities skipped; {docs} documents matched no passage",
+        report["source"].as_str().unwrap_or("graph")
+    );
+    let examples = e["unmatched_docs"].as_array().into_iter().chain(e["malformed_examples"].as_array()).flatten();
+    for example in examples.filter_map(Value::as_str).take(3) {
+        message.push_str(&format!("; {example}"));
+    }
+    message.push_str(" (Index.graph_report lists them all)");
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)
+}
+
+impl PyIndex {
+    fn engine(&self) -> Arc<Engine> {
+        self.engine.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn new(path: PathBuf, engine: Engine, ingest: Option<IngestReport>, graph_report: Option<Value>) -> Self {
+        PyIndex { path, engine: RwLock::new(Arc::new(engine)), ingest: RwLock::new(ingest), graph_report }
+    }
+}
+
+/// A query, or a list of them: which one decides the shape of `retrieve`'s answer.
+enum Queries {
+    One(String),
+    Many(Vec<String>),
+}
+
+fn queries(q: &Bound<'_, PyAny>) -> PyResult<Queries> {
+    if let Ok(s) = q.cast::<PyString>() {
+        return Ok(Queries::One(s.to_cow()?.into_owned()));
+    }
+    if q.is_instance_of::<PyList>() || q.is_instance_of::<pyo3::types::PyTuple>() {
+        let mut out = Vec::new();
+        for (i, item) in q.try_iter()?.enumerate() {
+            let item = item?;
+            let s = item
+                .cast::<PyString>()
+                .map_err(|_| PyTypeError::new_err(format!("query[{i}]: expected str, found {}", type_name(&item))))?;
+            out.push(s.to_cow()?.into_owned());
+        }
+        return Ok(Queries::Many(out));
+    }
+    Err(PyTypeError::new_err(format!("query: expected str or a list of str, found {}", type_name(q))))
+}
+
+fn results(py: Python<'_>, method: &str, passages: Vec<RankedPassage>, trace: &Value) -> PyResult<Py<PyList>> {
+    let trace = convert::to_py(py, trace)?.unbind();
+    let items: Vec<RetrievedPassage> = passages
+        .into_iter()
+        .map(|p| RetrievedPassage {
+            id: p.id,
+            title: p.title,
+            text: p.text,
+            score: p.score,
+            rank: p.rank,
+            trace: trace.clone_ref(py),
+            method: method.to_string(),
+        })
+        .collect();
+    Ok(PyList::new(py, items.into_iter().map(|r| Bound::new(py, r)).collect::<PyResult<Vec<_>>>()?)?.unbind())
+}
+
+#[pymethods]
+impl PyIndex {
+    /// Builds an index in the folder `path` from `passages` (see `hoprag.Index.build`).
+    #[staticmethod]
+    #[pyo3(signature = (passages, path, embedder = "minilm", triples = None, store = None, graph = true, overwrite = false, settings = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        py: Python<'_>,
+        passages: &Bound<'_, PyAny>,
+        path: PathBuf,
+        embedder: &str,
+        triples: Option<PathBuf>,
+        store: Option<&Bound<'_, PyAny>>,
+        graph: bool,
+        overwrite: bool,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyIndex> {
+        store_is_folder(store)?;
+        let config = config(settings)?;
+        let spec: EmbedderSpec = embedder.parse().map_err(to_py)?;
+        let corpus = load_passages(py, passages)?;
+        let source = match passages.extract::<PathBuf>() {
+            Ok(p) if !passages.is_instance_of::<PyList>() => p.display().to_string(),
+            _ => "python".to_string(),
+        };
+        let (engine, graph_report) = py
+            .detach(|| -> hoprag::Result<(Engine, Option<Value>)> {
+                let embedder = load_embedder(&spec, &config.embedder)?;
+                let options = BuildOptions { overwrite, ..Default::default() };
+                Index::build(&path, &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
+                let graph_report = if graph || triples.is_some() {
+                    Some(attach_graph(&path, triples.as_deref(), &config)?)
+                } else {
+                    None
+                };
+                let index = Arc::new(Index::open(&path)?);
+                Ok((Engine::new(index, embedder, config)?, graph_report))
+            })
+            .map_err(to_py)?;
+        warn_ingest(py, &corpus.report, corpus.passages.len())?;
+        if let Some(report) = &graph_report {
+            warn_graph(py, report)?;
+        }
+        Ok(PyIndex::new(path, engine, Some(corpus.report), graph_report))
+    }
+
+    /// Opens the index in the folder `path` with the embedder it was built with (or
+    /// `embedder`, which must be the same model).
+    #[staticmethod]
+    #[pyo3(signature = (path, embedder = None, settings = None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        embedder: Option<&str>,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyIndex> {
+        if let Some(scheme) = ["http://", "https://"].iter().find(|s| path.to_string_lossy().starts_with(*s)) {
+            return Err(UnsupportedError::new_err(format!(
+                "{}: opening an index by URL ({scheme}) is not implemented; an index is a local folder (a \
+                 running `hoprag serve` answers over HTTP itself)",
+                path.display()
+            )));
+        }
+        let config = config(settings)?;
+        let spec = embedder.map(str::parse::<EmbedderSpec>).transpose().map_err(to_py)?;
+        let engine = py
+            .detach(|| match spec {
+                None => Engine::open(&path, config),
+                Some(spec) => {
+                    let index = Arc::new(Index::open(&path)?);
+                    Engine::new(index, load_embedder(&spec, &config.embedder)?, config)
+                }
+            })
+            .map_err(to_py)?;
+        Ok(PyIndex::new(path, engine, None, None))
+    }
+
+    /// Adds passages without rebuilding (as `hoprag add`); returns the build statistics.
+    fn add<'py>(&self, py: Python<'py>, passages: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let mut corpus = load_passages(py, passages)?;
+        let engine = self.engine();
+        let (stats, next) = py
+            .detach(|| -> hoprag::Result<_> {
+                let stats = Index::add(&self.path, &mut corpus, "python".into(), engine.embedder.as_ref(), &Silent)?;
+                let next = engine.with_index(Arc::new(Index::open(&self.path)?))?;
+                Ok((stats, next))
+            })
+            .map_err(to_py)?;
+        let graph_passages = next.index.manifest.graph.as_ref().map(|g| g.passages);
+        *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        warn_ingest(py, &corpus.report, stats.passages_added)?;
+        *self.ingest.write().unwrap_or_else(|e| e.into_inner()) = Some(corpus.report);
+        if let Some(n) = graph_passages.filter(|&n| n < stats.passages_total) {
+            let message = format!(
+                "the entity graph covers the first {n} passages; rebuild the index (or run `hoprag graph`) to \
+                 include the new ones"
+            );
+            let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+            PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)?;
+        }
+        convert::to_py(py, &stats)
+    }
+
+    /// Retrieves the top `k` passages for a query (a list of `Result`s), or for each of a
+    /// list of queries (a list of lists), with `method` and its parameters.
+    #[pyo3(signature = (query, method = "auto", k = 5, **params))]
+    fn retrieve(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        method: &str,
+        k: usize,
+        params: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let queries = queries(query)?;
+        let mut settings = Vec::new();
+        if let Some(params) = params {
+            for (key, value) in params.iter() {
+                let key: String = key.extract()?;
+                let value = convert::to_json(&value, &key)?;
+                settings.push((key, value));
+            }
+        }
+        let engine = self.engine();
+        let method = method.to_string();
+        let texts = match &queries {
+            Queries::One(q) => vec![q.clone()],
+            Queries::Many(qs) => qs.clone(),
+        };
+        let responses = py
+            .detach(|| -> hoprag::Result<Vec<RetrieveResponse>> {
+                let settings: Vec<(&str, Value)> = settings.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+                let retriever = engine.retriever_with(&method, &settings)?;
+                // A single query is embedded by the method, as `hoprag query` does; a batch
+                // is embedded in batches first, then retrieved across rayon's threads.
+                let retrieved: Vec<Retrieval> = if texts.len() == 1 {
+                    vec![retriever.retrieve(&Query::new(texts[0].clone()), k)?]
+                } else {
+                    let embedded = engine.embed_queries(&texts, &Silent)?;
+                    embedded.par_iter().map(|q| retriever.retrieve(q, k)).collect::<hoprag::Result<_>>()?
+                };
+                Ok(texts
+                    .iter()
+                    .zip(retrieved)
+                    .map(|(t, r)| RetrieveResponse::new(&engine, t.clone(), method.clone(), k, r))
+                    .collect())
+            })
+            .map_err(to_py)?;
+        let mut lists = Vec::with_capacity(responses.len());
+        for r in responses {
+            let trace = serde_json::to_value(&r.trace).unwrap_or(Value::Null);
+            lists.push(results(py, &r.method, r.passages, &trace)?);
+        }
+        Ok(match queries {
+            Queries::One(_) => {
+                lists.pop().map(|l| l.into_any()).unwrap_or_else(|| PyList::empty(py).into_any().unbind())
+            }
+            Queries::Many(_) => PyList::new(py, lists)?.into_any().unbind(),
+        })
+    }
+
+    /// Embeds texts with the index's embedder: a NumPy float32 array of shape
+    /// (len(texts), dim), rows L2-normalised. `kind` is "passage" or "query" (some models
+    /// embed them differently).
+    #[pyo3(signature = (texts, kind = "passage"))]
+    fn embed<'py>(&self, py: Python<'py>, texts: &Bound<'py, PyAny>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
+        let kind = match kind {
+            "passage" => TextKind::Passage,
+            "query" => TextKind::Query,
+            other => {
+                return Err(crate::error::ConfigError::new_err(format!(
+                    "kind={other:?}: expected \"passage\" or \"query\""
+                )))
+            }
+        };
+        let texts = match queries(texts) {
+            Ok(Queries::One(t)) => vec![t],
+            Ok(Queries::Many(ts)) => ts,
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!("texts: expected a list of str, found {}", type_name(texts))))
+            }
+        };
+        let engine = self.engine();
+        let dim = engine.embedder.dim();
+        let flat = py
+            .detach(|| -> hoprag::Result<Vec<f32>> {
+                let vectors = hoprag::embed::embed_all(engine.embedder.as_ref(), &texts, kind, 64, &|_| {})?;
+                Ok(vectors.into_iter().flatten().collect())
+            })
+            .map_err(to_py)?;
+        // NumPy reads the float32 bytes (one copy) through its Python API: the `numpy`
+        // crate's ndarray dependency turns on num-traits' `std` feature, which would change
+        // the feature set, and so the build, of gemm, half and tantivy for the whole
+        // workspace.
+        let rows = flat.len() / dim.max(1);
+        let bytes: Vec<u8> = flat.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let array = py.import("numpy")?.call_method1("frombuffer", (PyBytes::new(py, &bytes), "<f4"))?;
+        array.call_method1("reshape", ((rows, dim),))?.call_method1("astype", ("float32",))
+    }
+
+    /// The index folder.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// The embedder the index was built with (its id, e.g. `minilm`).
+    #[getter]
+    fn embedder(&self) -> String {
+        self.engine().index.manifest.embedder.id.clone()
+    }
+
+    /// Dimensions of the index's vectors.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.engine().embedder.dim()
+    }
+
+    /// The index manifest (embedder, counts, graph, sources) as a dict.
+    #[getter]
+    fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        convert::to_py(py, &self.engine().index.manifest)
+    }
+
+    /// How the passages of the last `build` or `add` were read: entries, and every
+    /// skipped, duplicate or renamed one with its location; None after `open`.
+    #[getter]
+    fn ingest_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        convert::to_py(py, &*self.ingest.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The entity graph `build` made: `source` (heuristic or the OpenIE file), `extraction`
+    /// (malformed triples and entities, OpenIE documents that matched no passage) and
+    /// `stats`; None after `open` or a build without a graph.
+    #[getter]
+    fn graph_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        convert::to_py(py, &self.graph_report)
+    }
+
+    fn __len__(&self) -> usize {
+        self.engine().index.len()
+    }
+
+    fn __repr__(&self) -> String {
+        let engine = self.engine();
+        format!(
+            "Index({:?}, passages={}, embedder={:?}, graph={})",
+            self.path.display().to_string(),
+            engine.index.len(),
+            engine.index.manifest.embedder.id,
+            engine.index.manifest.graph.is_some()
+        )
+    }
+}
+
+impl PyIndex {
+    /// The engine, for `evaluate`.
+    pub fn current_engine(&self) -> Arc<Engine> {
+        self.engine()
+    }
+}
