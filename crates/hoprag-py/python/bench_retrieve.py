@@ -27,6 +27,7 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -100,8 +101,11 @@ def main() -> None:
     print(f"  same passages in both: {same} of {n} queries")
 
     port = free_port()
+    # The server logs every request on stderr: into a file, as an undrained pipe fills up
+    # after a few hundred requests and then blocks the server.
+    log = tempfile.TemporaryFile()
     server = subprocess.Popen([str(args.cli), "--quiet", "serve", "--index", str(args.index), "--addr", f"127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              stdout=subprocess.DEVNULL, stderr=log)
     try:
         for _ in range(600):
             try:
@@ -112,7 +116,8 @@ def main() -> None:
             except OSError:
                 time.sleep(0.1)
         else:
-            raise RuntimeError(f"server did not start: {server.stderr.read()!r}")
+            log.seek(0)
+            raise RuntimeError(f"server did not start: {log.read()[-2000:]!r}")
         warm = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         post(warm, "/v1/retrieve/batch", [{"query": q, "method": args.method, "k": args.k} for q in queries[:8]])
         server_cpu = lambda: cpu_pid(server.pid)  # noqa: E731
