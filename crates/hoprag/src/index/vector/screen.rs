@@ -39,7 +39,7 @@ pub struct Extremes {
     pub min: Option<f32>,
     /// The highest score of all rows.
     pub max: Option<f32>,
-    /// Rows scored exactly after screening (for traces).
+    /// Rows scored exactly after screening: how much the screen ruled out.
     pub rescored: usize,
 }
 
