@@ -213,17 +213,18 @@ impl PprGraph {
             } else {
                 self.slices.iter().zip(sums.chunks_mut(LANES)).for_each(slice_sums);
             }
-            // Rows without edges gather nothing; then every row's new score.
-            for (j, out) in next.iter_mut().enumerate() {
-                *out = (1.0 - d) * reset[j] + d * (lost * reset[j]);
-            }
+            let score = |j: usize, gathered: f64| (1.0 - d) * reset[j] + d * (gathered + lost * reset[j]);
             for (slice, acc) in self.slices.iter().zip(sums.chunks(LANES)) {
                 for (&j, &a) in slice.rows.iter().zip(acc) {
                     if j != u32::MAX {
-                        let j = j as usize;
-                        next[j] = (1.0 - d) * reset[j] + d * (a + lost * reset[j]);
+                        next[j as usize] = score(j as usize, a);
                     }
                 }
+            }
+            // The rows without edges, in no slice, are the dangling nodes: they gather
+            // nothing.
+            for &j in &self.dangling {
+                next[j as usize] = score(j as usize, 0.0);
             }
             residual = scores.iter().zip(&next).map(|(a, b)| (a - b).abs()).sum();
             std::mem::swap(&mut scores, &mut next);

@@ -82,15 +82,18 @@ impl Screen {
         let query_scale = quantize(query, &mut query_codes);
         let approx = self.dots(&query_codes, query_scale);
         let bound = |r: usize| (l1 * self.scales[r] + self.l1[r] * query_scale) * 0.5 * (1.0 + 1e-3) + ROUNDING;
-        // Rows that are not finite cannot be bounded: they are scored exactly, and vouch
-        // for no threshold.
-        let unbounded = |r: usize| !approx[r].is_finite();
+        // Each row's exact score lies in [lower, upper]. Rows that are not finite cannot be
+        // bounded: they get the widest interval, so they are scored exactly and vouch for
+        // no threshold.
+        let (lower, upper): (Vec<f32>, Vec<f32>) = (0..rows)
+            .map(|r| match approx[r].is_finite() {
+                true => (approx[r] - bound(r), approx[r] + bound(r)),
+                false => (f32::NEG_INFINITY, f32::INFINITY),
+            })
+            .unzip();
         // A row is a candidate for the top when its upper bound reaches the n-th best
-        // lower bound, and for the minimum when its lower bound reaches under the
-        // smallest upper bound.
-        let lower: Vec<f32> =
-            (0..rows).map(|r| if unbounded(r) { f32::NEG_INFINITY } else { approx[r] - bound(r) }).collect();
-        // At least the best row, whose exact score is the maximum.
+        // lower bound (at least the best row, whose exact score is the maximum), and for
+        // the minimum when its lower bound reaches under the smallest upper bound.
         let head = n.max(1);
         let nth_lower = if head >= rows {
             f32::NEG_INFINITY
@@ -99,11 +102,9 @@ impl Screen {
             let (_, nth, _) = l.select_nth_unstable_by(head - 1, |a, b| b.total_cmp(a));
             *nth
         };
-        let min_upper = (0..rows).map(|r| approx[r] + bound(r)).fold(f32::INFINITY, f32::min);
-        let candidates: Vec<u32> = (0..rows)
-            .filter(|&r| unbounded(r) || approx[r] + bound(r) >= nth_lower || lower[r] <= min_upper)
-            .map(|r| r as u32)
-            .collect();
+        let min_upper = upper.iter().copied().fold(f32::INFINITY, f32::min);
+        let candidates: Vec<u32> =
+            (0..rows).filter(|&r| upper[r] >= nth_lower || lower[r] <= min_upper).map(|r| r as u32).collect();
         let scored = candidates.iter().map(|&r| (r, exact_score(r as usize))).collect();
         Extremes::from_exact(scored, n, candidates.len())
     }
