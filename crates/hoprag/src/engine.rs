@@ -15,8 +15,13 @@ use crate::retrieve::{
     Auto, Bm25, BridgeRag, Condition, Dense, Gear, GraphKind, Hybrid, NaiveGe, PhaseGraph, Ppr, Query, RegimeRouter,
     Retriever, SyncGe, WithFallback,
 };
+use crate::store::Store;
 
 pub struct Engine {
+    /// Where the index is kept: the graph is loaded from it on first use, and newer
+    /// generations with [`Engine::reload`].
+    pub store: Arc<dyn Store>,
+    /// The generation being served.
     pub index: Arc<Index>,
     pub embedder: Arc<dyn Embedder>,
     pub config: Config,
@@ -103,22 +108,34 @@ const NO_LLM: &str = "needs an LLM, and none is configured: set HOPRAG_LLM_BASE_
 pub const DEFAULT_METHOD: &str = "auto";
 
 impl Engine {
-    /// Opens an index with the embedder its manifest names.
-    pub fn open(dir: &std::path::Path, config: Config) -> Result<Engine> {
-        let index = Index::open(dir)?;
+    /// Opens the live generation of the index in `store` with the embedder its manifest
+    /// names.
+    pub fn open(store: Arc<dyn Store>, config: Config) -> Result<Engine> {
+        let index = store.load()?;
         let spec = EmbedderSpec::from_id(&index.manifest.embedder.id)?;
         let embedder = load_embedder(&spec, &config.embedder)?;
-        Self::new(Arc::new(index), embedder, config)
+        Self::with_parts(store, Arc::new(index), embedder, config)
     }
 
+    /// Opens the live generation of the index in `store`, queried through `embedder`.
     /// Also sets up the LLM of `config.llm` (see [`llm::from_config`]): its endpoint if
     /// it names one, else the local GGUF model. No server is contacted and no model is
     /// loaded until a method asks the LLM something.
-    pub fn new(index: Arc<Index>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
+    pub fn new(store: Arc<dyn Store>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
+        let index = Arc::new(store.load()?);
+        Self::with_parts(store, index, embedder, config)
+    }
+
+    fn with_parts(
+        store: Arc<dyn Store>,
+        index: Arc<Index>,
+        embedder: Arc<dyn Embedder>,
+        config: Config,
+    ) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
         config.validate()?;
         let (llm, llm_source) = llm::from_config(&config.llm)?;
-        Ok(Engine { index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
+        Ok(Engine { store, index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
     }
 
     /// The chat model of the LLM stages: the one [`Engine::with_llm`] gave, else the
@@ -212,6 +229,7 @@ impl Engine {
             let _ = graph.set(g.clone());
         }
         Engine {
+            store: self.store.clone(),
             index: self.index.clone(),
             embedder: self.embedder.clone(),
             config,
@@ -221,12 +239,14 @@ impl Engine {
         }
     }
 
-    /// The same embedder, configuration and LLM over another opened index (a newer
-    /// generation of the same one, after passages were added). The graph is loaded
-    /// again on first use, from the new generation.
-    pub fn with_index(&self, index: Arc<Index>) -> Result<Engine> {
+    /// The same embedder, configuration and LLM over the store's live generation (a
+    /// newer one after passages were added, here or by another process). The graph is
+    /// loaded again on first use, from the new generation.
+    pub fn reload(&self) -> Result<Engine> {
+        let index = Arc::new(self.store.load()?);
         index.check_embedder(self.embedder.as_ref())?;
         Ok(Engine {
+            store: self.store.clone(),
             index,
             embedder: self.embedder.clone(),
             config: self.config.clone(),
@@ -321,7 +341,7 @@ impl Engine {
             }
             "regime_router" => {
                 let params = self.config.regime_router.clone();
-                let model = RegimeModel::resolve(params.model.as_deref(), self.index.root())?;
+                let model = RegimeModel::resolve(params.model.as_deref(), self.store.folder())?;
                 Box::new(RegimeRouter::new(index, self.vectors(), embedder, Arc::new(model), params))
             }
             "bridge_rag" | "bridge_rag_a" | "bridge_rag_b" => {
@@ -374,7 +394,7 @@ impl Engine {
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         // A graph that is there but cannot be read is damaged, not missing: the error
         // names the file and says how to rebuild it.
-        let loaded = self.graph.get_or_init(|| match crate::graph::EntityGraph::of_index(&self.index) {
+        let loaded = self.graph.get_or_init(|| match self.store.load_graph(&self.index) {
             Ok(Some(g)) => {
                 let mut context = GraphContext::new(Arc::new(g));
                 context.linker.set_llm(self.llm.clone());
@@ -384,17 +404,17 @@ impl Engine {
             Err(e) => Err(format!(
                 "the entity graph is damaged ({e}); rebuild it with `hoprag graph --index {} --triples OPENIE.json` \
                  or `--extract heuristic|llm`",
-                self.index.root().display()
+                self.index.location()
             )),
         });
         match loaded {
             Ok(Some(g)) => Ok(g.clone()),
             Ok(None) => Err(Error::index(
-                self.index.root(),
+                self.index.location(),
                 "this method needs an entity graph; add one with `hoprag graph --index DIR --triples OPENIE.json` \
                  or `--extract heuristic|llm`",
             )),
-            Err(message) => Err(Error::index(self.index.root(), message.clone())),
+            Err(message) => Err(Error::index(self.index.location(), message.clone())),
         }
     }
 

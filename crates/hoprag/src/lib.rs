@@ -8,8 +8,10 @@
 //! - [`models`]: the local model cache (embedders and chat models) and `fetch`;
 //! - [`llama`]: llama.cpp's process-wide backend and its model-file quantizer, below
 //!   both `models` and the local chat runtime in `llm`;
-//! - [`index`]: the on-disk index directory, with its [`LexicalIndex`](index::LexicalIndex)
+//! - [`index`]: an opened index generation, with its [`LexicalIndex`](index::LexicalIndex)
 //!   and [`VectorIndex`](index::VectorIndex) seams;
+//! - [`store`]: where indexes are kept, the [`Store`](store::Store) seam: a folder, or
+//!   PostgreSQL with pgvector (feature `postgres`);
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
 //! - [`regime`]: RegimeRouter's sentence selector and router models, and their training;
@@ -42,6 +44,7 @@ pub mod retrieve;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod simd;
+pub mod store;
 pub mod text;
 pub mod threads;
 

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use clap::Args;
 use hoprag::embed::{load_embedder, Embedder, EmbedderSpec, TextKind};
-use hoprag::index::{Index, VectorIndex, VectorIndexKind};
+use hoprag::index::{VectorIndex, VectorIndexKind};
 use hoprag::llm::{ChatRequest, ChatResponse, Llm, Usage};
 use hoprag::retrieve::bridge_rag::prompts::{ENTITY_SYSTEM, SVO_SYSTEM};
 use hoprag::retrieve::bridge_rag::{entities, svo_queries};
@@ -185,7 +185,8 @@ fn words(text: &str, n: usize) -> String {
 }
 
 pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
-    let index = Arc::new(Index::open(&args.index)?);
+    let store = hoprag::store::folder(&args.index);
+    let index = Arc::new(store.load()?);
     let n = index.len();
     anyhow::ensure!(n >= 4, "{}: the index needs at least 4 passages", args.index.display());
     let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &ctx.config.embedder)?;
@@ -226,8 +227,7 @@ pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
     let by_question = canned.iter().map(|c| c.question.clone()).zip(answers).collect();
     let queries: Vec<Query> =
         canned.iter().map(|c| Query::with_embedding(c.question.clone(), table.vectors[&c.question].clone())).collect();
-    let engine =
-        Engine::new(index.clone(), Arc::new(table), ctx.config.clone())?.with_llm(Arc::new(CannedLlm { by_question }));
+    let engine = Engine::new(store, Arc::new(table), ctx.config.clone())?.with_llm(Arc::new(CannedLlm { by_question }));
     let method = engine.retriever("bridge_rag")?;
     // The peer: the same method searching one query at a time (the index's own
     // `search`), for what the one-scan expansion searches save.

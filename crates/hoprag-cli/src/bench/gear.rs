@@ -106,7 +106,7 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
     let (source, triples, embedder, work): (String, Triples, Option<Arc<dyn Embedder>>, _) =
         match (&args.index, args.triples) {
             (Some(dir), _) => {
-                let engine = Engine::open(dir, ctx.config.clone())?;
+                let engine = Engine::open(hoprag::store::folder(dir), ctx.config.clone())?;
                 let t = Instant::now();
                 let graph = engine.graph()?;
                 let load_ms = t.elapsed().as_secs_f64() * 1e3;

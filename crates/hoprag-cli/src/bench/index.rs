@@ -9,8 +9,9 @@ use std::time::Instant;
 use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusOptions};
 use hoprag::embed::{load_embedder, EmbedderSpec, TextKind};
-use hoprag::index::{BuildOptions, ExactIndex, Index, VectorIndex, VectorIndexKind};
+use hoprag::index::{ExactIndex, VectorIndex, VectorIndexKind};
 use hoprag::retrieve::{Bm25, Dense, Hybrid, Query, Retriever};
+use hoprag::store::{build_index, BuildOptions};
 use hoprag::text::sentences;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -114,7 +115,8 @@ pub fn run(ctx: &Context, args: IndexBench) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     // HNSW is built too (whatever `auto` would choose) so both searches can be timed.
     let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..Default::default() };
-    let stats = Index::build(dir.path(), &corpus, vec![], embedder.as_ref(), &options, &ctx.progress)?;
+    let store = hoprag::store::folder(dir.path());
+    let stats = build_index(store.as_ref(), &corpus, vec![], embedder.as_ref(), &options, &ctx.progress)?;
     let total = stats.total_secs + load_secs;
     let rest = total - stats.embed_secs;
     let build = BuildReport {
@@ -129,7 +131,7 @@ pub fn run(ctx: &Context, args: IndexBench) -> anyhow::Result<()> {
         passages_per_sec: corpus.passages.len() as f64 / stats.embed_secs,
     };
 
-    let index = Arc::new(Index::open(dir.path())?);
+    let index = Arc::new(store.load()?);
     let step = (index.len() / args.queries.max(1)).max(1);
     let texts: Vec<String> = index
         .passages()

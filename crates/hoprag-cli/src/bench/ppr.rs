@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use clap::Args;
 use hoprag::graph::ppr::{PprGraph, PprParams};
-use hoprag::index::Index;
 use serde::Serialize;
 
 use super::{percentiles, Percentiles, Rng};
@@ -53,8 +52,9 @@ pub fn run(ctx: &Context, args: PprBench) -> anyhow::Result<()> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (n, edges, seed_pool): (usize, Vec<(u32, u32, f32)>, usize) = match (&args.index, args.edges) {
         (Some(dir), _) => {
-            let index = Index::open(dir)?;
-            let g = hoprag::graph::EntityGraph::of_index(&index)?.ok_or_else(|| {
+            let store = hoprag::store::folder(dir);
+            let index = store.load()?;
+            let g = store.load_graph(&index)?.ok_or_else(|| {
                 anyhow::anyhow!("{} has no entity graph; build one with `hoprag graph`", dir.display())
             })?;
             let e = g.entities.len() as u32;

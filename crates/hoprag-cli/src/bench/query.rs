@@ -61,7 +61,7 @@ struct Step {
 }
 
 pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config.clone())?;
+    let engine = Engine::open(hoprag::store::folder(&args.index), ctx.config.clone())?;
     let (_, questions) = load_dataset(&args.dataset)?;
     let retriever = engine.retriever(&args.method)?;
     let texts: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();

@@ -49,8 +49,8 @@ struct Report {
 }
 
 pub fn run(ctx: &Context, args: RouterBench) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config.clone())?;
-    let model = RegimeModel::resolve(args.router.as_deref(), engine.index.root())?;
+    let engine = Engine::open(hoprag::store::folder(&args.index), ctx.config.clone())?;
+    let model = RegimeModel::resolve(args.router.as_deref(), engine.store.folder())?;
     let (_, questions) = load_dataset(&args.dataset)?;
     let texts: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();
     let queries = engine.embed_queries(&texts, &ctx.progress)?;

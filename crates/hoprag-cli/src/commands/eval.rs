@@ -11,8 +11,9 @@ use crate::output::{pct, table};
 
 #[derive(Args)]
 pub struct EvalArgs {
-    /// Index directory.
-    #[arg(long, value_name = "DIR")]
+    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
+    /// (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -84,11 +85,12 @@ impl EvalArgs {
 }
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
-    let mut config = ctx.config_for(&args.index, &args.settings)?;
+    let store = super::open_store(&args.index)?;
+    let mut config = ctx.config_for(store.as_ref(), &args.settings)?;
     if let Some(router) = &args.router {
         config.regime_router.model = Some(router.clone());
     }
-    let engine = Engine::open(&args.index, config)?;
+    let engine = Engine::open(store, config)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
     if let Some(half) = args.split {
         half.retain(ctx, &mut questions, args.tune_share);

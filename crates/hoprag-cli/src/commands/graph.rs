@@ -1,4 +1,4 @@
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use hoprag::embed::{load_embedder, EmbedderSpec};
@@ -8,6 +8,7 @@ use hoprag::graph::{
 };
 use hoprag::index::Index;
 use hoprag::llm::{default_cache_dir, LlmSource};
+use hoprag::store::{attach_graph, Store};
 
 use super::Context;
 
@@ -57,8 +58,9 @@ impl TripleSource {
 
 #[derive(Args)]
 pub struct GraphArgs {
-    /// Existing index directory.
-    #[arg(long, value_name = "DIR")]
+    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
+    /// (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     #[command(flatten)]
     source: TripleSource,
@@ -71,18 +73,18 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
     if !args.source.is_set() {
         anyhow::bail!("say where the triples come from: --triples OPENIE.json or --extract heuristic|llm");
     }
-    let summary = build_and_attach(ctx, &args.index, &args.source)?;
+    let summary = build_and_attach(ctx, super::open_store(&args.index)?.as_ref(), &args.source)?;
     if ctx.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
 }
 
-/// Builds the graph for the index at `dir` and attaches it as a new generation; prints
-/// a summary unless the output is JSON, and returns the JSON summary.
-pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> anyhow::Result<serde_json::Value> {
-    let index = Index::open(dir)?;
-    let config = ctx.config_for(dir, &[])?;
+/// Builds the graph for the index in `store` and attaches it as a new generation;
+/// prints a summary unless the output is JSON, and returns the JSON summary.
+pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource) -> anyhow::Result<serde_json::Value> {
+    let index = store.load()?;
+    let config = ctx.config_for(store, &[])?;
     let mut llm_report = None;
     let (extraction, label): (Extraction, String) = match (&source.triples, source.extract) {
         (Some(path), _) => (import_openie(path, index.passages())?, path.display().to_string()),
@@ -115,7 +117,7 @@ pub fn build_and_attach(ctx: &Context, dir: &Path, source: &TripleSource) -> any
     let options = GraphOptions { synonym_threshold, ..config.graph };
     let report = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
-    graph.attach_to(dir, label.clone())?;
+    attach_graph(store, &graph, label.clone())?;
     let s = &graph.stats;
     let out = serde_json::json!({"source": label, "stats": s, "extraction": report, "llm": llm_report});
     if !ctx.json {

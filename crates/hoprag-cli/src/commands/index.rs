@@ -4,7 +4,8 @@ use anyhow::Context as _;
 use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusFormat, CorpusOptions, IngestReport, LoadedCorpus, SplitOptions};
 use hoprag::embed::{load_embedder, EmbedderSpec};
-use hoprag::index::{BuildOptions, BuildStats, Index, VectorIndexKind};
+use hoprag::index::VectorIndexKind;
+use hoprag::store::{add_passages, build_index, BuildOptions, BuildStats};
 
 use super::Context;
 
@@ -50,8 +51,9 @@ impl CorpusArgs {
 pub struct IndexArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
-    /// Index directory to create.
-    #[arg(long, value_name = "DIR")]
+    /// Where to create the index: a folder, or a PostgreSQL URL
+    /// `postgres://USER@HOST:PORT/DB?schema=NAME` (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     out: PathBuf,
     /// `minilm` (in-process, the default) or `openai:MODEL` (an OpenAI-compatible
     /// endpoint; env HOPRAG_EMBED_BASE_URL, HOPRAG_EMBED_API_KEY).
@@ -80,8 +82,9 @@ pub struct IndexArgs {
 pub struct AddArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
-    /// Existing index directory.
-    #[arg(long, value_name = "DIR")]
+    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
+    /// (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     /// Print JSON.
     #[arg(long)]
@@ -107,16 +110,16 @@ pub fn print_ingest(ctx: &Context, report: &IngestReport, kept: usize) {
     }
 }
 
-fn print_stats(ctx: &Context, dir: &std::path::Path, stats: &BuildStats, report: &IngestReport) -> anyhow::Result<()> {
+fn print_stats(ctx: &Context, location: &str, stats: &BuildStats, report: &IngestReport) -> anyhow::Result<()> {
     if ctx.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"index": dir, "stats": stats, "ingest": report}))?
+            serde_json::to_string_pretty(&serde_json::json!({"index": location, "stats": stats, "ingest": report}))?
         );
     } else {
         println!(
             "index {}: {} passages ({} added) in {:.1}s (embedding {:.1}s, lexical {:.2}s, vectors {:.2}s, write {:.2}s), {:.1} MB on disk",
-            dir.display(),
+            location,
             stats.passages_total,
             stats.passages_added,
             stats.total_secs,
@@ -136,10 +139,11 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     ctx.note(format!("embedding with {} ({} dimensions)", embedder.id(), embedder.dim()));
     let options = BuildOptions { vector_index: args.vector_index, overwrite: args.force, ..Default::default() };
     let source = args.corpus.corpus.display().to_string();
-    let stats = Index::build(&args.out, &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
-        .with_context(|| format!("building the index in {}", args.out.display()))?;
+    let store = super::open_store(&args.out)?;
+    let stats = build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
+        .with_context(|| format!("building the index in {}", store.location()))?;
     if !ctx.json {
-        print_stats(ctx, &args.out, &stats, &corpus.report)?;
+        print_stats(ctx, store.location(), &stats, &corpus.report)?;
     }
     let mut graph = serde_json::Value::Null;
     if !args.no_graph {
@@ -149,7 +153,7 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
             source.extract = Some(super::graph::Extractor::Heuristic);
         }
         let t = std::time::Instant::now();
-        graph = super::graph::build_and_attach(ctx, &args.out, &source)?;
+        graph = super::graph::build_and_attach(ctx, store.as_ref(), &source)?;
         graph["secs"] = serde_json::json!(t.elapsed().as_secs_f64());
         ctx.note(format!(
             "the entity graph added {:.1}s to the index build ({:.1}s in all; --no-graph skips it)",
@@ -158,7 +162,8 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
         ));
     }
     if ctx.json {
-        let out = serde_json::json!({"index": args.out, "stats": stats, "ingest": corpus.report, "graph": graph});
+        let out =
+            serde_json::json!({"index": store.location(), "stats": stats, "ingest": corpus.report, "graph": graph});
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
@@ -166,11 +171,12 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
 
 pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
     let mut corpus = args.corpus.load(ctx)?;
-    let manifest = Index::open(&args.index)?.manifest;
-    let config = ctx.config_for(&args.index, &[])?;
+    let store = super::open_store(&args.index)?;
+    let manifest = store.load()?.manifest;
+    let config = ctx.config_for(store.as_ref(), &[])?;
     let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &config.embedder)?;
     let source = args.corpus.corpus.display().to_string();
-    let stats = Index::add(&args.index, &mut corpus, source, embedder.as_ref(), &ctx.progress)?;
+    let stats = add_passages(store.as_ref(), &mut corpus, source, embedder.as_ref(), &ctx.progress)?;
     if let Some(g) = &manifest.graph {
         ctx.note(format!(
             "note: the entity graph covers the first {} passages; rebuild it with `hoprag graph` to include the new ones",
@@ -181,5 +187,5 @@ pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
         eprintln!("against the existing index:");
         print_ingest(ctx, &corpus.report, stats.passages_added);
     }
-    print_stats(ctx, &args.index, &stats, &corpus.report)
+    print_stats(ctx, store.location(), &stats, &corpus.report)
 }

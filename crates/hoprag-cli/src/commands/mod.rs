@@ -11,7 +11,9 @@ pub mod tune;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use hoprag::store::Store;
 use hoprag::Config;
 
 use crate::progress::Bars;
@@ -46,12 +48,12 @@ impl Context {
         self.layers.resolve(index, set)
     }
 
-    /// The engine configuration of a command on the index in `index`, with `--set`.
-    pub fn config_for(&self, index: &Path, set: &[String]) -> anyhow::Result<Config> {
+    /// The engine configuration of a command on the index in `store`, with `--set`.
+    pub fn config_for(&self, store: &dyn Store, set: &[String]) -> anyhow::Result<Config> {
         if let Some(s) = set.iter().find(|s| s.trim_start().starts_with("serve.")) {
             anyhow::bail!("--set {s:?}: serve.* settings apply to `hoprag serve` only");
         }
-        Ok(self.settings(Some(index), set)?.config)
+        Ok(self.settings(store.folder(), set)?.config)
     }
 
     /// Prints a status line on stderr unless output is JSON.
@@ -135,4 +137,9 @@ mod tests {
         let v = vec!["dense,regime_router[router=oracle,alpha=0.5]".to_string(), "bm25".to_string()];
         assert_eq!(super::split_methods(&v), ["dense", "regime_router[router=oracle,alpha=0.5]", "bm25"]);
     }
+}
+
+/// The store an `--index`/`--store`/`--out` value names: a folder or a PostgreSQL URL.
+pub fn open_store(spec: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(hoprag::store::open(&spec.to_string_lossy())?)
 }

@@ -10,8 +10,9 @@ use super::Context;
 
 #[derive(Args)]
 pub struct QueryArgs {
-    /// Index directory.
-    #[arg(long, value_name = "DIR")]
+    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
+    /// (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -44,7 +45,8 @@ struct QueryOutput<'a> {
 }
 
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
+    let store = super::open_store(&args.index)?;
+    let engine = Engine::open(store.clone(), ctx.config_for(store.as_ref(), &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     super::note_llm(ctx, &engine, [args.method.as_str()]);
     let r = retriever.retrieve(&Query::new(&args.question), args.k)?;

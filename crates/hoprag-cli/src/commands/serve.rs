@@ -10,8 +10,9 @@ use super::Context;
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Index directory.
-    #[arg(long, value_name = "DIR")]
+    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
+    /// (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     /// Address to listen on (default `serve.addr`, 127.0.0.1:8080); port 0 picks a free one.
     #[arg(long, value_name = "HOST:PORT")]
@@ -26,7 +27,8 @@ pub struct ServeArgs {
 }
 
 pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
-    let mut settings = ctx.settings(Some(&args.index), &args.settings)?;
+    let store = super::open_store(&args.index)?;
+    let mut settings = ctx.settings(store.folder(), &args.settings)?;
     if let Some(addr) = args.addr {
         settings.serve.addr = addr;
     }
@@ -36,7 +38,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(file) = &settings.file {
         ctx.note(format!("configuration: {}", file.display()));
     }
-    let engine = Engine::open(&args.index, settings.config)?;
+    let engine = Engine::open(store.clone(), settings.config)?;
     let passages = engine.index.len();
     let server = Server::new(engine, settings.serve)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -52,7 +54,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
         } else {
             "no token"
         };
-        ctx.note(format!("serving {} ({passages} passages), {auth}; Ctrl-C or SIGTERM stops", args.index.display()));
+        ctx.note(format!("serving {} ({passages} passages), {auth}; Ctrl-C or SIGTERM stops", store.location()));
         server.run(listener, shutdown_signal()).await?;
         ctx.note("stopped");
         anyhow::Ok(())

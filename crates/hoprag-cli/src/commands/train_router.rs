@@ -51,7 +51,7 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
     };
     let mut loaded = Vec::new();
     for (dir, file) in args.index.iter().zip(&args.dataset) {
-        let engine = Engine::open(dir, ctx.config.clone())?;
+        let engine = Engine::open(super::open_store(dir)?, ctx.config.clone())?;
         let (_, mut questions) = load_dataset(file)?;
         if let Some(half) = args.split {
             half.retain(ctx, &mut questions, args.tune_share);

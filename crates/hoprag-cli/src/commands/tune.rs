@@ -11,8 +11,9 @@ use crate::output::{pct, table};
 
 #[derive(Args)]
 pub struct TuneArgs {
-    /// Index directory.
-    #[arg(long, value_name = "DIR")]
+    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
+    /// (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     /// Override a method parameter, e.g. `phasegraph.dk=20` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -55,7 +56,8 @@ fn parse_axis(s: &str) -> anyhow::Result<(String, Vec<Value>)> {
 }
 
 pub fn run(ctx: &Context, args: TuneArgs) -> anyhow::Result<()> {
-    let engine = Engine::open(&args.index, ctx.config_for(&args.index, &args.settings)?)?;
+    let store = super::open_store(&args.index)?;
+    let engine = Engine::open(store.clone(), ctx.config_for(store.as_ref(), &args.settings)?)?;
     let (_, questions) = load_dataset(&args.dataset)?;
     let data = resolve_gold(&questions, engine.index.passages());
     let grid = args.grid.iter().map(|g| parse_axis(g)).collect::<anyhow::Result<Vec<_>>>()?;

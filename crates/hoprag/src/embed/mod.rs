@@ -121,6 +121,26 @@ pub fn embed_all(
     Ok(out)
 }
 
+/// Embeds texts as passages into one flat row-major buffer, checking every vector's
+/// dimension; shared by index builds and graph builds.
+pub(crate) fn embed_passages(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    batch: usize,
+    step: &str,
+    progress: &dyn crate::progress::Progress,
+) -> Result<Vec<f32>> {
+    progress.start(step, texts.len() as u64);
+    let vectors = embed_all(embedder, texts, TextKind::Passage, batch, &|n| progress.advance(n as u64));
+    progress.finish();
+    let vectors = vectors?;
+    let dim = embedder.dim();
+    if let Some((i, v)) = vectors.iter().enumerate().find(|(_, v)| v.len() != dim) {
+        return Err(Error::Embedding(format!("vector {i} has {} dimensions, expected {dim}", v.len())));
+    }
+    Ok(vectors.into_iter().flatten().collect())
+}
+
 /// Scales a vector to unit length (left as is if zero).
 pub fn l2_normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();

@@ -230,7 +230,7 @@ pub fn evaluate_queries(
         dataset: options.dataset.clone(),
         n: data.questions.len(),
         ks,
-        index: engine.index.root().display().to_string(),
+        index: engine.index.location().to_string(),
         gold_matching: data.counts,
         unmatched_gold: data.unmatched.clone(),
         fallback_gold: data.fallback.clone(),

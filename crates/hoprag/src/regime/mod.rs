@@ -115,11 +115,11 @@ impl RegimeModel {
     }
 
     /// The model of `path`, else the index's own `router.json`, else the built-in one.
-    pub fn resolve(path: Option<&Path>, index_root: &Path) -> Result<RegimeModel> {
-        match path {
-            Some(p) => Self::load(p),
-            None if index_root.join(MODEL_FILE).is_file() => Self::load(&index_root.join(MODEL_FILE)),
-            None => Self::default_model(),
+    pub fn resolve(path: Option<&Path>, index_folder: Option<&Path>) -> Result<RegimeModel> {
+        match (path, index_folder.map(|f| f.join(MODEL_FILE))) {
+            (Some(p), _) => Self::load(p),
+            (None, Some(beside)) if beside.is_file() => Self::load(&beside),
+            (None, _) => Self::default_model(),
         }
     }
 
@@ -266,7 +266,7 @@ mod tests {
         let m = model();
         m.save(&path).unwrap();
         assert_eq!(RegimeModel::load(&path).unwrap(), m);
-        assert_eq!(RegimeModel::resolve(None, dir.path()).unwrap(), m, "the index's own model is found");
+        assert_eq!(RegimeModel::resolve(None, Some(dir.path())).unwrap(), m, "the index's own model is found");
 
         let mut broken = serde_json::to_value(&m).unwrap();
         broken["full"]["router"]["weights"] = serde_json::json!([1.0, 2.0]);

@@ -49,9 +49,31 @@ pub struct Server {
 }
 
 impl Server {
-    /// Checks the settings and prepares the engine (its graph is loaded now).
+    /// Checks the settings and prepares the engine (its graph is loaded now). A thread
+    /// then follows the store: every `serve.follow_ms` it asks for the live generation
+    /// and serves a newer one (published by `hoprag add`, or by another server on the
+    /// same database) once it is loaded.
     pub fn new(engine: Engine, settings: ServeSettings) -> Result<Server> {
-        Ok(Server { state: Arc::new(AppState::new(engine, settings)?) })
+        let state = Arc::new(AppState::new(engine, settings)?);
+        if state.settings.follow_ms > 0 {
+            let weak = Arc::downgrade(&state);
+            let every = std::time::Duration::from_millis(state.settings.follow_ms);
+            std::thread::Builder::new()
+                .name("hoprag-follow".into())
+                .spawn(move || loop {
+                    std::thread::sleep(every);
+                    let Some(state) = weak.upgrade() else { return };
+                    match state.follow_store() {
+                        Ok(true) => log::info!("serving generation {}", state::generation_name(&state.engine())),
+                        Ok(false) => {}
+                        // The store may be down for a while; requests meanwhile keep the
+                        // generation they have, and the next tick tries again.
+                        Err(e) => log::warn!("checking the store for a new generation: {e}"),
+                    }
+                })
+                .map_err(|e| crate::Error::Other(format!("starting the store follower: {e}")))?;
+        }
+        Ok(Server { state })
     }
 
     pub fn settings(&self) -> &ServeSettings {

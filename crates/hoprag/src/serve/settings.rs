@@ -31,6 +31,9 @@ pub struct ServeSettings {
     /// Retrievals that run at once (they are CPU-bound); 0 = one per CPU core. The rest
     /// wait in line, without holding a thread.
     pub workers: usize,
+    /// How often the server asks the store for a newer generation, in milliseconds
+    /// (0: never; it still serves its own additions at once).
+    pub follow_ms: u64,
 }
 
 impl Default for ServeSettings {
@@ -45,6 +48,7 @@ impl Default for ServeSettings {
             max_batch: 64,
             timeout_ms: 30_000,
             workers: 0,
+            follow_ms: 1_000,
         }
     }
 }

@@ -14,10 +14,10 @@ use super::settings::ServeSettings;
 use crate::corpus::{Dedup, LoadedCorpus, Passage};
 use crate::engine::{Engine, DEFAULT_METHOD, METHODS};
 use crate::error::{Error, Result};
-use crate::index::Index;
 use crate::llm::{CountingLlm, LlmStats};
 use crate::progress::Silent;
 use crate::retrieve::Query;
+use crate::store::add_passages;
 
 /// Configuration sections that are fixed when the engine is built (the embedder and
 /// the LLM client), so a request cannot change them.
@@ -193,9 +193,9 @@ impl AppState {
         }
         let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let engine = self.engine();
-        // Duplicates and id clashes are found here, against the served index (which is
-        // the one on disk: writers go one at a time), so that the report names entries
-        // by their place in the request; `Index::add` then finds nothing more to drop.
+        // Duplicates and id clashes are found here, against the served index, so that
+        // the report names entries by their place in the request; `add_passages` checks
+        // again under the store's lock (another process may have added passages since).
         let mut seen = Dedup::with_existing(engine.index.passages());
         let mut corpus = LoadedCorpus::default();
         corpus.report.entries = request.passages.len();
@@ -203,14 +203,16 @@ impl AppState {
             let id = p.id.filter(|id| !id.trim().is_empty()).unwrap_or_else(|| Passage::content_id(&p.title, &p.text));
             corpus.push(&mut seen, Passage { id, title: p.title, text: p.text }, format!("passages[{i}]"));
         }
-        let root = engine.index.root().to_path_buf();
-        let stats = Index::add(&root, &mut corpus, "POST /v1/passages".into(), engine.embedder.as_ref(), &Silent)
-            .map_err(|e| ApiError::internal(format!("adding passages: {e}")))?;
+        let stats = add_passages(
+            engine.store.as_ref(),
+            &mut corpus,
+            "POST /v1/passages".into(),
+            engine.embedder.as_ref(),
+            &Silent,
+        )
+        .map_err(|e| ApiError::internal(format!("adding passages: {e}")))?;
         if stats.passages_added > 0 {
-            let index = Index::open(&root).map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
-            let next = engine.with_index(Arc::new(index)).map_err(|e| ApiError::internal(e.to_string()))?;
-            preload_graph(&next).map_err(|e| ApiError::internal(e.to_string()))?;
-            self.engine.store(Arc::new(next));
+            self.reload(&engine).map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
         }
         let now = self.engine();
         let note = now.index.manifest.graph.as_ref().filter(|_| stats.passages_added > 0).map(|g| {
@@ -230,6 +232,32 @@ impl AppState {
         })
     }
 
+    /// Serves the store's live generation if another process (or another server on the
+    /// same database) has published a newer one; says whether it switched.
+    pub fn follow_store(&self) -> Result<bool> {
+        let engine = self.engine();
+        match engine.store.generation()? {
+            Some(live) if live != engine.index.generation() => {
+                let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+                let engine = self.engine();
+                if engine.index.generation() == live {
+                    return Ok(false);
+                }
+                self.reload(&engine)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Loads the store's live generation (with its graph) and serves it from now on.
+    fn reload(&self, engine: &Engine) -> Result<()> {
+        let next = engine.reload()?;
+        preload_graph(&next)?;
+        self.engine.store(Arc::new(next));
+        Ok(())
+    }
+
     pub fn render_metrics(&self) -> String {
         let gauges = Gauges { passages: self.engine().index.len(), llm: self.llm_stats.as_ref().map(|s| s.snapshot()) };
         self.metrics.render(&gauges)
@@ -237,7 +265,7 @@ impl AppState {
 }
 
 pub fn generation_name(engine: &Engine) -> String {
-    engine.index.generation_dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    engine.index.generation().to_string()
 }
 
 /// Loads the entity graph of an index that has one, so that requests (and engines made

@@ -1,0 +1,203 @@
+//! Building, extending and annotating an index in any store: what is embedded and
+//! recorded is the same whichever store keeps it.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Change, Store, WriteTimes};
+use crate::corpus::{Dedup, LoadedCorpus, Passage};
+use crate::embed::{embed_passages, Embedder};
+use crate::error::{Error, Result};
+use crate::graph::EntityGraph;
+use crate::index::{
+    checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
+};
+use crate::progress::Progress;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuildOptions {
+    pub vector_index: VectorIndexKind,
+    pub hnsw: HnswParams,
+    /// Passages per embedder call.
+    pub embed_batch: usize,
+    /// Replace an existing index.
+    pub overwrite: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            vector_index: VectorIndexKind::Auto,
+            hnsw: HnswParams::default(),
+            embed_batch: 256,
+            overwrite: false,
+        }
+    }
+}
+
+/// Where the time of a build or an addition went.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BuildStats {
+    pub passages_added: usize,
+    pub passages_total: usize,
+    pub embed_secs: f64,
+    /// The store's lexical statistics (tantivy segments, or postings rows).
+    pub lexical_secs: f64,
+    /// The approximate vector index (HNSW), when the manifest asks for one.
+    pub vector_secs: f64,
+    /// Passages, vectors, graph and manifest written, generation switched.
+    pub write_secs: f64,
+    pub total_secs: f64,
+    pub bytes_on_disk: u64,
+}
+
+/// Builds a new index in `store` from a loaded corpus.
+pub fn build_index(
+    store: &dyn Store,
+    corpus: &LoadedCorpus,
+    sources: Vec<String>,
+    embedder: &dyn Embedder,
+    options: &BuildOptions,
+    progress: &dyn Progress,
+) -> Result<BuildStats> {
+    let started = Instant::now();
+    let writer = store.writer()?;
+    if writer.base().is_some() && !options.overwrite {
+        return Err(Error::index(
+            store.location(),
+            "an index already exists here; pass --force to replace it or use `hoprag add`",
+        ));
+    }
+    if corpus.passages.is_empty() {
+        return Err(Error::index(store.location(), "the corpus has no usable passages; nothing to index"));
+    }
+    let mut stats = BuildStats::default();
+    let texts: Vec<String> = corpus.passages.iter().map(Passage::index_text).collect();
+    let vectors = timed(&mut stats.embed_secs, || {
+        embed_passages(embedder, &texts, options.embed_batch, "embedding passages", progress)
+    })?;
+    let vectors = Matrix::from_flat(embedder.dim(), vectors);
+    let now = unix_now();
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        hoprag_version: env!("CARGO_PKG_VERSION").to_string(),
+        embedder: EmbedderInfo { id: embedder.id().to_string(), dim: embedder.dim() },
+        corpus_checksum: checksum(&corpus.passages),
+        counts: Counts {
+            passages: corpus.passages.len(),
+            skipped: corpus.report.skipped.len(),
+            duplicates: corpus.report.duplicates.len(),
+        },
+        vector_index: options.vector_index.resolve(vectors.rows()),
+        hnsw: options.hnsw,
+        sources,
+        graph: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let times = writer
+        .commit(Change::Replace { manifest: &manifest, passages: &corpus.passages, vectors: &vectors }, progress)?;
+    stats.add_times(times);
+    stats.passages_added = corpus.passages.len();
+    stats.passages_total = corpus.passages.len();
+    stats.total_secs = started.elapsed().as_secs_f64();
+    stats.bytes_on_disk = store.size_bytes()?;
+    Ok(stats)
+}
+
+/// Adds passages to the index in `store` without re-embedding what is there. Passages
+/// the index already has (same content) are skipped and reported in `new.report`;
+/// clashing ids are renamed. Concurrent additions run one after the other, each
+/// de-duplicated against what the other added.
+pub fn add_passages(
+    store: &dyn Store,
+    new: &mut LoadedCorpus,
+    source: String,
+    embedder: &dyn Embedder,
+    progress: &dyn Progress,
+) -> Result<BuildStats> {
+    let started = Instant::now();
+    let writer = store.writer()?;
+    if writer.base().is_none() {
+        return Err(super::no_index(store.location()));
+    }
+    // Read under the lock: nobody can publish in between.
+    let old = store.load()?;
+    old.check_embedder(embedder)?;
+    let mut seen = Dedup::with_existing(old.passages());
+    let incoming = std::mem::take(&mut new.passages);
+    let mut kept = LoadedCorpus::default();
+    for (i, p) in incoming.into_iter().enumerate() {
+        kept.push(&mut seen, p, format!("{source} passage {i}"));
+    }
+    new.passages = kept.passages;
+    new.report.merge(kept.report);
+    let mut stats = BuildStats { passages_added: new.passages.len(), ..Default::default() };
+    if new.passages.is_empty() {
+        stats.passages_total = old.len();
+        stats.total_secs = started.elapsed().as_secs_f64();
+        return Ok(stats);
+    }
+    let texts: Vec<String> = new.passages.iter().map(Passage::index_text).collect();
+    let added = timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, "embedding passages", progress))?;
+    let added = Matrix::from_flat(embedder.dim(), added);
+
+    let mut all = old.passages().to_vec();
+    all.extend(new.passages.iter().cloned());
+    let mut manifest = old.manifest.clone();
+    manifest.corpus_checksum = checksum(&all);
+    manifest.counts.passages = all.len();
+    manifest.counts.skipped += new.report.skipped.len();
+    manifest.counts.duplicates += new.report.duplicates.len();
+    manifest.sources.push(source);
+    manifest.updated_at = unix_now();
+    drop(old);
+    let times =
+        writer.commit(Change::Append { manifest: &manifest, passages: &new.passages, vectors: &added }, progress)?;
+    stats.add_times(times);
+    stats.passages_total = all.len();
+    stats.total_secs = started.elapsed().as_secs_f64();
+    stats.bytes_on_disk = store.size_bytes()?;
+    Ok(stats)
+}
+
+/// Attaches `graph` (built from the store's live generation) to a new generation,
+/// recorded as built from `source`.
+pub fn attach_graph(store: &dyn Store, graph: &EntityGraph, source: String) -> Result<()> {
+    let writer = store.writer()?;
+    let Some(base) = writer.base() else { return Err(super::no_index(store.location())) };
+    if graph.passage_entities.len() > base.counts.passages {
+        return Err(Error::index(
+            store.location(),
+            format!(
+                "the graph covers {} passages, the index holds {}",
+                graph.passage_entities.len(),
+                base.counts.passages
+            ),
+        ));
+    }
+    let mut manifest = base.clone();
+    manifest.graph = Some(GraphInfo { source, passages: graph.passage_entities.len(), stats: graph.stats.clone() });
+    manifest.updated_at = unix_now();
+    writer.commit(Change::Graph { manifest: &manifest, graph }, &crate::progress::Silent).map(|_| ())
+}
+
+impl BuildStats {
+    fn add_times(&mut self, t: WriteTimes) {
+        self.lexical_secs += t.lexical_secs;
+        self.vector_secs += t.vector_secs;
+        self.write_secs += t.write_secs;
+    }
+}
+
+fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let r = f();
+    *acc += t.elapsed().as_secs_f64();
+    r
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs()
+}

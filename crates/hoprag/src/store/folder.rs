@@ -1,0 +1,364 @@
+//! The folder store: an index as files on this machine, the embedded default.
+//!
+//! Layout of an index folder `DIR`:
+//! ```text
+//! DIR/CURRENT            name of the live generation, replaced atomically
+//! DIR/LOCK               held by a writer (an OS file lock), empty
+//! DIR/g000001/           one generation: never modified once CURRENT points at it
+//!     manifest.json      format version, embedder, checksum, counts
+//!     passages.jsonl     one passage per line, in index order
+//!     vectors.f32        n x dim little-endian f32, row i = passage i
+//!     lexical/           tantivy BM25 index
+//!     hnsw.usearch       HNSW graph (when built)
+//!     graph/             the entity graph (when attached)
+//! ```
+//! A writer fills a hidden temporary folder, renames it into place and then swaps
+//! `CURRENT`: an interrupted write never leaves a broken index, and a reader always sees
+//! a complete one. Files a new generation shares with the old one (tantivy segments,
+//! which tantivy never modifies, and the graph) are hard links.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Change, Store, StoreWriter, WriteTimes};
+use crate::corpus::{Passage, PassageIdx};
+use crate::error::{Error, Result};
+use crate::graph::EntityGraph;
+use crate::index::{HnswIndex, Index, LexicalIndex, Manifest, Matrix, TantivyBm25, VectorIndex, VectorIndexKind};
+use crate::progress::Progress;
+
+const CURRENT: &str = "CURRENT";
+const LOCK: &str = "LOCK";
+const MANIFEST: &str = "manifest.json";
+const PASSAGES: &str = "passages.jsonl";
+const VECTORS: &str = "vectors.f32";
+const LEXICAL: &str = "lexical";
+const HNSW: &str = "hnsw.usearch";
+const GRAPH: &str = "graph";
+
+pub struct FolderStore {
+    root: PathBuf,
+    location: String,
+}
+
+impl FolderStore {
+    pub fn new(root: &Path) -> FolderStore {
+        FolderStore { root: root.to_path_buf(), location: root.display().to_string() }
+    }
+
+    fn current(&self) -> Result<Option<PathBuf>> {
+        let current = self.root.join(CURRENT);
+        let name = match fs::read_to_string(&current) {
+            Ok(name) => name,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&current, e)),
+        };
+        let name = name.trim();
+        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+            return Err(Error::index(&self.root, format!("CURRENT names an invalid generation {name:?}")));
+        }
+        Ok(Some(self.root.join(name)))
+    }
+
+    fn live(&self) -> Result<PathBuf> {
+        self.current()?
+            .ok_or_else(|| Error::index(&self.root, "no index here (no CURRENT file); build one with `hoprag index`"))
+    }
+}
+
+impl Store for FolderStore {
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn generation(&self) -> Result<Option<String>> {
+        Ok(self.current()?.and_then(|g| g.file_name().map(|n| n.to_string_lossy().into_owned())))
+    }
+
+    fn load(&self) -> Result<Index> {
+        let generation = self.live()?;
+        let manifest: Manifest = read_json(&generation.join(MANIFEST))?;
+        let passages = read_passages(&generation.join(PASSAGES))?;
+        let vpath = generation.join(VECTORS);
+        let bytes = fs::read(&vpath).map_err(|e| Error::io(&vpath, e))?;
+        let dim = manifest.embedder.dim;
+        let vectors = Matrix::from_le_bytes(dim, &bytes).ok_or_else(|| {
+            Error::index(&self.root, format!("{VECTORS} is not a whole number of vectors of dimension {dim}"))
+        })?;
+        let lexical: Arc<dyn LexicalIndex> = Arc::new(TantivyBm25::open(&generation.join(LEXICAL))?);
+        let ann: Option<Arc<dyn VectorIndex>> = match manifest.vector_index {
+            VectorIndexKind::Hnsw => Some(Arc::new(HnswIndex::load(&generation.join(HNSW), dim, manifest.hnsw)?)),
+            _ => None,
+        };
+        let id = generation.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)
+    }
+
+    fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>> {
+        if index.manifest.graph.is_none() {
+            return Ok(None);
+        }
+        let dir = self.root.join(index.generation()).join(GRAPH);
+        let graph = EntityGraph::load(&dir, index.manifest.embedder.dim)?;
+        graph
+            .check(index.len())
+            .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
+        Ok(Some(graph))
+    }
+
+    fn writer(&self) -> Result<Box<dyn StoreWriter + '_>> {
+        fs::create_dir_all(&self.root).map_err(|e| Error::io(&self.root, e))?;
+        let path = self.root.join(LOCK);
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        lock.lock().map_err(|e| Error::io(&path, e))?;
+        let base = match self.current()? {
+            Some(g) => Some((read_json(&g.join(MANIFEST))?, g)),
+            None => None,
+        };
+        Ok(Box::new(FolderWriter { store: self, base, _lock: lock }))
+    }
+
+    fn size_bytes(&self) -> Result<u64> {
+        Ok(dir_size(&self.live()?))
+    }
+
+    fn folder(&self) -> Option<&Path> {
+        Some(&self.root)
+    }
+}
+
+struct FolderWriter<'a> {
+    store: &'a FolderStore,
+    base: Option<(Manifest, PathBuf)>,
+    /// Unlocked when closed, on drop or when the process dies.
+    _lock: fs::File,
+}
+
+impl StoreWriter for FolderWriter<'_> {
+    fn base(&self) -> Option<&Manifest> {
+        self.base.as_ref().map(|(m, _)| m)
+    }
+
+    fn commit(self: Box<Self>, change: Change<'_>, progress: &dyn Progress) -> Result<WriteTimes> {
+        let root = &self.store.root;
+        let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))?;
+        let dir = tmp.path().to_path_buf();
+        let mut times = WriteTimes::default();
+        let base = self.base.as_ref().map(|(_, g)| g.as_path());
+        let base_dir = || base.ok_or_else(|| super::no_index(&self.store.location));
+        match change {
+            Change::Replace { manifest, passages, vectors } => {
+                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                timed(&mut times.lexical_secs, || {
+                    progress.start("lexical index", texts.len() as u64);
+                    let r = TantivyBm25::create(&dir.join(LEXICAL), &texts, &|n| progress.advance(n as u64));
+                    progress.finish();
+                    r
+                })?;
+                if manifest.vector_index == VectorIndexKind::Hnsw {
+                    timed(&mut times.vector_secs, || {
+                        progress.start("hnsw graph", 0);
+                        let r = HnswIndex::build(vectors, manifest.hnsw)?.save(&dir.join(HNSW));
+                        progress.finish();
+                        r
+                    })?;
+                }
+                timed(&mut times.write_secs, || {
+                    write_passages(&dir.join(PASSAGES), passages, false)?;
+                    write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
+                })?;
+            }
+            Change::Append { manifest, passages, vectors: added } => {
+                let old = base_dir()?;
+                let first = (manifest.counts.passages - passages.len()) as PassageIdx;
+                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                timed(&mut times.lexical_secs, || {
+                    link_tree(&old.join(LEXICAL), &dir.join(LEXICAL))?;
+                    progress.start("lexical index", texts.len() as u64);
+                    let r = TantivyBm25::add(&dir.join(LEXICAL), first, &texts, &|n| progress.advance(n as u64));
+                    progress.finish();
+                    r
+                })?;
+                let vpath = old.join(VECTORS);
+                let bytes = fs::read(&vpath).map_err(|e| Error::io(&vpath, e))?;
+                let mut vectors = Matrix::from_le_bytes(added.dim(), &bytes)
+                    .ok_or_else(|| Error::index(&vpath, "not a whole number of vectors"))?;
+                for i in 0..added.rows() {
+                    vectors.push(added.row(i as PassageIdx));
+                }
+                if manifest.vector_index == VectorIndexKind::Hnsw {
+                    timed(&mut times.vector_secs, || {
+                        let h = HnswIndex::load(&old.join(HNSW), vectors.dim(), manifest.hnsw)?;
+                        h.add(&vectors, first)?;
+                        h.save(&dir.join(HNSW))
+                    })?;
+                }
+                timed(&mut times.write_secs, || {
+                    if manifest.graph.is_some() {
+                        link_tree(&old.join(GRAPH), &dir.join(GRAPH))?;
+                    }
+                    fs::copy(old.join(PASSAGES), dir.join(PASSAGES)).map_err(|e| Error::io(&dir, e))?;
+                    write_passages(&dir.join(PASSAGES), passages, true)?;
+                    write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
+                })?;
+            }
+            Change::Graph { graph, .. } => {
+                let old = base_dir()?;
+                timed(&mut times.write_secs, || {
+                    for entry in fs::read_dir(old).map_err(|e| Error::io(old, e))? {
+                        let name = entry.map_err(|e| Error::io(old, e))?.file_name();
+                        if name == GRAPH || name == MANIFEST {
+                            continue;
+                        }
+                        let (src, dst) = (old.join(&name), dir.join(&name));
+                        if src.is_dir() {
+                            link_tree(&src, &dst)?;
+                        } else if fs::hard_link(&src, &dst).is_err() {
+                            fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+                        }
+                    }
+                    graph.save(&dir.join(GRAPH))
+                })?;
+            }
+        }
+        let manifest = match change {
+            Change::Replace { manifest, .. } | Change::Append { manifest, .. } | Change::Graph { manifest, .. } => {
+                manifest
+            }
+        };
+        timed(&mut times.write_secs, || {
+            write_json(&dir.join(MANIFEST), manifest)?;
+            publish(root, tmp)
+        })?;
+        Ok(times)
+    }
+}
+
+fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let r = f();
+    *acc += t.elapsed().as_secs_f64();
+    r
+}
+
+fn generation_number(name: &str) -> Option<u64> {
+    name.strip_prefix('g').and_then(|n| n.parse().ok())
+}
+
+/// Moves a finished temporary generation into place, points CURRENT at it and removes
+/// generations older than the previous one (the previous one is kept for readers that
+/// opened it a moment ago).
+fn publish(root: &Path, tmp: tempfile::TempDir) -> Result<()> {
+    let mut numbers: Vec<u64> = fs::read_dir(root)
+        .map_err(|e| Error::io(root, e))?
+        .filter_map(|e| e.ok()?.file_name().to_str().and_then(generation_number))
+        .collect();
+    numbers.sort_unstable();
+    let next = numbers.last().map_or(1, |n| n + 1);
+    let name = format!("g{next:06}");
+    let dest = root.join(&name);
+    let tmp_path = tmp.keep();
+    fs::rename(&tmp_path, &dest).map_err(|e| Error::io(&dest, e))?;
+    write_file(&root.join(CURRENT), format!("{name}\n").as_bytes(), true)?;
+    let keep_from = numbers.last().copied().unwrap_or(0);
+    for n in numbers.into_iter().filter(|&n| n < keep_from) {
+        let old = root.join(format!("g{n:06}"));
+        if let Err(e) = fs::remove_dir_all(&old) {
+            log::warn!("could not remove old generation {}: {e}", old.display());
+        }
+    }
+    Ok(())
+}
+
+/// Writes a file; `atomic` writes a sibling temporary and renames it over the target.
+fn write_file(path: &Path, bytes: &[u8], atomic: bool) -> Result<()> {
+    let target = if atomic { path.with_extension("tmp") } else { path.to_path_buf() };
+    let mut f = fs::File::create(&target).map_err(|e| Error::io(&target, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(&target, e))?;
+    f.sync_all().map_err(|e| Error::io(&target, e))?;
+    if atomic {
+        fs::rename(&target, path).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Other(e.to_string()))?;
+    write_file(path, &bytes, false)
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::input(path, format!("invalid: {e}")))
+}
+
+fn write_passages(path: &Path, passages: &[Passage], append: bool) -> Result<()> {
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(append)
+        .write(true)
+        .truncate(!append)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let mut w = std::io::BufWriter::new(file);
+    for p in passages {
+        serde_json::to_writer(&mut w, p).map_err(|e| Error::Other(e.to_string()))?;
+        w.write_all(b"\n").map_err(|e| Error::io(path, e))?;
+    }
+    w.into_inner().map_err(|e| Error::io(path, e.into_error()))?.sync_all().map_err(|e| Error::io(path, e))
+}
+
+fn read_passages(path: &Path) -> Result<Vec<Passage>> {
+    let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    BufReader::new(file)
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let line = line.map_err(|e| Error::io(path, e))?;
+            serde_json::from_str(&line).map_err(|e| Error::input(path, format!("line {}: {e}", i + 1)))
+        })
+        .collect()
+}
+
+/// Recreates a folder tree with hard links to the files (copies where linking fails);
+/// tantivy never modifies a segment file, so sharing them is safe.
+fn link_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for entry in fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+        let entry = entry.map_err(|e| Error::io(from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if src.is_dir() {
+            link_tree(&src, &dst)?;
+        } else if entry.file_name().to_string_lossy().ends_with(".lock") {
+            continue;
+        } else if fs::hard_link(&src, &dst).is_err() {
+            fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+        }
+    }
+    Ok(())
+}
+
+pub fn dir_size(path: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(path) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                dir_size(&p)
+            } else {
+                e.metadata().map(|m| m.len()).unwrap_or(0)
+            }
+        })
+        .sum()
+}

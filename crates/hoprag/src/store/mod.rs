@@ -1,0 +1,136 @@
+//! Where an index lives: the [`Store`] seam, with a folder on this machine (the embedded
+//! default) and a PostgreSQL database (feature `postgres`).
+//!
+//! A store holds generations. A generation is everything a query reads: the manifest,
+//! the passages, their vectors, the lexical statistics, the approximate vector index
+//! when the manifest asks for one, and the entity graph when one is attached. Writers
+//! never change a generation that readers may see: each write makes a new one and
+//! switches to it atomically, so a reader sees the old generation or the new one,
+//! never a mix, and a writer killed half-way leaves the old one live. Writers take the
+//! store's lock, so two writers run one after the other: both land.
+//!
+//! The store sits above [`crate::index`] and [`crate::graph`]: it persists both, and
+//! neither knows where it is kept. The [`crate::engine::Engine`] holds the store to load
+//! the graph on first use and to notice new generations.
+
+mod build;
+mod folder;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
+pub use build::{add_passages, attach_graph, build_index, BuildOptions, BuildStats};
+pub use folder::FolderStore;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::corpus::Passage;
+use crate::error::{Error, Result};
+use crate::graph::EntityGraph;
+use crate::index::{Index, Manifest, Matrix};
+use crate::progress::Progress;
+
+/// A place that holds an index's generations.
+pub trait Store: Send + Sync {
+    /// The folder, or the database URL without its password: for messages.
+    fn location(&self) -> &str;
+
+    /// The id of the live generation, or `None` when the store holds no index. Cheap:
+    /// servers ask it to notice that another process published a generation.
+    fn generation(&self) -> Result<Option<String>>;
+
+    /// Loads the live generation for querying.
+    fn load(&self) -> Result<Index>;
+
+    /// The entity graph of generation `index` (loaded from this store), if it has one.
+    /// Checked against the index: its references fall inside it.
+    fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>>;
+
+    /// Takes the writer's lock; other writers wait until the returned writer commits
+    /// or is dropped (a dropped writer changes nothing).
+    fn writer(&self) -> Result<Box<dyn StoreWriter + '_>>;
+
+    /// Bytes the live generation takes in the store.
+    fn size_bytes(&self) -> Result<u64>;
+
+    /// The folder of a folder store (where a trained router model may sit beside the
+    /// index); `None` for a database.
+    fn folder(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// A writer holding the store's lock.
+pub trait StoreWriter {
+    /// The manifest of the live generation as it was when the lock was taken.
+    fn base(&self) -> Option<&Manifest>;
+
+    /// Writes `change` as a new generation and makes it the live one, atomically.
+    fn commit(self: Box<Self>, change: Change<'_>, progress: &dyn Progress) -> Result<WriteTimes>;
+}
+
+/// Where a commit's time went, in seconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTimes {
+    pub lexical_secs: f64,
+    pub vector_secs: f64,
+    /// Everything else: rows or files written, the switch of generation.
+    pub write_secs: f64,
+}
+
+/// What a new generation changes relative to the writer's base.
+pub enum Change<'a> {
+    /// A whole new index, replacing whatever the store held.
+    Replace { manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix },
+    /// Passages appended after the base's (with their vectors only); the base's graph
+    /// stays attached, covering the passages it covered.
+    Append { manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix },
+    /// The base's passages with this entity graph attached, replacing any other.
+    Graph { manifest: &'a Manifest, graph: &'a EntityGraph },
+}
+
+/// The store a `--store` or `--index` value names: a PostgreSQL URL
+/// (`postgres://USER@HOST:PORT/DB?schema=NAME`) or a folder.
+pub fn open(spec: &str) -> Result<Arc<dyn Store>> {
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return Ok(Arc::new(postgres::PgStore::connect(spec)?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(Error::Config(format!(
+            "{}: this hoprag was built without PostgreSQL support (feature `postgres`)",
+            redact(spec)
+        )));
+    }
+    Ok(folder(Path::new(spec)))
+}
+
+/// The folder store at `path`.
+pub fn folder(path: &Path) -> Arc<dyn Store> {
+    Arc::new(FolderStore::new(path))
+}
+
+/// A URL with its password replaced by `***`, fit for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_string() };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+fn no_index(location: &str) -> Error {
+    Error::index(Path::new(location), "no index here; build one with `hoprag index`")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(redact("postgres://u:secret@h:5432/db?schema=s"), "postgres://u:***@h:5432/db?schema=s");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("/tmp/idx"), "/tmp/idx");
+    }
+}
