@@ -18,6 +18,14 @@ fi
 # no trec_eval).
 python3 -m pip install --quiet --disable-pip-version-check pytrec-eval-terrier
 
+# The PostgreSQL store's tests (and the two-server test on it) run against a local
+# PostgreSQL 16 with pgvector (scripts/postgres.sh: the pgserver package, no Docker),
+# started in the background while the build runs.
+PG_DIR="${HOPRAG_TEST_PG_DIR:-$HOME/.cache/hoprag-test-pg}"
+PG_LOG="$(mktemp)"
+bash scripts/postgres.sh start "$PG_DIR" >"$PG_LOG" 2>&1 &
+PG_START=$!
+
 # The CLI and the Python extension in one build: one feature set, shared artifacts.
 cargo build --quiet -p hoprag-cli -p hoprag-py
 ./target/debug/hoprag models fetch minilm
@@ -25,6 +33,14 @@ cargo build --quiet -p hoprag-cli -p hoprag-py
 ./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run
 # Tests that need a model skip without one elsewhere; here it is installed, so they run.
 export HOPRAG_REQUIRE_MODELS=1
+if ! wait "$PG_START"; then
+    cat "$PG_LOG" >&2
+    echo "scripts/test.sh: could not start PostgreSQL in $PG_DIR" >&2
+    exit 1
+fi
+# Likewise the PostgreSQL tests skip without a server elsewhere, and must run here.
+HOPRAG_TEST_POSTGRES="$(bash scripts/postgres.sh url "$PG_DIR")"
+export HOPRAG_TEST_POSTGRES HOPRAG_REQUIRE_POSTGRES=1
 cargo test --workspace
 
 # The Python package (crates/hoprag-py): installed from this build into a virtual

@@ -483,3 +483,92 @@ fn serve_refuses_bad_settings_and_bad_files() {
     let o = hoprag(&["query", "--index", idx.to_str().unwrap(), "x"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("serve.max_kay"));
 }
+
+/// Stores the two-server test runs on: a folder always, and the PostgreSQL store when
+/// a server is given (`HOPRAG_TEST_POSTGRES`, as `scripts/test.sh` sets it), in a schema
+/// of its own built from the demo corpus.
+fn shared_stores(dir: &Path) -> Vec<String> {
+    let mut stores = vec![demo_index(dir).to_string_lossy().into_owned()];
+    if let Ok(url) = std::env::var("HOPRAG_TEST_POSTGRES") {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let url = format!("{url}{sep}schema=serve_{}", std::process::id());
+        let corpus = demo().join("corpus.jsonl");
+        let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--store", &url, "--force", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        stores.push(url);
+    }
+    stores
+}
+
+#[test]
+fn servers_on_one_store_answer_alike_under_load_and_follow_each_others_additions() {
+    let dir = tempfile::tempdir().unwrap();
+    let questions = [
+        "Who founded the Varn river port?",
+        "Which city lies on the bay?",
+        "When was the observatory built?",
+        "Who married the founder of the mill?",
+    ];
+    let methods = ["bm25", "dense", "hybrid", "ppr", "auto"];
+    for store in shared_stores(dir.path()) {
+        let follow = ["--set", "serve.follow_ms=200"];
+        let servers = [Server::start(Path::new(&store), &follow), Server::start(Path::new(&store), &follow)];
+        let c = client();
+        let ask = |s: &Server, method: &str, q: &str| {
+            post(&c, &s.url("/v1/retrieve"), &json!({"query": q, "method": method, "k": 5}))
+        };
+        let reference: Vec<Value> = methods
+            .iter()
+            .flat_map(|m| questions.iter().map(move |q| (m, q)))
+            .map(|(m, q)| comparable(&ok_json(ask(&servers[0], m, q))))
+            .collect();
+
+        // A bounded load: 4 clients, 2,000 requests in all, alternating servers.
+        let errors = std::sync::atomic::AtomicUsize::new(0);
+        let mismatches = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (servers, reference, errors, mismatches) = (&servers, &reference, &errors, &mismatches);
+                scope.spawn(move || {
+                    let c = client();
+                    for i in 0..500 {
+                        let case = (t * 7 + i) % reference.len();
+                        let (m, q) = (methods[case / questions.len()], questions[case % questions.len()]);
+                        let r =
+                            post(&c, &servers[i % 2].url("/v1/retrieve"), &json!({"query": q, "method": m, "k": 5}));
+                        if r.status() != 200 {
+                            errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        } else if comparable(&r.json().unwrap()) != reference[case] {
+                            mismatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(errors.into_inner(), 0, "{store}: errors under load");
+        assert_eq!(mismatches.into_inner(), 0, "{store}: the two servers disagreed");
+
+        // One server adds a passage; the other serves the new generation shortly after.
+        let added = ok_json(post(
+            &c,
+            &servers[0].url("/v1/passages"),
+            &json!({"passages": [{"title": "Quennel Lighthouse", "text": "The Quennel lighthouse stands on Skerry Point."}]}),
+        ));
+        assert_eq!(added["added"], 1, "{added}");
+        let generation = added["generation"].as_str().unwrap().to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let health: Value = c.get(servers[1].url("/health")).send().unwrap().json().unwrap();
+            if health["generation"] == generation.as_str() {
+                assert_eq!(health["passages"], added["total"]);
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{store}: the second server never followed: {health}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let [a, b] = [&servers[0], &servers[1]]
+            .map(|s| comparable(&ok_json(ask(s, "bm25", "Which lighthouse stands on Skerry Point?"))));
+        assert_eq!(a, b);
+        assert_eq!(a["passages"][0]["title"], "Quennel Lighthouse", "{store}");
+    }
+}

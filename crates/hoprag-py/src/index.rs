@@ -6,10 +6,10 @@ use std::sync::{Arc, RwLock};
 use hoprag::corpus::{load_corpus, load_entries, CorpusOptions, IngestReport, LoadedCorpus};
 use hoprag::embed::{load_embedder, EmbedderSpec, TextKind};
 use hoprag::graph::{extract_heuristic, import_openie, EntityGraph};
-use hoprag::index::{BuildOptions, Index};
 use hoprag::progress::Silent;
 use hoprag::retrieve::{Query, Retrieval};
 use hoprag::serve::api::{RankedPassage, RetrieveResponse};
+use hoprag::store::{self, BuildOptions};
 use hoprag::{Config, Engine};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -134,7 +134,8 @@ fn store_is_folder(store: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
 /// else the LLM-free heuristic extractor. Returns what `hoprag index --json` reports of it
 /// (source, extraction report, graph statistics).
 fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::Result<Value> {
-    let index = Index::open(dir)?;
+    let store = store::folder(dir);
+    let index = store.load()?;
     let (extraction, label) = match triples {
         Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
         None => (extract_heuristic(index.passages()), "heuristic".to_string()),
@@ -142,7 +143,7 @@ fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::
     let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
     let extract = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &config.graph, &Silent)?;
-    graph.attach_to(dir, label.clone())?;
+    store::attach_graph(store.as_ref(), &graph, label.clone())?;
     Ok(serde_json::json!({"source": label, "extraction": extract, "stats": graph.stats}))
 }
 
@@ -248,14 +249,14 @@ impl PyIndex {
             .detach(|| -> hoprag::Result<(Engine, Option<Value>)> {
                 let embedder = load_embedder(&spec, &config.embedder)?;
                 let options = BuildOptions { overwrite, ..Default::default() };
-                Index::build(&path, &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
+                let store = store::folder(&path);
+                store::build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
                 let graph_report = if graph || triples.is_some() {
                     Some(attach_graph(&path, triples.as_deref(), &config)?)
                 } else {
                     None
                 };
-                let index = Arc::new(Index::open(&path)?);
-                Ok((Engine::new(index, embedder, config)?, graph_report))
+                Ok((Engine::new(store, embedder, config)?, graph_report))
             })
             .map_err(to_py)?;
         warn_ingest(py, &corpus.report, corpus.passages.len())?;
@@ -286,11 +287,8 @@ impl PyIndex {
         let spec = embedder.map(str::parse::<EmbedderSpec>).transpose().map_err(to_py)?;
         let engine = py
             .detach(|| match spec {
-                None => Engine::open(&path, config),
-                Some(spec) => {
-                    let index = Arc::new(Index::open(&path)?);
-                    Engine::new(index, load_embedder(&spec, &config.embedder)?, config)
-                }
+                None => Engine::open(store::folder(&path), config),
+                Some(spec) => Engine::new(store::folder(&path), load_embedder(&spec, &config.embedder)?, config),
             })
             .map_err(to_py)?;
         Ok(PyIndex::new(path, engine, None, None))
@@ -302,8 +300,14 @@ impl PyIndex {
         let engine = self.engine();
         let (stats, next) = py
             .detach(|| -> hoprag::Result<_> {
-                let stats = Index::add(&self.path, &mut corpus, "python".into(), engine.embedder.as_ref(), &Silent)?;
-                let next = engine.with_index(Arc::new(Index::open(&self.path)?))?;
+                let stats = store::add_passages(
+                    engine.store.as_ref(),
+                    &mut corpus,
+                    "python".into(),
+                    engine.embedder.as_ref(),
+                    &Silent,
+                )?;
+                let next = engine.reload()?;
                 Ok((stats, next))
             })
             .map_err(to_py)?;

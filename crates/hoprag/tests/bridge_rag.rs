@@ -14,11 +14,12 @@ use common::HashEmbedder;
 use hoprag::config::BridgeRagParams;
 use hoprag::corpus::{LoadedCorpus, Passage, PassageIdx};
 use hoprag::embed::{Embedder, TextKind};
-use hoprag::index::{BuildOptions, Index, VectorIndex, VectorIndexKind};
+use hoprag::index::{Index, VectorIndex, VectorIndexKind};
 use hoprag::llm::{CachedLlm, Llm, OpenAiChat};
 use hoprag::progress::Silent;
 use hoprag::retrieve::bridge_rag::prompts::{ENTITY_SYSTEM, JUDGE_BRIDGE_SYSTEM, JUDGE_PLAIN_SYSTEM, SVO_SYSTEM};
 use hoprag::retrieve::{BridgeRag, Condition, DecisionRecord, Query, Retrieval, Retriever};
+use hoprag::store;
 use hoprag::{Config, Engine};
 use serde_json::{json, Value};
 
@@ -197,8 +198,16 @@ impl VectorIndex for CountingIndex {
 
 fn build_index(dir: &std::path::Path, passages: Vec<Passage>) -> Arc<Index> {
     let corpus = LoadedCorpus { passages, ..Default::default() };
-    Index::build(dir, &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
-    Arc::new(Index::open(dir).unwrap())
+    store::build_index(
+        store::folder(dir).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    Arc::new(store::folder(dir).load().unwrap())
 }
 
 /// Small pool parameters, so that every cut (SVO-keep, entity top, pool size) bites on
@@ -209,7 +218,7 @@ fn small_params() -> BridgeRagParams {
 
 fn engine(index: &Arc<Index>, params: BridgeRagParams, llm: Arc<dyn Llm>) -> Engine {
     let config = Config { bridge_rag: params, ..Config::default() };
-    Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config).unwrap().with_llm(llm)
+    Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config).unwrap().with_llm(llm)
 }
 
 fn record(r: &Retrieval) -> DecisionRecord {
@@ -596,7 +605,7 @@ fn without_a_usable_llm_the_method_says_what_to_set() {
     let mut config = Config::default();
     config.llm.model = String::new();
     config.llm.local = dir.path().join("absent.gguf").to_string_lossy().into_owned();
-    let engine = Engine::new(index, Arc::new(HashEmbedder::new()), config).unwrap();
+    let engine = Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config).unwrap();
     for name in ["bridge_rag", "bridge_rag_a", "bridge_rag_b"] {
         let err = engine.retriever(name).err().expect("the local model is missing").to_string();
         assert!(err.contains(name) && err.contains("absent.gguf") && err.contains("HOPRAG_LLM_MODEL"), "{err}");
@@ -657,8 +666,9 @@ fn auto_llm_runs_its_configured_choice_and_says_so() {
     let index = build_index(dir.path(), passages());
     let mut config = Config { bridge_rag: small_params(), ..Config::default() };
     config.auto_llm.0.without_graph = "bridge_rag".into();
-    let engine =
-        Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config).unwrap().with_llm(Arc::new(server.client()));
+    let engine = Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config)
+        .unwrap()
+        .with_llm(Arc::new(server.client()));
     assert!(engine.uses_llm("auto_llm") && !engine.uses_llm("auto"));
     let q = Query::new(QUESTION);
     let via_auto = engine.retriever("auto_llm").unwrap().retrieve(&q, 5).unwrap();

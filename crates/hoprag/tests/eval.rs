@@ -9,8 +9,8 @@ use common::HashEmbedder;
 use hoprag::corpus::{LoadedCorpus, Passage};
 use hoprag::dataset::{load_dataset, resolve_gold};
 use hoprag::eval::{evaluate, unmatched_doc, write_runs, EvalOptions};
-use hoprag::index::{BuildOptions, Index};
 use hoprag::progress::Silent;
+use hoprag::store;
 use hoprag::{Config, Engine};
 
 fn p(id: &str, title: &str, text: &str) -> Passage {
@@ -29,10 +29,16 @@ fn metrics_tests_and_formats() {
         ],
         ..Default::default()
     };
-    Index::build(dir.path(), &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
-    let engine =
-        Engine::new(Arc::new(Index::open(dir.path()).unwrap()), Arc::new(HashEmbedder::new()), Config::default())
-            .unwrap();
+    store::build_index(
+        store::folder(dir.path()).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    let engine = Engine::new(store::folder(dir.path()), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
     let mut f = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
     // q1: BM25 finds only Alpha (R@2 = 1/2, last hop Beta missed).
     // q2: BM25 finds Beta and Gamma (R@2 = 1, last hop Gamma found).

@@ -17,9 +17,10 @@ use hoprag::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec, Loc
 use hoprag::eval::{evaluate, EvalOptions};
 use hoprag::graph::{extract_heuristic, extract_llm, EntityGraph, GraphOptions, LlmExtractOptions};
 use hoprag::http::RetryPolicy;
-use hoprag::index::{BuildOptions, Index};
+use hoprag::index::Index;
 use hoprag::llm::{CachedLlm, Llm, OpenAiChat, OpenAiChatConfig};
 use hoprag::progress::Silent;
+use hoprag::store;
 use hoprag::{Config, Engine};
 
 fn client(fixture: &Fixture) -> OpenAiChat {
@@ -53,8 +54,16 @@ fn world() -> &'static World {
             .expect("the default embedder is installed by scripts/test.sh");
         let dir = tempfile::tempdir().unwrap();
         let corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
-        Index::build(dir.path(), &corpus, vec![], embedder.as_ref(), &BuildOptions::default(), &Silent).unwrap();
-        let index = Index::open(dir.path()).unwrap();
+        store::build_index(
+            store::folder(dir.path()).as_ref(),
+            &corpus,
+            vec![],
+            embedder.as_ref(),
+            &store::BuildOptions::default(),
+            &Silent,
+        )
+        .unwrap();
+        let index = store::folder(dir.path()).load().unwrap();
         let graph = EntityGraph::build(
             index.len(),
             extract_heuristic(index.passages()),
@@ -63,8 +72,8 @@ fn world() -> &'static World {
             &Silent,
         )
         .unwrap();
-        graph.attach_to(dir.path(), "heuristic".into()).unwrap();
-        let index = Arc::new(Index::open(dir.path()).unwrap());
+        store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "heuristic".into()).unwrap();
+        let index = Arc::new(store::folder(dir.path()).load().unwrap());
         let (_, mut questions) = load_dataset(&common::demo().join("questions.jsonl")).unwrap();
         questions.truncate(20);
         let data = resolve_gold(&questions, index.passages());
@@ -100,7 +109,9 @@ fn run_fault(fault: Fault) {
     // The evaluation: every method completes; fallbacks and failures are counted.
     let mut config = Config::default();
     config.gear.max_steps = 2;
-    let engine = Engine::new(w.index.clone(), w.embedder.clone(), config).unwrap().with_llm(llm.clone());
+    let engine = Engine::new(store::folder(w.index.location().as_ref()), w.embedder.clone(), config)
+        .unwrap()
+        .with_llm(llm.clone());
     let methods: Vec<String> = ["bridge_rag", "sync_ge", "gear", "dense", "hybrid"].map(String::from).to_vec();
     let options = EvalOptions::new(vec![5], None, "demo");
     let report = evaluate(&engine, &w.data, &methods, &options, &Silent)

@@ -15,10 +15,11 @@ use hoprag::dataset::{load_dataset, resolve_gold};
 use hoprag::embed::{Embedder, TextKind};
 use hoprag::eval::{evaluate, EvalOptions};
 use hoprag::graph::{EntityGraph, Extraction, GraphOptions, Triple, TripleIndex};
-use hoprag::index::{BuildOptions, Index, SearchKind};
+use hoprag::index::{Index, SearchKind};
 use hoprag::llm::{Llm, Usage};
 use hoprag::progress::Silent;
 use hoprag::retrieve::{Query, Retrieval};
+use hoprag::store;
 use hoprag::{Config, Engine};
 use serde_json::{json, Value};
 
@@ -61,15 +62,23 @@ fn mill_index(dir: &std::path::Path) -> Arc<Index> {
         .map(|(i, (title, text))| Passage { id: format!("p{i}"), title: title.to_string(), text: text.to_string() })
         .collect();
     let corpus = LoadedCorpus { passages, ..Default::default() };
-    Index::build(dir, &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
+    store::build_index(
+        store::folder(dir).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     let mut x = Extraction::new(PASSAGES.len());
     x.triples = TRIPLES
         .iter()
         .map(|&(p, s, r, o)| Triple { passage: p, subject: s.into(), predicate: r.into(), object: o.into() })
         .collect();
     let graph = EntityGraph::build(PASSAGES.len(), x, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
-    graph.attach_to(dir, "hand-made".into()).unwrap();
-    Arc::new(Index::open(dir).unwrap())
+    store::attach_graph(store::folder(dir).as_ref(), &graph, "hand-made".into()).unwrap();
+    Arc::new(store::folder(dir).load().unwrap())
 }
 
 /// GEAR over BM25 (the least embedder-dependent base), otherwise the paper's defaults.
@@ -77,7 +86,7 @@ fn engine(index: Arc<Index>, tweak: impl FnOnce(&mut Config)) -> Engine {
     let mut config = Config::default();
     config.gear.base = SearchKind::Bm25;
     tweak(&mut config);
-    Engine::new(index, Arc::new(HashEmbedder::new()), config).unwrap()
+    Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config).unwrap()
 }
 
 fn titles(engine: &Engine, r: &Retrieval) -> Vec<String> {
@@ -96,7 +105,7 @@ fn names(r: &Retrieval) -> Vec<&str> {
 fn the_triple_index_lines_up_with_the_graph() {
     let dir = tempfile::tempdir().unwrap();
     let index = mill_index(dir.path());
-    let graph = EntityGraph::of_index(&index).unwrap().unwrap();
+    let graph = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
     let triples = TripleIndex::build(&graph, &HashEmbedder::new()).unwrap();
     assert_eq!(triples.graph.len(), TRIPLES.len());
     for (t, &(p, s, r, o)) in TRIPLES.iter().enumerate() {

@@ -7,15 +7,24 @@ use std::sync::Arc;
 use common::HashEmbedder;
 use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
 use hoprag::graph::{extract_heuristic, EdgeKind, EntityGraph, GraphOptions};
-use hoprag::index::{BuildOptions, Index};
+use hoprag::index::Index;
 use hoprag::progress::Silent;
 use hoprag::retrieve::Query;
+use hoprag::store;
 use hoprag::{Config, Engine};
 
 fn demo_index(dir: &std::path::Path) -> Index {
     let corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
-    Index::build(dir, &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
-    Index::open(dir).unwrap()
+    store::build_index(
+        store::folder(dir).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    store::folder(dir).load().unwrap()
 }
 
 #[test]
@@ -33,16 +42,18 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     assert!(graph.edges.iter().all(|e| e.a < e.b), "each undirected edge once");
     assert_eq!(graph.entity_vectors.rows(), s.entities);
     assert_eq!(graph.triple_vectors.rows(), s.triples);
-    graph.attach_to(dir.path(), "heuristic".into()).unwrap();
+    store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "heuristic".into()).unwrap();
 
-    let index = Index::open(dir.path()).unwrap();
+    let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.manifest.graph.as_ref().unwrap().source, "heuristic");
-    let reloaded = EntityGraph::of_index(&index).unwrap().unwrap();
+    let reloaded = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
     assert_eq!(reloaded.entities, graph.entities);
     assert_eq!(reloaded.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
     assert!(reloaded.entity_id("maud corrigan").is_some());
 
-    let engine = Engine::new(Arc::new(index), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let engine =
+        Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), Config::default())
+            .unwrap();
     // The question names the lighthouse; the graph walks to its builder's passage.
     let q = Query::new("Who founded the company that built Varn Light?");
     let ppr = engine.retriever("ppr").unwrap().retrieve(&q, 10).unwrap();
@@ -75,8 +86,8 @@ fn demo_engine_with_graph(dir: &std::path::Path) -> Engine {
     let extraction = extract_heuristic(index.passages());
     let graph =
         EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
-    graph.attach_to(dir, "heuristic".into()).unwrap();
-    Engine::new(Arc::new(Index::open(dir).unwrap()), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
+    store::attach_graph(store::folder(dir).as_ref(), &graph, "heuristic".into()).unwrap();
+    Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
 }
 
 #[test]
@@ -151,7 +162,9 @@ fn ppr_seeds_the_entity_a_question_names_beside_its_facts() {
 fn graph_methods_without_a_graph_say_how_to_build_one() {
     let dir = tempfile::tempdir().unwrap();
     let index = demo_index(dir.path());
-    let engine = Engine::new(Arc::new(index), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let engine =
+        Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), Config::default())
+            .unwrap();
     let err = engine.retriever("ppr").err().expect("no graph").to_string();
     assert!(err.contains("hoprag graph"), "{err}");
 }
@@ -168,16 +181,19 @@ fn adding_passages_keeps_the_graph_for_the_old_ones() {
         &Silent,
     )
     .unwrap();
-    graph.attach_to(dir.path(), "heuristic".into()).unwrap();
+    store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "heuristic".into()).unwrap();
     let mut new = LoadedCorpus {
         passages: vec![Passage { id: "z".into(), title: "Zephyr".into(), text: "Zephyr Quarry.".into() }],
         ..Default::default()
     };
-    Index::add(dir.path(), &mut new, "more".into(), &HashEmbedder::new(), &Silent).unwrap();
-    let index = Index::open(dir.path()).unwrap();
+    store::add_passages(store::folder(dir.path()).as_ref(), &mut new, "more".into(), &HashEmbedder::new(), &Silent)
+        .unwrap();
+    let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.len(), 61);
     assert_eq!(index.manifest.graph.as_ref().unwrap().passages, 60);
-    let engine = Engine::new(Arc::new(index), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let engine =
+        Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), Config::default())
+            .unwrap();
     let r = engine.retriever("ppr").unwrap().retrieve(&Query::new("Zephyr Quarry"), 5).unwrap();
     assert!(!r.hits.is_empty());
 }

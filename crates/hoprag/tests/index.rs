@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use common::HashEmbedder;
 use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
-use hoprag::index::{BuildOptions, Index, VectorIndexKind};
+use hoprag::index::VectorIndexKind;
 use hoprag::progress::Silent;
 use hoprag::retrieve::Query;
+use hoprag::store;
 use hoprag::{Config, Engine};
 
 fn demo_corpus() -> LoadedCorpus {
@@ -17,8 +18,9 @@ fn demo_corpus() -> LoadedCorpus {
 
 fn build(dir: &std::path::Path, kind: VectorIndexKind) -> LoadedCorpus {
     let corpus = demo_corpus();
-    let opts = BuildOptions { vector_index: kind, ..Default::default() };
-    Index::build(dir, &corpus, vec!["demo".into()], &HashEmbedder::new(), &opts, &Silent).unwrap();
+    let opts = store::BuildOptions { vector_index: kind, ..Default::default() };
+    store::build_index(store::folder(dir).as_ref(), &corpus, vec!["demo".into()], &HashEmbedder::new(), &opts, &Silent)
+        .unwrap();
     corpus
 }
 
@@ -26,12 +28,14 @@ fn build(dir: &std::path::Path, kind: VectorIndexKind) -> LoadedCorpus {
 fn build_open_and_query_every_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = build(dir.path(), VectorIndexKind::Auto);
-    let index = Index::open(dir.path()).unwrap();
+    let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.len(), corpus.passages.len());
     assert_eq!(index.manifest.counts.passages, corpus.passages.len());
     assert_eq!(index.manifest.vector_index, VectorIndexKind::Exact);
     assert_eq!(index.manifest.corpus_checksum, hoprag::index::checksum(&corpus.passages));
-    let engine = Engine::new(Arc::new(index), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let engine =
+        Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), Config::default())
+            .unwrap();
     let q = Query::new("Ardent Ironworks: a foundry and engineering company established in 1851");
     for method in ["bm25", "dense", "hybrid"] {
         let r = engine.retriever(method).unwrap().retrieve(&q, 5).unwrap();
@@ -48,7 +52,7 @@ fn build_open_and_query_every_baseline() {
 fn hnsw_agrees_with_exact_on_a_small_corpus() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path(), VectorIndexKind::Hnsw);
-    let index = Index::open(dir.path()).unwrap();
+    let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.manifest.vector_index, VectorIndexKind::Hnsw);
     let e = HashEmbedder::new();
     let q = hoprag::embed::Embedder::embed_one(&e, "Varn lighthouse", hoprag::embed::TextKind::Query).unwrap();
@@ -66,8 +70,8 @@ fn adding_passages_extends_without_rebuilding() {
     for kind in [VectorIndexKind::Exact, VectorIndexKind::Hnsw] {
         let dir = tempfile::tempdir().unwrap();
         let corpus = build(dir.path(), kind);
-        let before = Index::open(dir.path()).unwrap();
-        let old_gen = before.generation_dir().to_path_buf();
+        let before = store::folder(dir.path()).load().unwrap();
+        let old_gen = before.generation().to_string();
         let mut new = LoadedCorpus {
             passages: vec![
                 Passage {
@@ -79,12 +83,19 @@ fn adding_passages_extends_without_rebuilding() {
             ],
             ..Default::default()
         };
-        let stats = Index::add(dir.path(), &mut new, "more".into(), &HashEmbedder::new(), &Silent).unwrap();
+        let stats = store::add_passages(
+            store::folder(dir.path()).as_ref(),
+            &mut new,
+            "more".into(),
+            &HashEmbedder::new(),
+            &Silent,
+        )
+        .unwrap();
         assert_eq!(stats.passages_added, 1);
         assert_eq!(new.report.duplicates.len(), 1);
-        let after = Index::open(dir.path()).unwrap();
+        let after = store::folder(dir.path()).load().unwrap();
         assert_eq!(after.len(), before.len() + 1);
-        assert_ne!(after.generation_dir(), old_gen);
+        assert_ne!(after.generation(), old_gen);
         // The reader that opened before the addition still sees its complete generation.
         assert_eq!(before.lexical().len(), before.len());
         let hits = after.lexical().search("granite quarry", 3).unwrap();
@@ -106,7 +117,7 @@ fn adding_passages_extends_without_rebuilding() {
 fn other_embedder_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path(), VectorIndexKind::Auto);
-    let index = Index::open(dir.path()).unwrap();
+    let index = store::folder(dir.path()).load().unwrap();
     let other = HashEmbedder { id: "openai:text-embedding-3-small".into(), dim: 1536 };
     let err = index.check_embedder(&other).unwrap_err().to_string();
     assert!(err.contains("built with embedder minilm") && err.contains("openai:text-embedding-3-small"), "{err}");
@@ -114,7 +125,7 @@ fn other_embedder_is_refused_with_a_clear_message() {
         passages: vec![Passage { id: "y".into(), title: "T".into(), text: "t".into() }],
         ..Default::default()
     };
-    assert!(Index::add(dir.path(), &mut new, "x".into(), &other, &Silent).is_err());
+    assert!(store::add_passages(store::folder(dir.path()).as_ref(), &mut new, "x".into(), &other, &Silent).is_err());
 }
 
 #[test]
@@ -135,26 +146,81 @@ fn interrupted_build_leaves_no_index_and_existing_index_is_kept() {
     }
     let corpus = demo_corpus();
     let root = dir.path().join("idx");
-    assert!(Index::build(&root, &corpus, vec![], &Failing, &BuildOptions::default(), &Silent).is_err());
-    let err = Index::open(&root).err().expect("no index was published").to_string();
+    assert!(store::build_index(
+        store::folder(&root).as_ref(),
+        &corpus,
+        vec![],
+        &Failing,
+        &store::BuildOptions::default(),
+        &Silent
+    )
+    .is_err());
+    let err = store::folder(&root).load().err().expect("no index was published").to_string();
     assert!(err.contains("no index here"), "{err}");
-    // No temporary folder is left behind either.
-    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
+    // No temporary folder is left behind either: only the writers' lock file.
+    let left: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["LOCK"]);
 
     build(&root, VectorIndexKind::Auto);
-    let again = Index::build(&root, &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent);
+    let again = store::build_index(
+        store::folder(&root).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    );
     assert!(again.unwrap_err().to_string().contains("--force"));
-    let overwrite = BuildOptions { overwrite: true, ..Default::default() };
-    assert!(Index::build(&root, &corpus, vec![], &Failing, &overwrite, &Silent).is_err());
-    assert_eq!(Index::open(&root).unwrap().len(), corpus.passages.len(), "old index still served");
+    let overwrite = store::BuildOptions { overwrite: true, ..Default::default() };
+    assert!(store::build_index(store::folder(&root).as_ref(), &corpus, vec![], &Failing, &overwrite, &Silent).is_err());
+    assert_eq!(store::folder(&root).load().unwrap().len(), corpus.passages.len(), "old index still served");
 }
 
 #[test]
 fn corrupt_index_files_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path(), VectorIndexKind::Auto);
-    let gen = Index::open(dir.path()).unwrap().generation_dir().to_path_buf();
+    let gen = dir.path().join(store::folder(dir.path()).load().unwrap().generation());
     std::fs::write(gen.join("vectors.f32"), [0u8; 10]).unwrap();
-    let err = Index::open(dir.path()).err().unwrap().to_string();
+    let err = store::folder(dir.path()).load().err().unwrap().to_string();
     assert!(err.contains("vectors.f32"), "{err}");
+}
+
+#[test]
+fn concurrent_additions_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = build(dir.path(), VectorIndexKind::Auto);
+    let batch = |tag: &str| LoadedCorpus {
+        passages: (0..20)
+            .map(|i| Passage {
+                id: format!("{tag}{i}"),
+                title: format!("{tag} {i}"),
+                text: format!("Passage {i} written by writer {tag}."),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    // Each writer opens its own store handle, as two processes would.
+    let threads: Vec<_> = ["left", "right"]
+        .into_iter()
+        .map(|tag| {
+            let root = dir.path().to_path_buf();
+            let mut new = batch(tag);
+            std::thread::spawn(move || {
+                store::add_passages(store::folder(&root).as_ref(), &mut new, tag.into(), &HashEmbedder::new(), &Silent)
+                    .unwrap()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap().passages_added, 20);
+    }
+    let index = store::folder(dir.path()).load().unwrap();
+    assert_eq!(index.len(), corpus.passages.len() + 40, "neither addition is lost");
+    assert_eq!(index.manifest.counts.passages, index.len());
+    assert_eq!(index.manifest.corpus_checksum, hoprag::index::checksum(index.passages()));
+    assert_eq!(index.lexical().len(), index.len());
+    for tag in ["left", "right"] {
+        assert!(index.passages().iter().any(|p| p.id == format!("{tag}19")), "{tag}'s passages are there");
+    }
 }

@@ -14,10 +14,10 @@ use hoprag::corpus::{LoadedCorpus, Passage};
 use hoprag::graph::linking::NerMode;
 use hoprag::graph::{extract_heuristic, extract_llm, query_ner, EntityGraph, GraphOptions, LlmExtractOptions};
 use hoprag::http::RetryPolicy;
-use hoprag::index::{BuildOptions, Index};
 use hoprag::llm::{CachedLlm, Llm, Meter, OpenAiChat, OpenAiChatConfig, Usage};
 use hoprag::progress::Silent;
 use hoprag::retrieve::Query;
+use hoprag::store;
 use hoprag::{Config, Engine};
 use serde_json::{json, Value};
 
@@ -263,16 +263,24 @@ fn ppr_with_llm_query_ner_end_to_end() {
     let cache = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let corpus = LoadedCorpus { passages: passages(), ..Default::default() };
-    Index::build(dir.path(), &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
-    let index = Index::open(dir.path()).unwrap();
+    store::build_index(
+        store::folder(dir.path()).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    let index = store::folder(dir.path()).load().unwrap();
 
     let llm: Arc<dyn Llm> = Arc::new(cached_client(&server, cache.path()));
     let (extraction, _) = extract_llm(index.passages(), llm.as_ref(), &options(), &Silent).unwrap();
     let graph =
         EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
     assert!(graph.entity_id("brisk river").is_some());
-    graph.attach_to(dir.path(), "llm:fixture-chat".into()).unwrap();
-    let index = Arc::new(Index::open(dir.path()).unwrap());
+    store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "llm:fixture-chat".into()).unwrap();
+    let index = Arc::new(store::folder(dir.path()).load().unwrap());
 
     // Mentions only, so the seeds are the LLM's entities and nothing else.
     let mut config = Config::default();
@@ -283,12 +291,13 @@ fn ppr_with_llm_query_ner_end_to_end() {
     // not there stops the method before its first question.
     let mut missing = config.clone();
     missing.llm.local = dir.path().join("missing.gguf").display().to_string();
-    let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), missing).unwrap();
+    let engine = Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), missing).unwrap();
     assert!(engine.llm_source().to_string().starts_with("local "));
     let err = engine.retriever("ppr").err().expect("the local model is missing").to_string();
     assert!(err.contains("needs the LLM") && err.contains("missing.gguf"), "{err}");
     assert!(engine.retriever("bm25").is_ok(), "methods that ask the LLM nothing do not care");
-    let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config.clone()).unwrap();
+    let engine =
+        Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config.clone()).unwrap();
 
     // Load the graph first, so that with_llm has to hand the model to a loaded linker.
     engine.graph().unwrap();

@@ -17,7 +17,8 @@ use common::HashEmbedder;
 use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus};
 use hoprag::graph::linking::NerMode;
 use hoprag::graph::{extract_llm, EntityGraph, GraphOptions, LlmExtractOptions};
-use hoprag::index::{BuildOptions, Index};
+use hoprag::store;
+
 use hoprag::llm::local::Finish;
 use hoprag::llm::{CachedLlm, ChatRequest, Llm, LlmSource, LocalLlm, LocalModel, Message};
 use hoprag::progress::Silent;
@@ -240,19 +241,27 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
 
     // A graph from those triples, and PPR with the local model's query NER.
     let dir = tempfile::tempdir().unwrap();
-    Index::build(dir.path(), &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
+    store::build_index(
+        store::folder(dir.path()).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     let graph =
         EntityGraph::build(corpus.passages.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
             .unwrap();
-    graph.attach_to(dir.path(), format!("llm:{}", local.id())).unwrap();
-    let index = Arc::new(Index::open(dir.path()).unwrap());
+    store::attach_graph(store::folder(dir.path()).as_ref(), &graph, format!("llm:{}", local.id())).unwrap();
+    let index = Arc::new(store::folder(dir.path()).load().unwrap());
     let mut config = Config::default();
     config.ppr.link.ner = NerMode::Llm;
     config.phasegraph.graph.link = config.ppr.link;
 
     // With only `llm.local` configured, the engine picks that model without loading it.
     config.llm.local = "smollm2".into();
-    let engine = Engine::new(index.clone(), Arc::new(HashEmbedder::new()), config).unwrap();
+    let engine = Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config).unwrap();
     assert!(matches!(engine.llm_source(), LlmSource::Local(_)));
     assert!(engine.llm_source().to_string().starts_with("local smollm2 ("), "{}", engine.llm_source());
     assert_eq!(engine.llm().unwrap().id(), local.id(), "same file, same cache key");

@@ -10,16 +10,24 @@ use hoprag::corpus::{load_corpus, CorpusOptions};
 use hoprag::dataset::{load_dataset, resolve_gold, ResolvedDataset};
 use hoprag::eval::protocol::hop1_correct;
 use hoprag::eval::{evaluate_queries, EvalOptions};
-use hoprag::index::{BuildOptions, Index};
 use hoprag::progress::Silent;
 use hoprag::regime::{train, RegimeModel, TrainingSet};
 use hoprag::retrieve::Query;
+use hoprag::store;
 use hoprag::{Config, Engine};
 
 fn demo_engine(dir: &std::path::Path) -> Engine {
     let corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
-    Index::build(dir, &corpus, vec![], &HashEmbedder::new(), &BuildOptions::default(), &Silent).unwrap();
-    Engine::new(Arc::new(Index::open(dir).unwrap()), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
+    store::build_index(
+        store::folder(dir).as_ref(),
+        &corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
 }
 
 fn demo_questions(engine: &Engine) -> (ResolvedDataset, Vec<Query>) {
@@ -60,7 +68,7 @@ fn trains_saves_and_routes_with_held_out_fold_models() {
 
     // Saved into the index, the method finds it; training questions use their fold model.
     model.save(&dir.path().join(hoprag::regime::MODEL_FILE)).unwrap();
-    let loaded = RegimeModel::resolve(None, dir.path()).unwrap();
+    let loaded = RegimeModel::resolve(None, Some(dir.path())).unwrap();
     assert_eq!(loaded.report, model.report);
     let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-12 * x.abs().max(1.0));
     for (l, m) in [(&loaded.full, &model.full)]

@@ -72,7 +72,7 @@ pub fn run(ctx: &Context, args: PprBench) -> anyhow::Result<()> {
             let edges = (0..m)
                 .map(|_| {
                     let a = rng.below(n);
-                    let b = if rng.next() % 2 == 0 { rng.below(hubs) } else { rng.below(n) };
+                    let b = if rng.next().is_multiple_of(2) { rng.below(hubs) } else { rng.below(n) };
                     (a, b, 1.0 + (rng.next() % 3) as f32)
                 })
                 .collect();

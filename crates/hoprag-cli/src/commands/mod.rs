@@ -130,6 +130,11 @@ impl SplitHalf {
     }
 }
 
+/// The store an `--index`/`--store`/`--out` value names: a folder or a PostgreSQL URL.
+pub fn open_store(spec: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(hoprag::store::open(&spec.to_string_lossy())?)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -137,9 +142,4 @@ mod tests {
         let v = vec!["dense,regime_router[router=oracle,alpha=0.5]".to_string(), "bm25".to_string()];
         assert_eq!(super::split_methods(&v), ["dense", "regime_router[router=oracle,alpha=0.5]", "bm25"]);
     }
-}
-
-/// The store an `--index`/`--store`/`--out` value names: a folder or a PostgreSQL URL.
-pub fn open_store(spec: &Path) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(hoprag::store::open(&spec.to_string_lossy())?)
 }

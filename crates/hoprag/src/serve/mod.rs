@@ -15,7 +15,7 @@
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use hoprag::serve::{shutdown_signal, ServeSettings, Server};
-//! let engine = hoprag::Engine::open("idx".as_ref(), hoprag::Config::default())?;
+//! let engine = hoprag::Engine::open(hoprag::store::open("idx")?, hoprag::Config::default())?;
 //! let server = Server::new(engine, ServeSettings::default())?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! server.run(listener, shutdown_signal()).await?;

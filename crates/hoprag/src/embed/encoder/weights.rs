@@ -79,7 +79,7 @@ impl EncoderConfig {
         if let Some(act) = hf.hidden_act.as_deref().filter(|a| *a != "gelu") {
             return Err(bad(format!("hidden_act {act:?} is not supported (only \"gelu\")")));
         }
-        if hf.num_attention_heads == 0 || hf.hidden_size % hf.num_attention_heads != 0 {
+        if hf.num_attention_heads == 0 || !hf.hidden_size.is_multiple_of(hf.num_attention_heads) {
             return Err(bad(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 hf.hidden_size, hf.num_attention_heads

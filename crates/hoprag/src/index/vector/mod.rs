@@ -82,7 +82,7 @@ impl Matrix {
     }
 
     pub fn from_flat(dim: usize, data: Vec<f32>) -> Self {
-        assert!(dim > 0 && data.len() % dim == 0, "matrix data is not a whole number of rows");
+        assert!(dim > 0 && data.len().is_multiple_of(dim), "matrix data is not a whole number of rows");
         Matrix { dim, data }
     }
 
@@ -132,7 +132,7 @@ impl Matrix {
     }
 
     pub fn from_le_bytes(dim: usize, bytes: &[u8]) -> Option<Self> {
-        if dim == 0 || bytes.len() % (4 * dim) != 0 {
+        if dim == 0 || !bytes.len().is_multiple_of(4 * dim) {
             return None;
         }
         let data = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
