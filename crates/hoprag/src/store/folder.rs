@@ -231,13 +231,8 @@ impl StoreWriter for FolderWriter<'_> {
                 })?;
             }
         }
-        let manifest = match change {
-            Change::Replace { manifest, .. } | Change::Append { manifest, .. } | Change::Graph { manifest, .. } => {
-                manifest
-            }
-        };
         timed(&mut times.write_secs, || {
-            write_json(&dir.join(MANIFEST), manifest)?;
+            write_json(&dir.join(MANIFEST), change.manifest())?;
             publish(root, tmp)
         })?;
         Ok(times)

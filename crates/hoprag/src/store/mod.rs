@@ -89,6 +89,17 @@ pub enum Change<'a> {
     Graph { manifest: &'a Manifest, graph: &'a EntityGraph },
 }
 
+impl Change<'_> {
+    /// The manifest of the generation the change makes.
+    pub fn manifest(&self) -> &Manifest {
+        match self {
+            Change::Replace { manifest, .. } | Change::Append { manifest, .. } | Change::Graph { manifest, .. } => {
+                manifest
+            }
+        }
+    }
+}
+
 /// The store a `--store` or `--index` value names: a PostgreSQL URL
 /// (`postgres://USER@HOST:PORT/DB?schema=NAME`) or a folder.
 pub fn open(spec: &str) -> Result<Arc<dyn Store>> {
@@ -120,7 +131,7 @@ pub fn redact(url: &str) -> String {
 }
 
 fn no_index(location: &str) -> Error {
-    Error::index(Path::new(location), "no index here; build one with `hoprag index`")
+    Error::index(location, "no index here; build one with `hoprag index`")
 }
 
 #[cfg(test)]
