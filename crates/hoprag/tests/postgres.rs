@@ -85,8 +85,10 @@ fn corpus(passages: Vec<Passage>) -> LoadedCorpus {
 
 /// Deterministic synthetic passages `from..to` (tag distinguishes sets).
 fn synthetic(tag: &str, from: usize, to: usize) -> Vec<Passage> {
-    const WORDS: [&str; 12] =
-        ["river", "castle", "harbour", "founded", "painter", "novel", "bridge", "mountain", "city", "king", "war", "song"];
+    const WORDS: [&str; 12] = [
+        "river", "castle", "harbour", "founded", "painter", "novel", "bridge", "mountain", "city", "king", "war",
+        "song",
+    ];
     (from..to)
         .map(|i| {
             let text: Vec<&str> = (0..12).map(|j| WORDS[(i * 7 + j * 5 + j * j) % WORDS.len()]).collect();
@@ -255,6 +257,30 @@ fn parity_with_the_folder_store_on_a_musique_slice() {
         found += got.iter().filter(|h| truth.contains(&h.0)).count();
         total += truth.len();
     }
+    // The searches went through the HNSW index (at 300 rows the planner could prefer a
+    // scan, which would make the recall meaningless).
+    let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    let build: i64 = admin
+        .query_one(
+            "SELECT g.build FROM t_parity_hnsw.current c JOIN t_parity_hnsw.generations g ON g.id = c.generation",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let q = pgvector::Vector::from(embed(embedder.as_ref(), &queries[0]));
+    let plan: Vec<String> = admin
+        .query(
+            &format!(
+                "EXPLAIN SELECT idx FROM t_parity_hnsw.passages_b{build} WHERE idx < 300 \
+                 ORDER BY embedding OPERATOR(public.<=>) $1 LIMIT 10"
+            ),
+            &[&q],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(plan.iter().any(|l| l.contains("Index Scan using") && l.contains("embedding_idx")), "{plan:#?}");
     let recall = found as f64 / total as f64;
     eprintln!("pgvector HNSW recall@10 vs exact on the slice: {recall:.3} ({} queries)", queries.len());
     assert!(recall >= 0.9, "HNSW recall@10 {recall}");
@@ -327,15 +353,12 @@ fn a_writer_that_does_not_commit_changes_nothing() {
     let passages = synthetic("z", 0, 50);
     let vectors = hoprag::index::Matrix::from_flat(
         e.dim,
-        e.embed(&passages.iter().map(Passage::index_text).collect::<Vec<_>>(), TextKind::Passage)
-            .unwrap()
-            .concat(),
+        e.embed(&passages.iter().map(Passage::index_text).collect::<Vec<_>>(), TextKind::Passage).unwrap().concat(),
     );
     let writer = store.writer().unwrap();
     let err = writer
         .commit(hoprag::store::Change::Replace { manifest: &manifest, passages: &passages, vectors: &vectors }, &Silent)
-        .err()
-        .expect("miscounted manifest");
+        .expect_err("miscounted manifest");
     assert!(err.to_string().contains("counts 7 passages"), "{err}");
     assert_eq!(store.generation().unwrap(), g0);
     let now = store.load().unwrap();
@@ -399,11 +422,13 @@ fn kill_9_of_a_writer_leaves_the_old_or_the_new_generation() {
     // and after the COPY, during the HNSW build, around the commit.
     let delays_ms = [0u64, 30, 90, 200, 400, 700];
     let mut mid_write = 0;
+    let mut in_transaction = 0;
+    let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
     for (i, delay) in delays_ms.iter().enumerate() {
         let log = dir.path().join(format!("writer-{i}.log"));
         let mut child = Command::new(&exe)
             .args(["--ignored", "--exact", "writer_process", "--nocapture", "--test-threads=1"])
-            .env("HOPRAG_PG_WRITER_URL", &url)
+            .env("HOPRAG_PG_WRITER_URL", format!("{url}&application_name=hoprag_kill_writer"))
             .env("HOPRAG_PG_WRITER_LOG", &log)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -418,6 +443,20 @@ fn kill_9_of_a_writer_leaves_the_old_or_the_new_generation() {
             std::thread::sleep(Duration::from_millis(2));
         }
         std::thread::sleep(Duration::from_millis(*delay));
+        // What the writer's backend is doing at the moment of the kill.
+        let doing: Vec<(String, bool)> = admin
+            .query(
+                "SELECT coalesce(state, '') || ': ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 50), \
+                 xact_start IS NOT NULL FROM pg_stat_activity WHERE application_name = 'hoprag_kill_writer'",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        if doing.iter().any(|d| d.1) {
+            in_transaction += 1;
+        }
         let pid = child.id().to_string();
         assert!(Command::new("kill").args(["-9", &pid]).status().unwrap().success());
         child.wait().unwrap();
@@ -434,15 +473,28 @@ fn kill_9_of_a_writer_leaves_the_old_or_the_new_generation() {
         assert_eq!(index.lexical().len(), index.len());
         assert!(known.contains(&sum), "kill {i}: an unknown mix of passages");
         assert_eq!(index.vector_index().search(index.vectors().row(0), 1).unwrap().len(), 1);
+        let builds: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 't_kill' AND tablename LIKE 'passages_b%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(builds <= 2, "kill {i}: {builds} builds' tables remain");
         eprintln!(
-            "kill {i} ({delay} ms into round {}): writer's last line {last:?}; store holds {} passages (generation {})",
+            "kill {i} ({delay} ms into round {}): writer's last line {last:?}, its backend {doing:?}; \
+             store holds {} passages (generation {})",
             i % 3,
             index.len(),
             index.generation()
         );
     }
-    eprintln!("{mid_write} of {} kills landed inside a write", delays_ms.len());
+    eprintln!(
+        "{mid_write} of {} kills landed inside a write, {in_transaction} with the writer's transaction open",
+        delays_ms.len()
+    );
     assert!(mid_write >= 3, "only {mid_write} kills interrupted a write");
+    assert!(in_transaction >= 3, "only {in_transaction} kills hit an open transaction");
     // The store is still writable: the dead writers' locks went with their connections.
     build_index(store.as_ref(), &corpus(synthetic("end", 0, 10)), vec![], &e, &exact(), &Silent).unwrap();
     assert_eq!(store.load().unwrap().len(), 10);
@@ -495,10 +547,11 @@ fn bad_input_gets_clear_errors() {
     assert!(store.load().err().unwrap().to_string().contains("no index here"));
     let e = HashEmbedder::new();
     build_index(store.as_ref(), &corpus(synthetic("a", 0, 50)), vec![], &e, &exact(), &Silent).unwrap();
-    let err = build_index(store.as_ref(), &corpus(synthetic("a", 0, 50)), vec![], &e, &BuildOptions::default(), &Silent)
-        .err()
-        .unwrap()
-        .to_string();
+    let err =
+        build_index(store.as_ref(), &corpus(synthetic("a", 0, 50)), vec![], &e, &BuildOptions::default(), &Silent)
+            .err()
+            .unwrap()
+            .to_string();
     assert!(err.contains("already exists"), "{err}");
 
     // Another embedder: refused like a folder index.
@@ -546,4 +599,35 @@ fn a_database_without_pgvector_is_named() {
     let err = PgStore::connect(&url).err().expect("no pgvector in that database").to_string();
     eprintln!("{err}");
     assert!(err.contains("lacks the `vector` extension") && err.contains("CREATE EXTENSION"), "{err}");
+}
+
+/// Connections dropped under a loaded index (as by a database restart or a proxy):
+/// the next queries check out fresh ones and answer as before.
+#[test]
+fn queries_survive_dropped_connections() {
+    let Some(url) = fresh("t_dropped") else { return };
+    let url = format!("{url}&application_name=hoprag_dropped");
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 300)), vec![], &e, &options, &Silent).unwrap();
+    let index = store.load().unwrap();
+    let v = index.vectors().row(5).to_vec();
+    let (bm25, dense) =
+        (index.lexical().search("castle a5", 10).unwrap(), index.vector_index().search(&v, 10).unwrap());
+    let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'hoprag_dropped'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1, "the pool held connections");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(index.lexical().search("castle a5", 10).unwrap(), bm25);
+    assert_eq!(index.vector_index().search(&v, 10).unwrap(), dense);
+    assert!(store.generation().unwrap().is_some());
+    eprintln!("{killed} pooled connections terminated; queries answered again");
 }

@@ -40,9 +40,8 @@ impl SqlBm25 {
         );
         let avgdl = if passages == 0 { 1.0 } else { (tokens as f64 / passages as f64).max(f64::MIN_POSITIVE) };
         // The analyzer cannot fail to build once an index was written with it.
-        let analyzer = analyzer().unwrap_or_else(|_| tantivy::tokenizer::TextAnalyzer::from(
-            tantivy::tokenizer::SimpleTokenizer::default(),
-        ));
+        let analyzer = analyzer()
+            .unwrap_or_else(|_| tantivy::tokenizer::TextAnalyzer::from(tantivy::tokenizer::SimpleTokenizer::default()));
         SqlBm25 { pool, location: location.to_string(), sql, passages, avgdl, analyzer }
     }
 }

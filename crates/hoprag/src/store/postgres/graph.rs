@@ -136,18 +136,22 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
     let mut entities = Vec::with_capacity(n_entities);
     let mut labels = Vec::with_capacity(n_entities);
     let mut entity_vectors = Vec::with_capacity(n_entities * dim);
-    let sql = format!("COPY (SELECT id, name, label, vector FROM entities WHERE graph = {id} ORDER BY id) TO STDOUT (FORMAT binary)");
+    let sql = format!(
+        "COPY (SELECT id, name, label, vector FROM entities WHERE graph = {id} ORDER BY id) TO STDOUT (FORMAT binary)"
+    );
     {
-    let mut rows =
-        BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &[Type::INT4, Type::TEXT, Type::TEXT, vector.clone()]);
-    while let Some(row) = rows.next().map_err(&err)? {
-        if row.try_get::<i32>(0).map_err(&err)? as usize != entities.len() {
-            return Err(bad(format!("entity {} is missing", entities.len())));
+        let mut rows = BinaryCopyOutIter::new(
+            client.copy_out(sql.as_str()).map_err(&err)?,
+            &[Type::INT4, Type::TEXT, Type::TEXT, vector.clone()],
+        );
+        while let Some(row) = rows.next().map_err(&err)? {
+            if row.try_get::<i32>(0).map_err(&err)? as usize != entities.len() {
+                return Err(bad(format!("entity {} is missing", entities.len())));
+            }
+            entities.push(row.try_get::<String>(1).map_err(&err)?);
+            labels.push(row.try_get::<String>(2).map_err(&err)?);
+            entity_vectors.extend(vec_of(&row, 3, "entity")?);
         }
-        entities.push(row.try_get::<String>(1).map_err(&err)?);
-        labels.push(row.try_get::<String>(2).map_err(&err)?);
-        entity_vectors.extend(vec_of(&row, 3, "entity")?);
-    }
     }
 
     let mut triples = Vec::with_capacity(n_triples);
@@ -159,42 +163,44 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
     );
     let types = [Type::INT4, Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, Type::INT4, vector];
     {
-    let mut rows = BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &types);
-    while let Some(row) = rows.next().map_err(&err)? {
-        if row.try_get::<i32>(0).map_err(&err)? as usize != triples.len() {
-            return Err(bad(format!("triple {} is missing", triples.len())));
+        let mut rows = BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &types);
+        while let Some(row) = rows.next().map_err(&err)? {
+            if row.try_get::<i32>(0).map_err(&err)? as usize != triples.len() {
+                return Err(bad(format!("triple {} is missing", triples.len())));
+            }
+            triples.push(Triple {
+                passage: row.try_get::<i32>(1).map_err(&err)? as u32,
+                subject: row.try_get(2).map_err(&err)?,
+                predicate: row.try_get(3).map_err(&err)?,
+                object: row.try_get(4).map_err(&err)?,
+            });
+            let s: Option<i32> = row.try_get(5).map_err(&err)?;
+            let o: Option<i32> = row.try_get(6).map_err(&err)?;
+            triple_entities.push(s.zip(o).map(|(s, o)| (s as u32, o as u32)));
+            triple_vectors.extend(vec_of(&row, 7, "triple")?);
         }
-        triples.push(Triple {
-            passage: row.try_get::<i32>(1).map_err(&err)? as u32,
-            subject: row.try_get(2).map_err(&err)?,
-            predicate: row.try_get(3).map_err(&err)?,
-            object: row.try_get(4).map_err(&err)?,
-        });
-        let s: Option<i32> = row.try_get(5).map_err(&err)?;
-        let o: Option<i32> = row.try_get(6).map_err(&err)?;
-        triple_entities.push(s.zip(o).map(|(s, o)| (s as u32, o as u32)));
-        triple_vectors.extend(vec_of(&row, 7, "triple")?);
-    }
     }
 
     let mut edges = Vec::new();
-    let sql = format!("COPY (SELECT a, b, weight, kind FROM edges WHERE graph = {id} ORDER BY ord) TO STDOUT (FORMAT binary)");
+    let sql = format!(
+        "COPY (SELECT a, b, weight, kind FROM edges WHERE graph = {id} ORDER BY ord) TO STDOUT (FORMAT binary)"
+    );
     let types = [Type::INT4, Type::INT4, Type::FLOAT4, Type::TEXT];
     {
-    let mut rows = BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &types);
-    while let Some(row) = rows.next().map_err(&err)? {
-        let kind = match row.try_get::<&str>(3).map_err(&err)? {
-            "relation" => EdgeKind::Relation,
-            "synonym" => EdgeKind::Synonym,
-            k => return Err(bad(format!("unknown edge kind {k:?}"))),
-        };
-        edges.push(Edge {
-            a: row.try_get::<i32>(0).map_err(&err)? as u32,
-            b: row.try_get::<i32>(1).map_err(&err)? as u32,
-            weight: row.try_get(2).map_err(&err)?,
-            kind,
-        });
-    }
+        let mut rows = BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &types);
+        while let Some(row) = rows.next().map_err(&err)? {
+            let kind = match row.try_get::<&str>(3).map_err(&err)? {
+                "relation" => EdgeKind::Relation,
+                "synonym" => EdgeKind::Synonym,
+                k => return Err(bad(format!("unknown edge kind {k:?}"))),
+            };
+            edges.push(Edge {
+                a: row.try_get::<i32>(0).map_err(&err)? as u32,
+                b: row.try_get::<i32>(1).map_err(&err)? as u32,
+                weight: row.try_get(2).map_err(&err)?,
+                kind,
+            });
+        }
     }
 
     let mut passage_entities: Vec<Vec<u32>> = vec![Vec::new(); passages];
@@ -203,13 +209,15 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
          TO STDOUT (FORMAT binary)"
     );
     {
-    let mut rows =
-        BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &[Type::INT4, Type::INT4]);
-    while let Some(row) = rows.next().map_err(&err)? {
-        let p = row.try_get::<i32>(0).map_err(&err)? as usize;
-        let e = row.try_get::<i32>(1).map_err(&err)? as u32;
-        passage_entities.get_mut(p).ok_or_else(|| bad(format!("entities for passage {p} beyond its {passages}")))?.push(e);
-    }
+        let mut rows = BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &[Type::INT4, Type::INT4]);
+        while let Some(row) = rows.next().map_err(&err)? {
+            let p = row.try_get::<i32>(0).map_err(&err)? as usize;
+            let e = row.try_get::<i32>(1).map_err(&err)? as u32;
+            passage_entities
+                .get_mut(p)
+                .ok_or_else(|| bad(format!("entities for passage {p} beyond its {passages}")))?
+                .push(e);
+        }
     }
 
     if entities.len() != n_entities || triples.len() != n_triples {

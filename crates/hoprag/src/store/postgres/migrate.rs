@@ -42,12 +42,14 @@ pub(crate) fn run(client: &mut Client, schema: &str, vector_schema: &str, locati
     ))
     .map_err(&err)?;
     // Again under the lock: another process may have migrated meanwhile.
-    let applied: Option<i32> =
-        tx.query_one("SELECT max(version) FROM hoprag_migrations", &[]).map_err(&err)?.get(0);
+    let applied: Option<i32> = tx.query_one("SELECT max(version) FROM hoprag_migrations", &[]).map_err(&err)?.get(0);
     check_known(applied, schema, location)?;
     for &(version, name, sql) in MIGRATIONS.iter().filter(|m| Some(m.0) > applied) {
         tx.batch_execute(sql).map_err(|e| {
-            Error::index(location, format!("migration {version:04}_{name}.sql failed in schema {schema}: {}", describe(&e)))
+            Error::index(
+                location,
+                format!("migration {version:04}_{name}.sql failed in schema {schema}: {}", describe(&e)),
+            )
         })?;
         tx.execute("INSERT INTO hoprag_migrations (version, name) VALUES ($1, $2)", &[&version, &name])
             .map_err(&err)?;
@@ -60,8 +62,7 @@ pub(crate) fn run(client: &mut Client, schema: &str, vector_schema: &str, locati
 fn applied(client: &mut Client, schema: &str, location: &str) -> Result<Option<i32>> {
     let err = db_err(location, "reading the schema version");
     let table = format!("{schema}.hoprag_migrations");
-    let exists: bool =
-        client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).map_err(&err)?.get(0);
+    let exists: bool = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).map_err(&err)?.get(0);
     if !exists {
         return Ok(None);
     }

@@ -93,9 +93,8 @@ impl PgStore {
     pub fn connect(url: &str) -> Result<PgStore> {
         let location = super::redact(url);
         let (client_url, schema) = split_schema(url).map_err(|m| Error::Config(format!("{location}: {m}")))?;
-        let mut config: postgres::Config = client_url
-            .parse()
-            .map_err(|e| Error::Config(format!("{location}: not a PostgreSQL URL: {e}")))?;
+        let mut config: postgres::Config =
+            client_url.parse().map_err(|e| Error::Config(format!("{location}: not a PostgreSQL URL: {e}")))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -201,7 +200,10 @@ impl Store for PgStore {
                 Error::index(&self.location, format!("generation {id} is gone (a newer index replaced it); reload"))
             })?;
         let Some(graph_id) = row.get::<_, Option<i64>>(0) else {
-            return Err(Error::index(&self.location, format!("generation {id}: the manifest names a graph the store lacks")));
+            return Err(Error::index(
+                &self.location,
+                format!("generation {id}: the manifest names a graph the store lacks"),
+            ));
         };
         let graph = graph::read(&mut tx, graph_id, index.manifest.embedder.dim, &self.location)?;
         tx.commit().map_err(self.err("ending a read"))?;
@@ -225,9 +227,10 @@ impl Store for PgStore {
             tables.extend(["graphs", "entities", "triples", "edges", "passage_entities"].map(String::from));
         }
         let row = conn
-            .query_one("SELECT coalesce(sum(pg_total_relation_size(t::regclass)), 0)::bigint FROM unnest($1::text[]) t", &[
-                &tables,
-            ])
+            .query_one(
+                "SELECT coalesce(sum(pg_total_relation_size(t::regclass)), 0)::bigint FROM unnest($1::text[]) t",
+                &[&tables],
+            )
             .map_err(self.err("measuring the tables"))?;
         Ok(row.get::<_, i64>(0).max(0) as u64)
     }
@@ -295,7 +298,11 @@ fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str
             ));
         }
         data.extend_from_slice(v.as_slice());
-        passages.push(Passage { id: row.try_get(1).map_err(&err)?, title: row.try_get(2).map_err(&err)?, text: row.try_get(3).map_err(&err)? });
+        passages.push(Passage {
+            id: row.try_get(1).map_err(&err)?,
+            title: row.try_get(2).map_err(&err)?,
+            text: row.try_get(3).map_err(&err)?,
+        });
     }
     if passages.len() != g.passages {
         return Err(Error::index(

@@ -185,7 +185,13 @@ struct Next {
 
 /// Records the generation, points `current` at it, and drops the builds and graphs
 /// that neither it nor the previous generation uses.
-fn publish(client: &mut Client, next: &Next, manifest: &Manifest, base: Option<&Generation>, location: &str) -> Result<()> {
+fn publish(
+    client: &mut Client,
+    next: &Next,
+    manifest: &Manifest,
+    base: Option<&Generation>,
+    location: &str,
+) -> Result<()> {
     let err = db_err(location, "publishing the generation");
     let json = serde_json::to_string(manifest).map_err(|e| Error::Other(e.to_string()))?;
     let id: i64 = client
@@ -241,10 +247,8 @@ fn copy_rows(
     let err = db_err(location, "copying rows");
     let passage_types = [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, vector.clone()];
     let posting_types = [Type::TEXT, Type::INT4, Type::INT4, Type::INT4];
-    let copy_passages = format!(
-        "COPY {} (idx, id, title, text, tokens, embedding) FROM STDIN (FORMAT binary)",
-        passages_table(build)
-    );
+    let copy_passages =
+        format!("COPY {} (idx, id, title, text, tokens, embedding) FROM STDIN (FORMAT binary)", passages_table(build));
     let copy_postings = format!("COPY {} (term, passage, tf, dl) FROM STDIN (FORMAT binary)", postings_table(build));
     let analyser = analyzer()?;
     let mut tokens = 0i64;
