@@ -51,7 +51,7 @@ fn server() -> Option<String> {
             other => {
                 let why = match other {
                     Ok(o) => format!("{} exited with {}", script.display(), o.status),
-                    Err(e) => format!("cannot run {}: {e}", script.display()),
+                    Err(e) => format!("cannot run bash {}: {e}", script.display()),
                 };
                 assert!(!require, "HOPRAG_REQUIRE_POSTGRES=1 but no PostgreSQL server: {why}");
                 eprintln!("skipping the PostgreSQL tests: no server ({why}); set HOPRAG_TEST_POSTGRES to a URL");
@@ -109,15 +109,15 @@ fn embed(e: &dyn Embedder, text: &str) -> Vec<f32> {
     e.embed(&[text.to_string()], TextKind::Query).unwrap().remove(0)
 }
 
-/// The first `n` passages of musique-train and some of its questions, if the shared
-/// data is there.
-fn musique_slice(n: usize) -> Option<(Vec<Passage>, Vec<String>)> {
+/// The first `n` passages of a shared benchmark subset and its first `questions`
+/// questions, if the shared data is there.
+fn slice(dataset: &str, n: usize, questions: usize) -> Option<(Vec<Passage>, Vec<String>)> {
     let data = common::shared_data()?;
-    let mut corpus = load_corpus(&data.join("musique-train/corpus.json"), &CorpusOptions::default()).unwrap();
+    let mut corpus = load_corpus(&data.join(dataset).join("corpus.json"), &CorpusOptions::default()).unwrap();
     corpus.passages.truncate(n);
-    let (_, questions) = load_dataset(&data.join("musique-train/questions.json")).unwrap();
+    let (_, qs) = load_dataset(&data.join(dataset).join("questions.json")).unwrap();
     // Questions, plus passage titles as short queries (many terms shared by few passages).
-    let mut queries: Vec<String> = questions.iter().take(25).map(|q| q.text.clone()).collect();
+    let mut queries: Vec<String> = qs.iter().take(questions).map(|q| q.text.clone()).collect();
     queries.extend(corpus.passages.iter().step_by(37).map(|p| p.title.clone()));
     Some((corpus.passages, queries))
 }
@@ -147,10 +147,23 @@ fn assert_same_ranking(what: &str, folder: &[(PassageIdx, f32)], pg: &[(PassageI
     swapped
 }
 
+/// On the first 300 passages of musique-train; with `HOPRAG_PG_PARITY_FULL=1` on the
+/// whole musique-train and hotpotqa-train subsets with every question.
 #[test]
 fn parity_with_the_folder_store_on_a_musique_slice() {
-    let Some(url) = fresh("t_parity") else { return };
-    let Some((passages, queries)) = musique_slice(300) else { return };
+    if std::env::var("HOPRAG_PG_PARITY_FULL").is_ok_and(|v| v == "1") {
+        parity("musique-train", usize::MAX, usize::MAX);
+        parity("hotpotqa-train", usize::MAX, usize::MAX);
+    } else {
+        parity("musique-train", 300, 25);
+    }
+}
+
+fn parity(dataset: &str, n: usize, questions: usize) {
+    let schema = format!("t_parity_{}", dataset.replace('-', "_"));
+    let Some(url) = fresh(&schema) else { return };
+    let Some((passages, queries)) = slice(dataset, n, questions) else { return };
+    eprintln!("{dataset}: {} passages, {} queries", passages.len(), queries.len());
     let embedder = Arc::new(HashEmbedder::new());
     let dir = tempfile::tempdir().unwrap();
     let folder = hoprag::store::folder(dir.path());
@@ -237,7 +250,8 @@ fn parity_with_the_folder_store_on_a_musique_slice() {
     }
 
     // HNSW in pgvector against exact search on the same vectors.
-    let Some(hnsw_url) = fresh("t_parity_hnsw") else { return };
+    let hnsw_schema = format!("{schema}_hnsw");
+    let Some(hnsw_url) = fresh(&hnsw_schema) else { return };
     let hs = pg(&hnsw_url);
     let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, hnsw: HnswParams::default(), ..exact() };
     build_index(hs.as_ref(), &corpus(passages.clone()), vec![], embedder.as_ref(), &options, &Silent).unwrap();
@@ -271,8 +285,9 @@ fn parity_with_the_folder_store_on_a_musique_slice() {
     let plan: Vec<String> = admin
         .query(
             &format!(
-                "EXPLAIN SELECT idx FROM t_parity_hnsw.passages_b{build} WHERE idx < 300 \
-                 ORDER BY embedding OPERATOR(public.<=>) $1 LIMIT 10"
+                "EXPLAIN SELECT idx FROM {hnsw_schema}.passages_b{build} WHERE idx < {} \
+                 ORDER BY embedding OPERATOR(public.<=>) $1 LIMIT 10",
+                passages.len()
             ),
             &[&q],
         )
