@@ -112,6 +112,36 @@ impl EntityGraph {
         self.entity_index.get(normalised).copied()
     }
 
+    /// Assembles a graph a store has read back (the entity lookup is rebuilt).
+    #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn from_parts(
+        entities: Vec<String>,
+        labels: Vec<String>,
+        passage_entities: Vec<Vec<u32>>,
+        edges: Vec<Edge>,
+        triples: Vec<Triple>,
+        triple_entities: Vec<Option<(u32, u32)>>,
+        stats: GraphStats,
+        entity_vectors: std::sync::Arc<Matrix>,
+        triple_vectors: std::sync::Arc<Matrix>,
+    ) -> EntityGraph {
+        let mut g = EntityGraph {
+            entities,
+            labels,
+            passage_entities,
+            edges,
+            triples,
+            triple_entities,
+            stats,
+            entity_vectors,
+            triple_vectors,
+            entity_index: Default::default(),
+        };
+        g.reindex();
+        g
+    }
+
     pub(crate) fn reindex(&mut self) {
         self.entity_index = self.entities.iter().enumerate().map(|(i, e)| (e.clone(), i as u32)).collect();
     }

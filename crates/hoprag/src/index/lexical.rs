@@ -54,16 +54,32 @@ fn schema() -> (Schema, Field, Field) {
     (b.build(), pid, text)
 }
 
-fn register_tokenizer(index: &tantivy::Index) -> Result<()> {
+/// The analysis of every lexical index: one definition, so that the folder store's
+/// tantivy index and the PostgreSQL store's postings cannot drift apart.
+pub fn analyzer() -> Result<TextAnalyzer> {
     let stop = StopWordFilter::new(Language::English)
         .ok_or_else(|| Error::Other("tantivy has no English stop-word list".into()))?;
-    let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+    Ok(TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
         .filter(stop)
-        .build();
-    index.tokenizers().register(TOKENIZER, analyzer);
+        .build())
+}
+
+/// The terms BM25 indexes for `text` with an [`analyzer`], in order, repeats kept
+/// (their count is the document length tantivy records).
+pub fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+    let mut stream = analyzer.token_stream(text);
+    let mut terms = Vec::new();
+    while stream.advance() {
+        terms.push(stream.token().text.clone());
+    }
+    terms
+}
+
+fn register_tokenizer(index: &tantivy::Index) -> Result<()> {
+    index.tokenizers().register(TOKENIZER, analyzer()?);
     Ok(())
 }
 

@@ -1,1 +1,501 @@
-//! The PostgreSQL store (work in progress).
+//! The PostgreSQL store (feature `postgres`): an index in a database with pgvector,
+//! for teams that keep their data in PostgreSQL and serve queries from several
+//! stateless processes.
+//!
+//! Layout (schema `hoprag` unless the URL says `?schema=NAME`; the migrations in
+//! `crates/hoprag/migrations/postgres/` create the fixed tables):
+//! ```text
+//! generations        one row per generation: build, passages, tokens, graph, manifest
+//! current            the live generation (one row), flipped in the writer's transaction
+//! builds             one row per build (a Replace), with the vector dimension
+//! passages_b<N>      build N's passages: idx, id, title, text, tokens, embedding vector(dim)
+//!                    (+ pgvector HNSW index, cosine, when the manifest asks for one)
+//! postings_b<N>      build N's postings: term, passage, tf, dl (tantivy's quantised length)
+//! graphs             one row per attached graph: its counts and statistics
+//! entities, triples, edges, passage_entities   the graphs' rows, keyed by graph id
+//! hoprag_migrations  the schema versions applied
+//! ```
+//! A writer holds one transaction from the lock to the flip of `current`: a writer
+//! killed or dropped before it commits leaves nothing behind, and readers (which read
+//! a generation's rows in one repeatable-read transaction) see the old generation or
+//! the new one. Appends add rows to the base's build; a generation of n passages reads
+//! the rows with idx < n, so an index opened before an append keeps reading its own.
+//! After a commit the store keeps the builds and graphs of the new generation and of
+//! the one before it (servers may still be reading that one) and drops the rest.
+//!
+//! BM25 is computed in SQL ([`SqlBm25`]) with tantivy's formula and analysis, so both
+//! stores rank alike; dense search runs in this process over the vectors loaded into
+//! memory (PPR and PhaseGraph need them all anyway), or through pgvector's HNSW index
+//! ([`PgHnsw`]) when the manifest chose HNSW.
+
+mod bm25;
+mod graph;
+mod hnsw;
+mod migrate;
+mod writer;
+
+pub use bm25::SqlBm25;
+pub use hnsw::PgHnsw;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::binary_copy::BinaryCopyOutIter;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::Type;
+use postgres::{GenericClient, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+
+use super::{Store, StoreWriter};
+use crate::corpus::Passage;
+use crate::error::{Error, Result};
+use crate::graph::EntityGraph;
+use crate::index::{Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+
+/// Connections per store: one writer, a load beside it (`add` reads the base under the
+/// writer's lock) and concurrent queries of a server.
+const POOL_SIZE: u32 = 4;
+/// How long a query waits for a connection before it reports the database unreachable.
+const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(10);
+/// TCP connect timeout when the URL sets none.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The schema when the URL names none.
+pub const DEFAULT_SCHEMA: &str = "hoprag";
+/// pgvector's first version with HNSW.
+const MIN_PGVECTOR: (u32, u32) = (0, 5);
+
+/// An index in a PostgreSQL database.
+pub struct PgStore {
+    pool: Pool,
+    schema: String,
+    location: String,
+}
+
+/// What a generation row says.
+#[derive(Debug, Clone)]
+pub(crate) struct Generation {
+    pub id: i64,
+    pub build: i64,
+    pub passages: usize,
+    pub tokens: i64,
+    pub graph: Option<i64>,
+    pub manifest: Manifest,
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://USER[:PASSWORD]@HOST:PORT/DB?schema=NAME`, or any
+    /// form the `postgres` crate accepts, e.g. `host=/socket/dir` as a parameter),
+    /// checks that pgvector is there (creating the extension if the user may), and
+    /// creates or upgrades the schema.
+    pub fn connect(url: &str) -> Result<PgStore> {
+        let location = super::redact(url);
+        let (client_url, schema) = split_schema(url).map_err(|m| Error::Config(format!("{location}: {m}")))?;
+        let mut config: postgres::Config =
+            client_url.parse().map_err(|e| Error::Config(format!("{location}: not a PostgreSQL URL: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let mut client = config.connect(NoTls).map_err(|e| unreachable(&location, &config, &e))?;
+        let vector_schema = ensure_pgvector(&mut client, &location)?;
+        migrate::run(&mut client, &schema, &vector_schema, &location)?;
+        drop(client);
+        // Every pooled connection resolves the store's tables and pgvector's type by
+        // name (schema names are checked to be plain lowercase identifiers).
+        let search_path = format!("-c search_path={schema},{vector_schema}");
+        let options = match config.get_options() {
+            Some(o) if !o.is_empty() => format!("{o} {search_path}"),
+            _ => search_path,
+        };
+        config.options(&options);
+        let manager = PostgresConnectionManager::new(config, NoTls);
+        // test_on_check_out: a connection broken by a database restart is replaced on
+        // the next checkout, so a server keeps answering once the database is back.
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_SIZE)
+            .min_idle(Some(0))
+            .test_on_check_out(true)
+            .connection_timeout(CHECKOUT_TIMEOUT)
+            .build_unchecked(manager);
+        Ok(PgStore { pool, schema, location })
+    }
+
+    /// The schema the store's tables live in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn conn(&self) -> Result<Conn> {
+        checkout(&self.pool, &self.location)
+    }
+
+    fn err<'a>(&'a self, what: &'a str) -> impl Fn(postgres::Error) -> Error + 'a {
+        db_err(&self.location, what)
+    }
+
+    fn live(&self, client: &mut impl GenericClient) -> Result<Generation> {
+        current(client, &self.location)?.ok_or_else(|| super::no_index(&self.location))
+    }
+}
+
+impl Store for PgStore {
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn generation(&self) -> Result<Option<String>> {
+        let mut conn = self.conn()?;
+        let row = conn.query_opt("SELECT generation FROM current", &[]).map_err(self.err("reading the generation"))?;
+        Ok(row.map(|r| r.get::<_, i64>(0).to_string()))
+    }
+
+    fn load(&self) -> Result<Index> {
+        let mut conn = self.conn()?;
+        // One snapshot for the generation row and its rows.
+        let mut tx = conn
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(self.err("starting a read"))?;
+        let g = self.live(&mut tx)?;
+        let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
+        tx.commit().map_err(self.err("ending a read"))?;
+        let lexical: Arc<dyn LexicalIndex> =
+            Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens));
+        let ann: Option<Arc<dyn VectorIndex>> = match g.manifest.vector_index {
+            VectorIndexKind::Hnsw => Some(Arc::new(PgHnsw::new(
+                self.pool.clone(),
+                &self.location,
+                g.build,
+                g.passages,
+                g.manifest.hnsw.expansion_search,
+            ))),
+            _ => None,
+        };
+        Index::from_parts(&self.location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)
+    }
+
+    fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>> {
+        if index.manifest.graph.is_none() {
+            return Ok(None);
+        }
+        let id: i64 = index
+            .generation()
+            .parse()
+            .map_err(|_| Error::index(&self.location, format!("{:?} is not a generation id", index.generation())))?;
+        let mut conn = self.conn()?;
+        let mut tx = conn
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(self.err("starting a read"))?;
+        let row = tx
+            .query_opt("SELECT graph FROM generations WHERE id = $1", &[&id])
+            .map_err(self.err("reading the generation"))?
+            .ok_or_else(|| {
+                Error::index(&self.location, format!("generation {id} is gone (a newer index replaced it); reload"))
+            })?;
+        let Some(graph_id) = row.get::<_, Option<i64>>(0) else {
+            return Err(Error::index(
+                &self.location,
+                format!("generation {id}: the manifest names a graph the store lacks"),
+            ));
+        };
+        let graph = graph::read(&mut tx, graph_id, index.manifest.embedder.dim, &self.location)?;
+        tx.commit().map_err(self.err("ending a read"))?;
+        graph.check(index.len()).map_err(|m| {
+            Error::index(&self.location, format!("graph {graph_id}: {m}: the graph does not belong to this index"))
+        })?;
+        Ok(Some(graph))
+    }
+
+    fn writer(&self) -> Result<Box<dyn StoreWriter + '_>> {
+        Ok(Box::new(writer::PgWriter::begin(self)?))
+    }
+
+    fn size_bytes(&self) -> Result<u64> {
+        let mut conn = self.conn()?;
+        let g = self.live(&mut *conn)?;
+        let mut tables = vec![passages_table(g.build), postings_table(g.build)];
+        if g.graph.is_some() {
+            // Shared by every graph the store keeps (the live one and at most the
+            // previous generation's).
+            tables.extend(["graphs", "entities", "triples", "edges", "passage_entities"].map(String::from));
+        }
+        let row = conn
+            .query_one(
+                "SELECT coalesce(sum(pg_total_relation_size(t::regclass)), 0)::bigint FROM unnest($1::text[]) t",
+                &[&tables],
+            )
+            .map_err(self.err("measuring the tables"))?;
+        Ok(row.get::<_, i64>(0).max(0) as u64)
+    }
+}
+
+pub(crate) fn passages_table(build: i64) -> String {
+    format!("passages_b{build}")
+}
+
+pub(crate) fn postings_table(build: i64) -> String {
+    format!("postings_b{build}")
+}
+
+/// The live generation, if any.
+pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result<Option<Generation>> {
+    let row = client
+        .query_opt(
+            "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text \
+             FROM current c JOIN generations g ON g.id = c.generation",
+            &[],
+        )
+        .map_err(db_err(location, "reading the live generation"))?;
+    let Some(row) = row else { return Ok(None) };
+    let id: i64 = row.get(0);
+    let manifest: String = row.get(5);
+    let manifest: Manifest = serde_json::from_str(&manifest)
+        .map_err(|e| Error::index(location, format!("generation {id}: invalid manifest: {e}")))?;
+    Ok(Some(Generation {
+        id,
+        build: row.get(1),
+        passages: row.get::<_, i32>(2) as usize,
+        tokens: row.get(3),
+        graph: row.get(4),
+        manifest,
+    }))
+}
+
+/// The generation's passages and vectors, in index order, read with a binary COPY.
+fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str) -> Result<(Vec<Passage>, Matrix)> {
+    let dim = g.manifest.embedder.dim;
+    let vector = vector_type(client, location)?;
+    let sql = format!(
+        "COPY (SELECT idx, id, title, text, embedding FROM {} WHERE idx < {} ORDER BY idx) TO STDOUT (FORMAT binary)",
+        passages_table(g.build),
+        g.passages
+    );
+    let err = db_err(location, "reading passages");
+    let reader = client.copy_out(sql.as_str()).map_err(&err)?;
+    let mut rows = BinaryCopyOutIter::new(reader, &[Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, vector]);
+    let mut passages = Vec::with_capacity(g.passages);
+    let mut data = Vec::with_capacity(g.passages * dim);
+    while let Some(row) = rows.next().map_err(&err)? {
+        let idx: i32 = row.try_get(0).map_err(&err)?;
+        if idx as usize != passages.len() {
+            return Err(Error::index(
+                location,
+                format!("{}: passage {} is missing (found {idx} next)", passages_table(g.build), passages.len()),
+            ));
+        }
+        let v: pgvector::Vector = row.try_get(4).map_err(&err)?;
+        if v.as_slice().len() != dim {
+            return Err(Error::index(
+                location,
+                format!("passage {idx} has a vector of dimension {}, the manifest says {dim}", v.as_slice().len()),
+            ));
+        }
+        data.extend_from_slice(v.as_slice());
+        passages.push(Passage {
+            id: row.try_get(1).map_err(&err)?,
+            title: row.try_get(2).map_err(&err)?,
+            text: row.try_get(3).map_err(&err)?,
+        });
+    }
+    if passages.len() != g.passages {
+        return Err(Error::index(
+            location,
+            format!("generation {} has {} passages, the store holds {}", g.id, g.passages, passages.len()),
+        ));
+    }
+    Ok((passages, Matrix::from_flat(dim.max(1), data)))
+}
+
+/// pgvector's `vector` type as this database knows it (an extension type has no fixed
+/// OID), for binary COPY.
+pub(crate) fn vector_type(client: &mut impl GenericClient, location: &str) -> Result<Type> {
+    let stmt = client.prepare("SELECT NULL::vector").map_err(db_err(location, "looking up pgvector's type"))?;
+    Ok(stmt.columns()[0].type_().clone())
+}
+
+pub(crate) fn checkout(pool: &Pool, location: &str) -> Result<Conn> {
+    pool.get().map_err(|e| Error::index(location, format!("the database is unreachable: {e}")))
+}
+
+/// Maps a client error to one that names the store and what was being done.
+pub(crate) fn db_err<'a>(location: &'a str, what: &'a str) -> impl Fn(postgres::Error) -> Error + 'a {
+    move |e| Error::index(location, format!("{what}: {}", describe(&e)))
+}
+
+/// A client error in one line: the server's message (with its detail and hint) or the
+/// client's.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{} ({})", db.message(), db.code().code());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!("; {d}"));
+            }
+            if let Some(h) = db.hint() {
+                s.push_str(&format!("; hint: {h}"));
+            }
+            s
+        }
+        None => {
+            let mut s = e.to_string();
+            if let Some(src) = std::error::Error::source(e) {
+                let src = src.to_string();
+                if !s.contains(&src) {
+                    s.push_str(&format!(": {src}"));
+                }
+            }
+            s
+        }
+    }
+}
+
+/// The error for a server that cannot be reached, naming where the client tried.
+fn unreachable(location: &str, config: &postgres::Config, e: &postgres::Error) -> Error {
+    let ports = config.get_ports();
+    let targets: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match h {
+                postgres::config::Host::Tcp(host) => format!("{host}:{port}"),
+                #[cfg(unix)]
+                postgres::config::Host::Unix(dir) => format!("{}/.s.PGSQL.{port}", dir.display()),
+            }
+        })
+        .collect();
+    let targets = if targets.is_empty() { "the default host".to_string() } else { targets.join(", ") };
+    Error::index(location, format!("cannot connect to PostgreSQL at {targets}: {}", describe(e)))
+}
+
+/// Checks that pgvector (with HNSW) is installed in the database, creating the extension
+/// when the user may; returns the schema its types live in.
+fn ensure_pgvector(client: &mut postgres::Client, location: &str) -> Result<String> {
+    let find = "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
+                WHERE e.extname = 'vector'";
+    let err = db_err(location, "looking for pgvector");
+    let mut row = client.query_opt(find, &[]).map_err(&err)?;
+    if row.is_none() {
+        if let Err(e) = client.batch_execute("CREATE EXTENSION IF NOT EXISTS vector") {
+            let available = client
+                .query_opt("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'", &[])
+                .ok()
+                .flatten()
+                .map(|r| r.get::<_, Option<String>>(0).unwrap_or_default());
+            return Err(Error::index(location, no_pgvector(available.as_deref(), &describe(&e))));
+        }
+        row = client.query_opt(find, &[]).map_err(&err)?;
+    }
+    let row = row.ok_or_else(|| Error::index(location, no_pgvector(None, "the extension did not appear")))?;
+    let version: String = row.get(0);
+    if !version_at_least(&version, MIN_PGVECTOR) {
+        return Err(Error::index(
+            location,
+            format!(
+                "pgvector {version} is installed; hoprag needs pgvector >= {}.{} (HNSW): \
+                 ALTER EXTENSION vector UPDATE after installing a newer one",
+                MIN_PGVECTOR.0, MIN_PGVECTOR.1
+            ),
+        ));
+    }
+    let schema: String = row.get(1);
+    if !is_plain_identifier(&schema) {
+        return Err(Error::index(
+            location,
+            format!("pgvector is installed in schema {schema:?}; hoprag expects a plain lowercase schema name"),
+        ));
+    }
+    Ok(schema)
+}
+
+/// What to do when `CREATE EXTENSION vector` failed: `available` is the version the
+/// server could install (None when it has no pgvector at all), `client` the server's
+/// refusal.
+pub(crate) fn no_pgvector(available: Option<&str>, client: &str) -> String {
+    let need = format!("pgvector >= {}.{} (for HNSW)", MIN_PGVECTOR.0, MIN_PGVECTOR.1);
+    match available {
+        Some(v) => format!(
+            "the database lacks the `vector` extension and CREATE EXTENSION IF NOT EXISTS vector failed ({client}); \
+             the server has pgvector {v}: have a superuser run CREATE EXTENSION vector in this database \
+             (hoprag needs {need})"
+        ),
+        None => format!(
+            "the database lacks the `vector` extension and the server has no pgvector to install ({client}); \
+             install {need} on the server, then CREATE EXTENSION IF NOT EXISTS vector"
+        ),
+    }
+}
+
+fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+/// A lowercase SQL identifier that needs no quoting (so it can sit in a search_path).
+fn is_plain_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && s.len() <= 63
+}
+
+/// Splits `schema=NAME` off a URL's parameters (the client rejects parameters it does
+/// not know): the URL to connect with and the schema.
+fn split_schema(url: &str) -> std::result::Result<(String, String), String> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, q),
+        None => (url, ""),
+    };
+    let mut schema = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("schema", value)) => schema = Some(value.to_string()),
+            _ => rest.push(pair),
+        }
+    }
+    let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_string());
+    if !is_plain_identifier(&schema) {
+        return Err(format!(
+            "schema {schema:?} is not a plain lowercase identifier (letters a-z, digits, _; at most 63)"
+        ));
+    }
+    let url = if rest.is_empty() { base.to_string() } else { format!("{base}?{}", rest.join("&")) };
+    Ok((url, schema))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_split_off_and_checked() {
+        let (url, schema) = split_schema("postgres://u@h:5/db?schema=t1&sslmode=disable").unwrap();
+        assert_eq!((url.as_str(), schema.as_str()), ("postgres://u@h:5/db?sslmode=disable", "t1"));
+        let (url, schema) = split_schema("postgres://u@h:5/db").unwrap();
+        assert_eq!((url.as_str(), schema.as_str()), ("postgres://u@h:5/db", "hoprag"));
+        let (url, _) = split_schema("postgresql://u@%2Ftmp%2Fpg:5/db?schema=x").unwrap();
+        assert_eq!(url, "postgresql://u@%2Ftmp%2Fpg:5/db");
+        assert!(split_schema("postgres://u@h/db?schema=Robert').drop").unwrap_err().contains("not a plain"));
+        assert!(split_schema("postgres://u@h/db?schema=").is_err());
+    }
+
+    #[test]
+    fn pgvector_messages_say_what_to_do() {
+        let m = no_pgvector(None, "extension \"vector\" is not available (0A000)");
+        assert!(m.contains("install pgvector >= 0.5") && m.contains("CREATE EXTENSION IF NOT EXISTS vector"), "{m}");
+        let m = no_pgvector(Some("0.6.2"), "permission denied to create extension \"vector\" (42501)");
+        assert!(m.contains("superuser") && m.contains("0.6.2") && m.contains("permission denied"), "{m}");
+        assert!(version_at_least("0.6.2", MIN_PGVECTOR) && version_at_least("1.0", MIN_PGVECTOR));
+        assert!(!version_at_least("0.4.4", MIN_PGVECTOR));
+    }
+}

@@ -1,0 +1,315 @@
+//! The writer: one transaction from the lock to the flip of `current`.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::{ToSql, Type};
+use postgres::Client;
+use rayon::prelude::*;
+use tantivy::fieldnorm::FieldNormReader;
+
+use super::{current, db_err, passages_table, postings_table, vector_type, Conn, Generation, PgStore};
+use crate::corpus::Passage;
+use crate::error::{Error, Result};
+use crate::index::{analyze, analyzer, Manifest, Matrix, VectorIndexKind};
+use crate::progress::Progress;
+use crate::store::{Change, StoreWriter, WriteTimes};
+
+/// Passages per COPY statement: the unit of progress, and of memory for the analysed
+/// texts.
+const BATCH: usize = 8192;
+/// Memory for building the HNSW index in one go (pgvector falls back to a slower build
+/// on disk when the graph outgrows it).
+const HNSW_BUILD_MEMORY: &str = "1GB";
+
+/// A 64-bit FNV-1a hash: advisory-lock keys from names.
+pub(crate) fn lock_key(name: &str) -> i64 {
+    name.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)) as i64
+}
+
+pub(crate) struct PgWriter<'a> {
+    store: &'a PgStore,
+    /// Inside an open transaction until committed; rolled back on drop otherwise.
+    conn: Option<Conn>,
+    base: Option<Generation>,
+}
+
+impl<'a> PgWriter<'a> {
+    pub(crate) fn begin(store: &'a PgStore) -> Result<PgWriter<'a>> {
+        let mut conn = store.conn()?;
+        let err = store.err("taking the writer's lock");
+        conn.batch_execute("BEGIN").map_err(&err)?;
+        let mut writer = PgWriter { store, conn: Some(conn), base: None };
+        let conn = writer.client();
+        // Held until COMMIT or ROLLBACK, and released by the server when the process
+        // dies: concurrent writers run one after the other.
+        conn.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(&format!("hoprag writer {}", store.schema))])
+            .map_err(&err)?;
+        // Read under the lock (each statement of a read-committed transaction sees the
+        // latest commit): nobody can publish in between.
+        writer.base = current(writer.client(), &store.location)?;
+        Ok(writer)
+    }
+
+    fn client(&mut self) -> &mut Client {
+        self.conn.as_mut().expect("the writer's connection is held until commit")
+    }
+}
+
+impl Drop for PgWriter<'_> {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            // Uncommitted: nothing of it becomes visible. A connection that cannot roll
+            // back is broken and the pool discards it.
+            if let Err(e) = conn.batch_execute("ROLLBACK") {
+                log::warn!("{}: rolling back an unfinished write: {e}", self.store.location);
+            }
+        }
+    }
+}
+
+impl StoreWriter for PgWriter<'_> {
+    fn base(&self) -> Option<&Manifest> {
+        self.base.as_ref().map(|g| &g.manifest)
+    }
+
+    fn commit(mut self: Box<Self>, change: Change<'_>, progress: &dyn Progress) -> Result<WriteTimes> {
+        let location = self.store.location.clone();
+        let no_index = || super::super::no_index(&location);
+        let base = self.base.clone();
+        let mut times = WriteTimes::default();
+        let client = self.client();
+        let err = db_err(&location, "writing the index");
+        let vector = vector_type(client, &location)?;
+        let (manifest, next) = match change {
+            Change::Replace { manifest, passages, vectors } => {
+                let dim = manifest.embedder.dim;
+                let build: i64 = timed(&mut times.write_secs, || {
+                    let build: i64 = client
+                        .query_one("INSERT INTO builds (dim) VALUES ($1) RETURNING id", &[&(dim as i32)])
+                        .map_err(&err)?
+                        .get(0);
+                    client
+                        .batch_execute(&format!(
+                            "CREATE TABLE {p} (idx int NOT NULL, id text NOT NULL, title text NOT NULL, \
+                             text text NOT NULL, tokens int NOT NULL, embedding vector({dim}) NOT NULL);
+                             CREATE TABLE {q} (term text COLLATE \"C\" NOT NULL, passage int NOT NULL, \
+                             tf int NOT NULL, dl int NOT NULL);",
+                            p = passages_table(build),
+                            q = postings_table(build)
+                        ))
+                        .map_err(&err)?;
+                    Ok::<_, Error>(build)
+                })?;
+                let tokens = copy_rows(client, build, 0, passages, vectors, &vector, &mut times, progress, &location)?;
+                // Indexes after the bulk load: built once, sorted, rather than row by row.
+                timed(&mut times.lexical_secs, || {
+                    client
+                        .batch_execute(&format!(
+                            "ALTER TABLE {p} ADD PRIMARY KEY (idx); CREATE INDEX ON {q} (term);",
+                            p = passages_table(build),
+                            q = postings_table(build)
+                        ))
+                        .map_err(&err)
+                })?;
+                if manifest.vector_index == VectorIndexKind::Hnsw {
+                    timed(&mut times.vector_secs, || {
+                        progress.start("hnsw index", 0);
+                        let r = client.batch_execute(&format!(
+                            "SET LOCAL maintenance_work_mem = '{HNSW_BUILD_MEMORY}';
+                             CREATE INDEX ON {p} USING hnsw (embedding vector_cosine_ops) \
+                             WITH (m = {m}, ef_construction = {ef});",
+                            p = passages_table(build),
+                            m = manifest.hnsw.connectivity,
+                            ef = manifest.hnsw.expansion_add.max(2 * manifest.hnsw.connectivity)
+                        ));
+                        progress.finish();
+                        r.map_err(&err)
+                    })?;
+                }
+                (manifest, Next { build, passages: passages.len(), tokens, graph: None })
+            }
+            Change::Append { manifest, passages, vectors } => {
+                let base = base.as_ref().ok_or_else(no_index)?;
+                if vectors.dim() != base.manifest.embedder.dim {
+                    return Err(Error::index(
+                        &location,
+                        format!(
+                            "the added vectors have dimension {}, the index {}",
+                            vectors.dim(),
+                            base.manifest.embedder.dim
+                        ),
+                    ));
+                }
+                let first = base.passages;
+                // The pgvector index, the primary key and the term index take the rows
+                // as they come.
+                let tokens =
+                    copy_rows(client, base.build, first, passages, vectors, &vector, &mut times, progress, &location)?;
+                let next = Next {
+                    build: base.build,
+                    passages: first + passages.len(),
+                    tokens: base.tokens + tokens,
+                    graph: base.graph,
+                };
+                (manifest, next)
+            }
+            Change::Graph { manifest, graph } => {
+                let base = base.as_ref().ok_or_else(no_index)?;
+                let id = timed(&mut times.write_secs, || super::graph::write(client, graph, &vector, &location))?;
+                (manifest, Next { build: base.build, passages: base.passages, tokens: base.tokens, graph: Some(id) })
+            }
+        };
+        if manifest.counts.passages != next.passages {
+            return Err(Error::index(
+                &location,
+                format!("the manifest counts {} passages, the generation {}", manifest.counts.passages, next.passages),
+            ));
+        }
+        timed(&mut times.write_secs, || publish(client, &next, manifest, base.as_ref(), &location))?;
+        let conn = self.conn.take().expect("the writer's connection is held until commit");
+        let mut conn = conn;
+        timed(&mut times.write_secs, || conn.batch_execute("COMMIT").map_err(db_err(&location, "committing")))?;
+        Ok(times)
+    }
+}
+
+/// The new generation's row.
+struct Next {
+    build: i64,
+    passages: usize,
+    tokens: i64,
+    graph: Option<i64>,
+}
+
+/// Records the generation, points `current` at it, and drops the builds and graphs
+/// that neither it nor the previous generation uses.
+fn publish(
+    client: &mut Client,
+    next: &Next,
+    manifest: &Manifest,
+    base: Option<&Generation>,
+    location: &str,
+) -> Result<()> {
+    let err = db_err(location, "publishing the generation");
+    let json = serde_json::to_string(manifest).map_err(|e| Error::Other(e.to_string()))?;
+    let id: i64 = client
+        .query_one(
+            "INSERT INTO generations (build, passages, tokens, graph, manifest) \
+             VALUES ($1, $2, $3, $4, $5::text::jsonb) RETURNING id",
+            &[&next.build, &(next.passages as i32), &next.tokens, &next.graph, &json],
+        )
+        .map_err(&err)?
+        .get(0);
+    client
+        .execute(
+            "INSERT INTO current (singleton, generation) VALUES (true, $1) \
+             ON CONFLICT (singleton) DO UPDATE SET generation = excluded.generation",
+            &[&id],
+        )
+        .map_err(&err)?;
+    let keep_builds: Vec<i64> = [Some(next.build), base.map(|b| b.build)].into_iter().flatten().collect();
+    let keep_graphs: Vec<i64> = [next.graph, base.and_then(|b| b.graph)].into_iter().flatten().collect();
+    let stale: Vec<i64> = client
+        .query("DELETE FROM builds WHERE id <> ALL($1) RETURNING id", &[&keep_builds])
+        .map_err(&err)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for b in stale {
+        client
+            .batch_execute(&format!("DROP TABLE IF EXISTS {}, {}", passages_table(b), postings_table(b)))
+            .map_err(&err)?;
+    }
+    // Generations of dropped builds and graphs go with them (ON DELETE CASCADE).
+    client.execute("DELETE FROM graphs WHERE id <> ALL($1)", &[&keep_graphs]).map_err(&err)?;
+    Ok(())
+}
+
+/// Writes passages `first..` of `build` and their postings with binary COPY, batch by
+/// batch; returns the number of analysed tokens.
+#[allow(clippy::too_many_arguments)]
+fn copy_rows(
+    client: &mut Client,
+    build: i64,
+    first: usize,
+    passages: &[Passage],
+    vectors: &Matrix,
+    vector: &Type,
+    times: &mut WriteTimes,
+    progress: &dyn Progress,
+    location: &str,
+) -> Result<i64> {
+    if vectors.rows() != passages.len() {
+        return Err(Error::index(location, format!("{} vectors for {} passages", vectors.rows(), passages.len())));
+    }
+    let err = db_err(location, "copying rows");
+    let passage_types = [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, vector.clone()];
+    let posting_types = [Type::TEXT, Type::INT4, Type::INT4, Type::INT4];
+    let copy_passages =
+        format!("COPY {} (idx, id, title, text, tokens, embedding) FROM STDIN (FORMAT binary)", passages_table(build));
+    let copy_postings = format!("COPY {} (term, passage, tf, dl) FROM STDIN (FORMAT binary)", postings_table(build));
+    let analyser = analyzer()?;
+    let mut tokens = 0i64;
+    progress.start("passages and postings", passages.len() as u64);
+    for (b, chunk) in passages.chunks(BATCH).enumerate() {
+        let start = b * BATCH;
+        // The terms and counts of each passage, analysed as tantivy does.
+        let analysed: Vec<(u32, Vec<(String, u32)>)> = timed(&mut times.lexical_secs, || {
+            chunk
+                .par_iter()
+                .map_init(
+                    || analyser.clone(),
+                    |a, p| {
+                        let terms = analyze(a, &p.index_text());
+                        let len = terms.len() as u32;
+                        let mut counts: HashMap<String, u32> = HashMap::new();
+                        for t in terms {
+                            *counts.entry(t).or_default() += 1;
+                        }
+                        let mut counts: Vec<(String, u32)> = counts.into_iter().collect();
+                        counts.sort_unstable();
+                        (len, counts)
+                    },
+                )
+                .collect()
+        });
+        timed(&mut times.write_secs, || {
+            let mut w = BinaryCopyInWriter::new(client.copy_in(copy_passages.as_str()).map_err(&err)?, &passage_types);
+            for (i, p) in chunk.iter().enumerate() {
+                let idx = (first + start + i) as i32;
+                let len = analysed[i].0 as i32;
+                let v = pgvector::Vector::from(vectors.row((start + i) as u32).to_vec());
+                let row: [&(dyn ToSql + Sync); 6] = [&idx, &p.id, &p.title, &p.text, &len, &v];
+                w.write(&row).map_err(&err)?;
+            }
+            w.finish().map_err(&err)
+        })?;
+        timed(&mut times.lexical_secs, || {
+            let mut w = BinaryCopyInWriter::new(client.copy_in(copy_postings.as_str()).map_err(&err)?, &posting_types);
+            for (i, (len, counts)) in analysed.iter().enumerate() {
+                let idx = (first + start + i) as i32;
+                // The document length tantivy scores with: its one-byte field norm.
+                let dl = FieldNormReader::id_to_fieldnorm(FieldNormReader::fieldnorm_to_id(*len)) as i32;
+                for (term, tf) in counts {
+                    let tf = *tf as i32;
+                    let row: [&(dyn ToSql + Sync); 4] = [term, &idx, &tf, &dl];
+                    w.write(&row).map_err(&err)?;
+                }
+            }
+            w.finish().map_err(&err)
+        })?;
+        tokens += analysed.iter().map(|(len, _)| *len as i64).sum::<i64>();
+        progress.advance(chunk.len() as u64);
+    }
+    progress.finish();
+    Ok(tokens)
+}
+
+fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let r = f();
+    *acc += t.elapsed().as_secs_f64();
+    r
+}

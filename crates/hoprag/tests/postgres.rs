@@ -1,0 +1,648 @@
+//! The PostgreSQL store against a real server: parity with the folder store, appends,
+//! atomicity (dropped writers, kill -9 of a writing process), concurrent writers and
+//! bad input.
+//!
+//! The server: `HOPRAG_TEST_POSTGRES` (a URL) if set, else one started with
+//! `scripts/postgres.sh start` in the cargo target's temporary folder (left running for
+//! the next run; `scripts/postgres.sh stop target/tmp/hoprag-pg` stops it). When no
+//! server can be had the tests say so and pass, unless `HOPRAG_REQUIRE_POSTGRES=1`.
+//! Each test works in its own schema, dropped at its start.
+#![cfg(feature = "postgres")]
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::HashEmbedder;
+use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
+use hoprag::dataset::load_dataset;
+use hoprag::embed::{Embedder, TextKind};
+use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions};
+use hoprag::index::{checksum, HnswParams, VectorIndex, VectorIndexKind};
+use hoprag::progress::Silent;
+use hoprag::retrieve::Query;
+use hoprag::store::postgres::PgStore;
+use hoprag::store::{add_passages, attach_graph, build_index, BuildOptions, Store};
+use hoprag::{Config, Engine, PassageIdx};
+
+/// The server's URL, or `None` (after saying why) when there is none to test against.
+fn server() -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        let require = std::env::var("HOPRAG_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
+        if let Ok(url) = std::env::var("HOPRAG_TEST_POSTGRES") {
+            if !url.is_empty() {
+                return Some(url);
+            }
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hoprag-pg");
+        let script = common::repo_root().join("scripts/postgres.sh");
+        let out = Command::new("bash").arg(&script).arg("start").arg(&dir).stderr(Stdio::inherit()).output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let url = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or("").trim().to_string();
+                assert!(url.starts_with("postgres"), "postgres.sh printed no URL: {url:?}");
+                Some(url)
+            }
+            other => {
+                let why = match other {
+                    Ok(o) => format!("{} exited with {}", script.display(), o.status),
+                    Err(e) => format!("cannot run bash {}: {e}", script.display()),
+                };
+                assert!(!require, "HOPRAG_REQUIRE_POSTGRES=1 but no PostgreSQL server: {why}");
+                eprintln!("skipping the PostgreSQL tests: no server ({why}); set HOPRAG_TEST_POSTGRES to a URL");
+                None
+            }
+        }
+    })
+    .clone()
+}
+
+fn with_schema(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}schema={schema}")
+}
+
+/// A URL naming a fresh, empty schema `schema` on the test server.
+fn fresh(schema: &str) -> Option<String> {
+    let url = server()?;
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect to the test server");
+    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).unwrap();
+    Some(with_schema(&url, schema))
+}
+
+fn pg(url: &str) -> Arc<dyn Store> {
+    Arc::new(PgStore::connect(url).unwrap())
+}
+
+fn corpus(passages: Vec<Passage>) -> LoadedCorpus {
+    LoadedCorpus { passages, ..Default::default() }
+}
+
+/// Deterministic synthetic passages `from..to` (tag distinguishes sets).
+fn synthetic(tag: &str, from: usize, to: usize) -> Vec<Passage> {
+    const WORDS: [&str; 12] = [
+        "river", "castle", "harbour", "founded", "painter", "novel", "bridge", "mountain", "city", "king", "war",
+        "song",
+    ];
+    (from..to)
+        .map(|i| {
+            let text: Vec<&str> = (0..12).map(|j| WORDS[(i * 7 + j * 5 + j * j) % WORDS.len()]).collect();
+            Passage {
+                id: format!("{tag}-{i}"),
+                title: format!("{tag} {i}"),
+                text: format!("{} {tag}{i} number {i}.", text.join(" ")),
+            }
+        })
+        .collect()
+}
+
+fn exact() -> BuildOptions {
+    BuildOptions { vector_index: VectorIndexKind::Exact, overwrite: true, ..Default::default() }
+}
+
+fn embed(e: &dyn Embedder, text: &str) -> Vec<f32> {
+    e.embed(&[text.to_string()], TextKind::Query).unwrap().remove(0)
+}
+
+/// The first `n` passages of a shared benchmark subset and its first `questions`
+/// questions, if the shared data is there.
+fn slice(dataset: &str, n: usize, questions: usize) -> Option<(Vec<Passage>, Vec<String>)> {
+    let data = common::shared_data()?;
+    let mut corpus = load_corpus(&data.join(dataset).join("corpus.json"), &CorpusOptions::default()).unwrap();
+    corpus.passages.truncate(n);
+    let (_, qs) = load_dataset(&data.join(dataset).join("questions.json")).unwrap();
+    // Questions, plus passage titles as short queries (many terms shared by few passages).
+    let mut queries: Vec<String> = qs.iter().take(questions).map(|q| q.text.clone()).collect();
+    queries.extend(corpus.passages.iter().step_by(37).map(|p| p.title.clone()));
+    Some((corpus.passages, queries))
+}
+
+const REL: f32 = 1e-4;
+
+fn close(a: f32, b: f32) -> bool {
+    (a - b).abs() <= REL * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Two rankings agree: the same scores position by position (within 1e-4 relative),
+/// and the same passages except where scores tie (within that tolerance), whose order
+/// single and double precision may decide differently. Returns the positions whose
+/// passage differed.
+fn assert_same_ranking(what: &str, folder: &[(PassageIdx, f32)], pg: &[(PassageIdx, f32)]) -> usize {
+    assert_eq!(folder.len(), pg.len(), "{what}: {folder:?} vs {pg:?}");
+    let mut swapped = 0;
+    for (i, (&(fi, fs), &(pi, ps))) in folder.iter().zip(pg).enumerate() {
+        assert!(close(fs, ps), "{what}: rank {i} scores {fs} vs {ps}\n{folder:?}\n{pg:?}");
+        if fi != pi {
+            swapped += 1;
+            let tied = folder.iter().any(|&(j, s)| j == pi && close(s, fs))
+                || folder.last().is_some_and(|&(_, last)| close(last, fs));
+            assert!(tied, "{what}: rank {i} is {fi} vs {pi} without a tie\n{folder:?}\n{pg:?}");
+        }
+    }
+    swapped
+}
+
+/// On the first 300 passages of musique-train; with `HOPRAG_PG_PARITY_FULL=1` on the
+/// whole musique-train and hotpotqa-train subsets with every question.
+#[test]
+fn parity_with_the_folder_store_on_a_musique_slice() {
+    if std::env::var("HOPRAG_PG_PARITY_FULL").is_ok_and(|v| v == "1") {
+        parity("musique-train", usize::MAX, usize::MAX);
+        parity("hotpotqa-train", usize::MAX, usize::MAX);
+    } else {
+        parity("musique-train", 300, 25);
+    }
+}
+
+fn parity(dataset: &str, n: usize, questions: usize) {
+    let schema = format!("t_parity_{}", dataset.replace('-', "_"));
+    let Some(url) = fresh(&schema) else { return };
+    let Some((passages, queries)) = slice(dataset, n, questions) else { return };
+    eprintln!("{dataset}: {} passages, {} queries", passages.len(), queries.len());
+    let embedder = Arc::new(HashEmbedder::new());
+    let dir = tempfile::tempdir().unwrap();
+    let folder = hoprag::store::folder(dir.path());
+    let pgs = pg(&url);
+    let t = Instant::now();
+    build_index(folder.as_ref(), &corpus(passages.clone()), vec![], embedder.as_ref(), &exact(), &Silent).unwrap();
+    let folder_secs = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let stats =
+        build_index(pgs.as_ref(), &corpus(passages.clone()), vec![], embedder.as_ref(), &exact(), &Silent).unwrap();
+    let pg_secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "build of {} passages: folder {folder_secs:.3} s, postgres {pg_secs:.3} s (lexical {:.3} s, write {:.3} s, \
+         {} bytes)",
+        passages.len(),
+        stats.lexical_secs,
+        stats.write_secs,
+        stats.bytes_on_disk
+    );
+    assert!(stats.bytes_on_disk > 0);
+
+    let (fi, pi) = (folder.load().unwrap(), pgs.load().unwrap());
+    assert_eq!(pi.passages(), fi.passages());
+    assert_eq!(pi.vectors().as_flat(), fi.vectors().as_flat(), "vectors round-trip bit for bit");
+    assert_eq!(pi.manifest.corpus_checksum, checksum(pi.passages()));
+    assert_eq!(pi.generation(), pgs.generation().unwrap().unwrap());
+
+    // BM25: same lists, same scores.
+    assert!(queries.len() >= 20);
+    let (mut swapped, mut compared) = (0, 0);
+    for q in &queries {
+        let f = fi.lexical().search(q, 10).unwrap();
+        let p = pi.lexical().search(q, 10).unwrap();
+        assert!(!f.is_empty(), "{q}");
+        compared += f.len();
+        swapped += assert_same_ranking(&format!("bm25 {q:?}"), &f, &p);
+    }
+    eprintln!("bm25: {} queries, {compared} hits compared, {swapped} tied hits ordered differently", queries.len());
+    assert!(swapped * 20 <= compared, "ties should be rare: {swapped} of {compared}");
+    assert!(pi.lexical().search("the of and", 10).unwrap().is_empty(), "stop words only");
+
+    // Dense, exact: identical.
+    for q in &queries {
+        let v = embed(embedder.as_ref(), q);
+        assert_eq!(pi.vector_index().search(&v, 10).unwrap(), fi.vector_index().search(&v, 10).unwrap(), "{q}");
+    }
+
+    // The graph: the same heuristic graph attached to both round-trips, and PPR agrees.
+    let graph = EntityGraph::build(
+        passages.len(),
+        extract_heuristic(&passages),
+        embedder.as_ref(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    attach_graph(folder.as_ref(), &graph, "heuristic".into()).unwrap();
+    attach_graph(pgs.as_ref(), &graph, "heuristic".into()).unwrap();
+    let pi = pgs.load().unwrap();
+    let g = pgs.load_graph(&pi).unwrap().expect("a graph");
+    assert_eq!(g.entities, graph.entities);
+    assert_eq!(g.labels, graph.labels);
+    assert_eq!(g.passage_entities, graph.passage_entities);
+    assert_eq!(g.triples, graph.triples);
+    assert_eq!(g.triple_entities, graph.triple_entities);
+    let edges = |g: &EntityGraph| g.edges.iter().map(|e| (e.a, e.b, e.weight.to_bits(), e.kind)).collect::<Vec<_>>();
+    assert_eq!(edges(&g), edges(&graph));
+    assert_eq!(g.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
+    assert_eq!(g.triple_vectors.as_flat(), graph.triple_vectors.as_flat());
+    assert_eq!(serde_json::to_value(&g.stats).unwrap(), serde_json::to_value(&graph.stats).unwrap());
+    assert!(g.entity_id(&graph.entities[0]).is_some(), "the entity lookup is rebuilt");
+    eprintln!("graph: {} entities, {} triples, {} edges round-trip", g.entities.len(), g.triples.len(), g.edges.len());
+
+    let fe = Engine::new(folder.clone(), embedder.clone(), Config::default()).unwrap();
+    let pe = Engine::new(pgs.clone(), embedder.clone(), Config::default()).unwrap();
+    let (fr, pr) = (fe.retriever("ppr").unwrap(), pe.retriever("ppr").unwrap());
+    for q in &queries {
+        let query = Query::with_embedding(q.clone(), embed(embedder.as_ref(), q));
+        let f: Vec<(PassageIdx, f32)> =
+            fr.retrieve(&query, 10).unwrap().hits.iter().map(|h| (h.passage, h.score)).collect();
+        let p: Vec<(PassageIdx, f32)> =
+            pr.retrieve(&query, 10).unwrap().hits.iter().map(|h| (h.passage, h.score)).collect();
+        assert_eq!(f, p, "ppr {q}");
+    }
+
+    // HNSW in pgvector against exact search on the same vectors.
+    let hnsw_schema = format!("{schema}_hnsw");
+    let Some(hnsw_url) = fresh(&hnsw_schema) else { return };
+    let hs = pg(&hnsw_url);
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, hnsw: HnswParams::default(), ..exact() };
+    build_index(hs.as_ref(), &corpus(passages.clone()), vec![], embedder.as_ref(), &options, &Silent).unwrap();
+    let hi = hs.load().unwrap();
+    assert_eq!(hi.vector_index().kind(), VectorIndexKind::Hnsw);
+    let (mut found, mut total) = (0, 0);
+    for q in &queries {
+        let v = embed(embedder.as_ref(), q);
+        let truth: HashSet<PassageIdx> = fi.exact_index().search(&v, 10).unwrap().iter().map(|h| h.0).collect();
+        let got = hi.vector_index().search(&v, 10).unwrap();
+        assert_eq!(got.len(), 10);
+        for &(p, s) in &got {
+            // The score is the cosine: the exact dot product of the stored vectors.
+            let dot: f32 = hi.vectors().row(p).iter().zip(&v).map(|(a, b)| a * b).sum();
+            assert!((dot - s).abs() < 1e-4, "{s} vs {dot}");
+        }
+        found += got.iter().filter(|h| truth.contains(&h.0)).count();
+        total += truth.len();
+    }
+    // The searches went through the HNSW index (at 300 rows the planner could prefer a
+    // scan, which would make the recall meaningless).
+    let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    let build: i64 = admin
+        .query_one(
+            "SELECT g.build FROM t_parity_hnsw.current c JOIN t_parity_hnsw.generations g ON g.id = c.generation",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let q = pgvector::Vector::from(embed(embedder.as_ref(), &queries[0]));
+    let plan: Vec<String> = admin
+        .query(
+            &format!(
+                "EXPLAIN SELECT idx FROM {hnsw_schema}.passages_b{build} WHERE idx < {} \
+                 ORDER BY embedding OPERATOR(public.<=>) $1 LIMIT 10",
+                passages.len()
+            ),
+            &[&q],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(plan.iter().any(|l| l.contains("Index Scan using") && l.contains("embedding_idx")), "{plan:#?}");
+    let recall = found as f64 / total as f64;
+    eprintln!("pgvector HNSW recall@10 vs exact on the slice: {recall:.3} ({} queries)", queries.len());
+    assert!(recall >= 0.9, "HNSW recall@10 {recall}");
+}
+
+#[test]
+fn append_is_seen_by_new_readers_only() {
+    let Some(url) = fresh("t_append") else { return };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 200)), vec!["a".into()], &e, &exact(), &Silent).unwrap();
+    let before = store.load().unwrap();
+    let g0 = store.generation().unwrap().unwrap();
+    let hits_before = before.lexical().search("castle b7", 20).unwrap();
+    let stats = add_passages(store.as_ref(), &mut corpus(synthetic("b", 0, 50)), "b".into(), &e, &Silent).unwrap();
+    assert_eq!((stats.passages_added, stats.passages_total), (50, 250));
+    let g1 = store.generation().unwrap().unwrap();
+    assert_ne!(g0, g1);
+
+    let after = store.load().unwrap();
+    assert_eq!(after.len(), 250);
+    assert_eq!(after.passage(200).id, "b-0");
+    assert_eq!(after.manifest.corpus_checksum, checksum(after.passages()));
+    assert_eq!(after.manifest.sources, vec!["a".to_string(), "b".to_string()]);
+    let hit = after.lexical().search("b7", 5).unwrap();
+    assert_eq!(hit.first().map(|h| h.0), Some(207), "{hit:?}");
+    let v = after.vectors().row(230).to_vec();
+    assert_eq!(after.vector_index().search(&v, 1).unwrap()[0].0, 230);
+
+    // The index opened before the append still reads its 200 passages, and ranks as
+    // it did (its document count and average length are its own).
+    assert_eq!(before.len(), 200);
+    assert_eq!(before.lexical().len(), 200);
+    assert!(before.lexical().search("b7", 5).unwrap().is_empty());
+    assert_eq!(before.lexical().search("castle b7", 20).unwrap(), hits_before);
+
+    // Adding the same passages again adds nothing.
+    let stats = add_passages(store.as_ref(), &mut corpus(synthetic("b", 0, 50)), "b".into(), &e, &Silent).unwrap();
+    assert_eq!(stats.passages_added, 0);
+    assert_eq!(store.load().unwrap().len(), 250);
+
+    // The same with pgvector's HNSW index, which takes the appended rows.
+    let Some(url) = fresh("t_append_hnsw") else { return };
+    let store = pg(&url);
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 200)), vec![], &e, &options, &Silent).unwrap();
+    let before = store.load().unwrap();
+    add_passages(store.as_ref(), &mut corpus(synthetic("b", 0, 50)), "b".into(), &e, &Silent).unwrap();
+    let after = store.load().unwrap();
+    let v = after.vectors().row(240).to_vec();
+    assert_eq!(after.vector_index().search(&v, 1).unwrap()[0].0, 240);
+    assert!(before.vector_index().search(&v, 20).unwrap().iter().all(|h| h.0 < 200), "old readers see old rows");
+}
+
+#[test]
+fn a_writer_that_does_not_commit_changes_nothing() {
+    let Some(url) = fresh("t_rollback") else { return };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 100)), vec![], &e, &exact(), &Silent).unwrap();
+    let g0 = store.generation().unwrap();
+    drop(store.writer().unwrap());
+    assert_eq!(store.generation().unwrap(), g0);
+
+    // A commit that fails after its rows were copied (the manifest miscounts them)
+    // leaves the old generation and no trace of the new build.
+    let old = store.load().unwrap();
+    let mut manifest = old.manifest.clone();
+    manifest.counts.passages = 7;
+    let passages = synthetic("z", 0, 50);
+    let vectors = hoprag::index::Matrix::from_flat(
+        e.dim,
+        e.embed(&passages.iter().map(Passage::index_text).collect::<Vec<_>>(), TextKind::Passage).unwrap().concat(),
+    );
+    let writer = store.writer().unwrap();
+    let err = writer
+        .commit(hoprag::store::Change::Replace { manifest: &manifest, passages: &passages, vectors: &vectors }, &Silent)
+        .expect_err("miscounted manifest");
+    assert!(err.to_string().contains("counts 7 passages"), "{err}");
+    assert_eq!(store.generation().unwrap(), g0);
+    let now = store.load().unwrap();
+    assert_eq!(now.len(), 100);
+    assert_eq!(now.manifest.corpus_checksum, old.manifest.corpus_checksum);
+    let mut client = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    let tables: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 't_rollback' AND tablename LIKE 'passages_b%'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "the failed build's tables were rolled back");
+    // And the store takes writes again.
+    add_passages(store.as_ref(), &mut corpus(synthetic("c", 0, 10)), "c".into(), &e, &Silent).unwrap();
+    assert_eq!(store.load().unwrap().len(), 110);
+}
+
+/// Not a test: the writing process the kill -9 test starts and kills (run with
+/// `--ignored --exact writer_process`). It rebuilds the index in
+/// `HOPRAG_PG_WRITER_URL` over and over, alternating two corpora, and appends
+/// `begin N` / `commit N` lines to `HOPRAG_PG_WRITER_LOG`.
+#[test]
+#[ignore = "run by kill_9_of_a_writer_leaves_the_old_or_the_new_generation"]
+fn writer_process() {
+    use std::io::Write;
+    let (Ok(url), Ok(log)) = (std::env::var("HOPRAG_PG_WRITER_URL"), std::env::var("HOPRAG_PG_WRITER_LOG")) else {
+        return;
+    };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    let mut log = std::fs::OpenOptions::new().append(true).create(true).open(log).unwrap();
+    for round in 0.. {
+        let c = corpus(kill_corpus(round % 2));
+        writeln!(log, "begin {round}").unwrap();
+        build_index(store.as_ref(), &c, vec![], &e, &options, &Silent).unwrap();
+        writeln!(log, "commit {round}").unwrap();
+    }
+}
+
+fn kill_corpus(which: usize) -> Vec<Passage> {
+    match which {
+        0 => synthetic("k", 0, 3000),
+        _ => synthetic("l", 0, 2000),
+    }
+}
+
+#[test]
+fn kill_9_of_a_writer_leaves_the_old_or_the_new_generation() {
+    let Some(url) = fresh("t_kill") else { return };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    build_index(store.as_ref(), &corpus(synthetic("base", 0, 100)), vec![], &e, &exact(), &Silent).unwrap();
+    let known: HashSet<String> =
+        [synthetic("base", 0, 100), kill_corpus(0), kill_corpus(1)].iter().map(|p| checksum(p)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    // Each kill lands this long after the writer announced a round: before, during
+    // and after the COPY, during the HNSW build, around the commit.
+    let delays_ms = [0u64, 30, 90, 200, 400, 700];
+    let mut mid_write = 0;
+    let mut in_transaction = 0;
+    let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    for (i, delay) in delays_ms.iter().enumerate() {
+        let log = dir.path().join(format!("writer-{i}.log"));
+        let mut child = Command::new(&exe)
+            .args(["--ignored", "--exact", "writer_process", "--nocapture", "--test-threads=1"])
+            .env("HOPRAG_PG_WRITER_URL", format!("{url}&application_name=hoprag_kill_writer"))
+            .env("HOPRAG_PG_WRITER_LOG", &log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait for the writer's round (i % 3) to begin, then give it `delay`.
+        let target = format!("begin {}", i % 3);
+        let started = Instant::now();
+        while !std::fs::read_to_string(&log).unwrap_or_default().contains(&target) {
+            assert!(started.elapsed() < Duration::from_secs(120), "the writer never began {target}");
+            assert!(child.try_wait().unwrap().is_none(), "the writer exited early");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(*delay));
+        // What the writer's backend is doing at the moment of the kill.
+        let doing: Vec<(String, bool)> = admin
+            .query(
+                "SELECT coalesce(state, '') || ': ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 50), \
+                 xact_start IS NOT NULL FROM pg_stat_activity WHERE application_name = 'hoprag_kill_writer'",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        if doing.iter().any(|d| d.1) {
+            in_transaction += 1;
+        }
+        let pid = child.id().to_string();
+        assert!(Command::new("kill").args(["-9", &pid]).status().unwrap().success());
+        child.wait().unwrap();
+        let lines = std::fs::read_to_string(&log).unwrap();
+        let last = lines.lines().last().unwrap_or("").to_string();
+        if last.starts_with("begin") {
+            mid_write += 1;
+        }
+
+        let index = store.load().unwrap();
+        let sum = checksum(index.passages());
+        assert_eq!(index.manifest.corpus_checksum, sum, "kill {i}: the generation is whole");
+        assert_eq!(index.manifest.counts.passages, index.len());
+        assert_eq!(index.lexical().len(), index.len());
+        assert!(known.contains(&sum), "kill {i}: an unknown mix of passages");
+        assert_eq!(index.vector_index().search(index.vectors().row(0), 1).unwrap().len(), 1);
+        let builds: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 't_kill' AND tablename LIKE 'passages_b%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(builds <= 2, "kill {i}: {builds} builds' tables remain");
+        eprintln!(
+            "kill {i} ({delay} ms into round {}): writer's last line {last:?}, its backend {doing:?}; \
+             store holds {} passages (generation {})",
+            i % 3,
+            index.len(),
+            index.generation()
+        );
+    }
+    eprintln!(
+        "{mid_write} of {} kills landed inside a write, {in_transaction} with the writer's transaction open",
+        delays_ms.len()
+    );
+    assert!(mid_write >= 3, "only {mid_write} kills interrupted a write");
+    assert!(in_transaction >= 3, "only {in_transaction} kills hit an open transaction");
+    // The store is still writable: the dead writers' locks went with their connections.
+    build_index(store.as_ref(), &corpus(synthetic("end", 0, 10)), vec![], &e, &exact(), &Silent).unwrap();
+    assert_eq!(store.load().unwrap().len(), 10);
+}
+
+#[test]
+fn concurrent_additions_both_land() {
+    let Some(url) = fresh("t_concurrent") else { return };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    build_index(store.as_ref(), &corpus(synthetic("base", 0, 200)), vec![], &e, &exact(), &Silent).unwrap();
+    let handles: Vec<_> = ["x", "y"]
+        .into_iter()
+        .map(|tag| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let store = pg(&url);
+                let mut c = corpus(synthetic(tag, 0, 150));
+                add_passages(store.as_ref(), &mut c, tag.into(), &HashEmbedder::new(), &Silent).unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().passages_added, 150);
+    }
+    let index = store.load().unwrap();
+    assert_eq!(index.len(), 500);
+    assert_eq!(index.manifest.corpus_checksum, checksum(index.passages()));
+    let ids: HashSet<&str> = index.passages().iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids.len(), 500, "no passage twice");
+    assert!(ids.contains("x-149") && ids.contains("y-149"));
+    let mut sources = index.manifest.sources.clone();
+    sources.sort();
+    assert_eq!(sources, vec!["x".to_string(), "y".to_string()]);
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    // Nothing listens on port 1.
+    let err = PgStore::connect("postgres://postgres:secret@127.0.0.1:1/hoprag").err().unwrap().to_string();
+    assert!(err.contains("127.0.0.1:1") && err.contains("cannot connect"), "{err}");
+    assert!(!err.contains("secret"), "the password stays out of messages: {err}");
+    let err = PgStore::connect("postgres://postgres@127.0.0.1:1/hoprag?schema=Bad-Name").err().unwrap().to_string();
+    assert!(err.contains("not a plain lowercase identifier"), "{err}");
+    let err = PgStore::connect("postgres://postgres@127.0.0.1:1/hoprag?frobnicate=1").err().unwrap().to_string();
+    assert!(err.contains("not a PostgreSQL URL"), "{err}");
+
+    let Some(url) = fresh("t_bad") else { return };
+    let store = pg(&url);
+    assert!(store.load().err().unwrap().to_string().contains("no index here"));
+    let e = HashEmbedder::new();
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 50)), vec![], &e, &exact(), &Silent).unwrap();
+    let err =
+        build_index(store.as_ref(), &corpus(synthetic("a", 0, 50)), vec![], &e, &BuildOptions::default(), &Silent)
+            .err()
+            .unwrap()
+            .to_string();
+    assert!(err.contains("already exists"), "{err}");
+
+    // Another embedder: refused like a folder index.
+    let other = HashEmbedder { id: "other".into(), dim: 32 };
+    let err = Engine::new(store.clone(), Arc::new(other), Config::default()).err().unwrap().to_string();
+    assert!(err.contains("built with embedder minilm (64 dimensions)") && err.contains("other"), "{err}");
+    let other = HashEmbedder { id: "other".into(), dim: 32 };
+    let err =
+        add_passages(store.as_ref(), &mut corpus(synthetic("b", 0, 5)), "b".into(), &other, &Silent).err().unwrap();
+    assert!(err.to_string().contains("built with embedder minilm"), "{err}");
+
+    // A schema from a newer hoprag.
+    let mut client = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    client.batch_execute("INSERT INTO t_bad.hoprag_migrations (version, name) VALUES (999, 'future')").unwrap();
+    let err = PgStore::connect(&url).err().unwrap().to_string();
+    assert!(err.contains("newer hoprag") && err.contains("999"), "{err}");
+}
+
+/// A database without the `vector` extension, reached by a user who may not create it
+/// (pgvector is not a trusted extension): the error says what to install or run.
+#[test]
+fn a_database_without_pgvector_is_named() {
+    let Some(base) = server() else { return };
+    let mut client = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    let db_exists: bool = client
+        .query_one("SELECT exists(SELECT 1 FROM pg_database WHERE datname = 'hoprag_novector')", &[])
+        .unwrap()
+        .get(0);
+    if !db_exists {
+        client.batch_execute("CREATE DATABASE hoprag_novector").unwrap();
+    }
+    let role_exists: bool =
+        client.query_one("SELECT exists(SELECT 1 FROM pg_roles WHERE rolname = 'hoprag_plain')", &[]).unwrap().get(0);
+    if !role_exists {
+        client.batch_execute("CREATE ROLE hoprag_plain LOGIN").unwrap();
+    }
+    // The URL of that database as that user (same host and port).
+    let mut config: postgres::Config = base.split('?').next().unwrap().parse().unwrap();
+    config.user("hoprag_plain").dbname("hoprag_novector");
+    let host = match &config.get_hosts()[0] {
+        postgres::config::Host::Tcp(h) => h.clone(),
+        postgres::config::Host::Unix(p) => p.display().to_string().replace('/', "%2F"),
+    };
+    let url = format!("postgres://hoprag_plain@{host}:{}/hoprag_novector", config.get_ports()[0]);
+    let err = PgStore::connect(&url).err().expect("no pgvector in that database").to_string();
+    eprintln!("{err}");
+    assert!(err.contains("lacks the `vector` extension") && err.contains("CREATE EXTENSION"), "{err}");
+}
+
+/// Connections dropped under a loaded index (as by a database restart or a proxy):
+/// the next queries check out fresh ones and answer as before.
+#[test]
+fn queries_survive_dropped_connections() {
+    let Some(url) = fresh("t_dropped") else { return };
+    let url = format!("{url}&application_name=hoprag_dropped");
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 300)), vec![], &e, &options, &Silent).unwrap();
+    let index = store.load().unwrap();
+    let v = index.vectors().row(5).to_vec();
+    let (bm25, dense) =
+        (index.lexical().search("castle a5", 10).unwrap(), index.vector_index().search(&v, 10).unwrap());
+    let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'hoprag_dropped'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1, "the pool held connections");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(index.lexical().search("castle a5", 10).unwrap(), bm25);
+    assert_eq!(index.vector_index().search(&v, 10).unwrap(), dense);
+    assert!(store.generation().unwrap().is_some());
+    eprintln!("{killed} pooled connections terminated; queries answered again");
+}
