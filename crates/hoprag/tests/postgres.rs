@@ -276,7 +276,9 @@ fn parity(dataset: &str, n: usize, questions: usize) {
     let mut admin = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
     let build: i64 = admin
         .query_one(
-            "SELECT g.build FROM t_parity_hnsw.current c JOIN t_parity_hnsw.generations g ON g.id = c.generation",
+            &format!(
+                "SELECT g.build FROM {hnsw_schema}.current c JOIN {hnsw_schema}.generations g ON g.id = c.generation"
+            ),
             &[],
         )
         .unwrap()
