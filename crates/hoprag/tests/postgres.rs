@@ -355,8 +355,18 @@ fn append_is_seen_by_new_readers_only() {
     add_passages(store.as_ref(), &mut corpus(synthetic("b", 0, 50)), "b".into(), &e, &Silent).unwrap();
     let after = store.load().unwrap();
     let v = after.vectors().row(240).to_vec();
-    assert_eq!(after.vector_index().search(&v, 1).unwrap()[0].0, 240);
+    let top = after.vector_index().search(&v, 1).unwrap()[0];
+    assert!(top.1 > 0.9999 && after.vectors().row(top.0) == &v[..], "{top:?}: 240 or a passage with its vector");
     assert!(before.vector_index().search(&v, 20).unwrap().iter().all(|h| h.0 < 200), "old readers see old rows");
+    // Past pgvector's largest ef_search (1000) the search is exact, over idx < n.
+    let all = after.vector_index().search(&v, 1500).unwrap();
+    assert_eq!(all.len(), 250);
+    let exact_all = after.exact_index().search(&v, 250).unwrap();
+    // (Synthetic passages share vectors, so compare scores: ties may go either way.)
+    for (a, b) in all.iter().zip(&exact_all) {
+        assert!((a.1 - b.1).abs() < 1e-5, "{a:?} vs {b:?}");
+    }
+    assert_eq!(before.vector_index().search(&v, 1500).unwrap().len(), 200);
 }
 
 #[test]
