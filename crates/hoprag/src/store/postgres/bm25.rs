@@ -29,13 +29,17 @@ pub struct SqlBm25 {
 
 impl SqlBm25 {
     pub(crate) fn new(pool: Pool, location: &str, build: i64, passages: usize, tokens: i64) -> SqlBm25 {
+        // The matching postings once; document frequencies and the per-passage sums by
+        // hashing (no sort but the final top k).
         let sql = format!(
-            "SELECT passage, sum(ln(1 + ($2::float8 - df + 0.5) / (df + 0.5)) * 2.2 * tf \
-                 / (tf + 1.2 * (0.25 + 0.75 * dl / $3::float8)))::float4 AS score \
-             FROM (SELECT passage, tf, dl, count(*) OVER (PARTITION BY term) AS df \
-                   FROM {} WHERE term = ANY($1) AND passage < $2) hits \
-             GROUP BY passage ORDER BY sum(ln(1 + ($2::float8 - df + 0.5) / (df + 0.5)) * 2.2 * tf \
-                 / (tf + 1.2 * (0.25 + 0.75 * dl / $3::float8))) DESC, passage LIMIT $4",
+            "WITH hits AS MATERIALIZED ( \
+                 SELECT term, passage, tf, dl FROM {} WHERE term = ANY($1) AND passage < $2), \
+             df AS (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term), \
+             scored AS ( \
+                 SELECT passage, sum(ln(1 + ($2::float8 - df + 0.5) / (df + 0.5)) * 2.2 * tf \
+                     / (tf + 1.2 * (0.25 + 0.75 * dl / $3::float8))) AS score \
+                 FROM hits JOIN df USING (term) GROUP BY passage) \
+             SELECT passage, score::float4 FROM scored ORDER BY score DESC, passage LIMIT $4",
             postings_table(build)
         );
         let avgdl = if passages == 0 { 1.0 } else { (tokens as f64 / passages as f64).max(f64::MIN_POSITIVE) };

@@ -18,17 +18,20 @@ pub struct PgHnsw {
     pool: Pool,
     location: String,
     sql: String,
+    exact_sql: String,
     passages: usize,
     ef_search: usize,
 }
 
 impl PgHnsw {
     pub(crate) fn new(pool: Pool, location: &str, build: i64, passages: usize, ef_search: usize) -> PgHnsw {
-        let sql = format!(
-            "SELECT idx, (1 - (embedding <=> $1))::float4 FROM {} WHERE idx < $2 ORDER BY embedding <=> $1 LIMIT $3",
-            passages_table(build)
-        );
-        PgHnsw { pool, location: location.to_string(), sql, passages, ef_search }
+        let select =
+            format!("SELECT idx, (1 - (embedding <=> $1))::float4 FROM {} WHERE idx < $2", passages_table(build));
+        // The index orders by distance alone; the exact scan also breaks ties by index,
+        // as the in-process exact search does.
+        let sql = format!("{select} ORDER BY embedding <=> $1 LIMIT $3");
+        let exact_sql = format!("{select} ORDER BY embedding <=> $1, idx LIMIT $3");
+        PgHnsw { pool, location: location.to_string(), sql, exact_sql, passages, ef_search }
     }
 }
 
@@ -40,16 +43,16 @@ impl VectorIndex for PgHnsw {
         let err = db_err(&self.location, "HNSW search");
         let mut conn = checkout(&self.pool, &self.location)?;
         let mut tx = conn.transaction().map_err(&err)?;
-        let setting = if k > MAX_EF_SEARCH {
-            "SET LOCAL enable_indexscan = off".to_string()
+        let (setting, sql) = if k > MAX_EF_SEARCH {
+            ("SET LOCAL enable_indexscan = off".to_string(), &self.exact_sql)
         } else {
-            format!("SET LOCAL hnsw.ef_search = {}", self.ef_search.max(k).clamp(1, MAX_EF_SEARCH))
+            (format!("SET LOCAL hnsw.ef_search = {}", self.ef_search.max(k).clamp(1, MAX_EF_SEARCH)), &self.sql)
         };
         tx.batch_execute(&setting).map_err(&err)?;
         let v = pgvector::Vector::from(query.to_vec());
         let (n, limit) = (self.passages as i32, k.min(i64::MAX as usize) as i64);
         let params: [&(dyn ToSql + Sync); 3] = [&v, &n, &limit];
-        let rows = tx.query(self.sql.as_str(), &params).map_err(&err)?;
+        let rows = tx.query(sql.as_str(), &params).map_err(&err)?;
         tx.commit().map_err(&err)?;
         rows.iter()
             .map(|r| {

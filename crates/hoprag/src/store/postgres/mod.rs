@@ -64,6 +64,8 @@ const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The schema when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "hoprag";
+/// Memory per sort or hash of a query on the store's connections.
+const WORK_MEM: &str = "64MB";
 /// pgvector's first version with HNSW.
 const MIN_PGVECTOR: (u32, u32) = (0, 5);
 
@@ -104,7 +106,9 @@ impl PgStore {
         drop(client);
         // Every pooled connection resolves the store's tables and pgvector's type by
         // name (schema names are checked to be plain lowercase identifiers).
-        let search_path = format!("-c search_path={schema},{vector_schema}");
+        // work_mem: BM25's hash aggregates over the postings of frequent terms (hundreds
+        // of thousands of rows at 100 K passages) spill to disk at the default 4 MB.
+        let search_path = format!("-c search_path={schema},{vector_schema} -c work_mem={WORK_MEM}");
         let options = match config.get_options() {
             Some(o) if !o.is_empty() => format!("{o} {search_path}"),
             _ => search_path,
