@@ -9,7 +9,7 @@ use hoprag::graph::{extract_heuristic, import_openie, EntityGraph};
 use hoprag::progress::Silent;
 use hoprag::retrieve::{Query, Retrieval};
 use hoprag::serve::api::{RankedPassage, RetrieveResponse};
-use hoprag::store::{self, BuildOptions};
+use hoprag::store::{self, BuildOptions, Store};
 use hoprag::{Config, Engine};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -118,23 +118,25 @@ fn warn_ingest(py: Python<'_>, report: &IngestReport, kept: usize) -> PyResult<(
     PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)
 }
 
-fn store_is_folder(store: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    let Some(store) = store.filter(|s| !s.is_none()) else { return Ok(()) };
-    if store.extract::<String>().is_ok_and(|s| s == "folder") {
-        return Ok(());
+/// Where `Index.build` writes: the folder `path`, or the PostgreSQL database that
+/// `store` names (`postgres://USER@HOST:PORT/DB?schema=NAME`).
+fn store_spec(path: &Path, store: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let Some(store) = store.filter(|s| !s.is_none()) else { return Ok(path.to_string_lossy().into_owned()) };
+    match store.extract::<String>() {
+        Ok(s) if s == "folder" => Ok(path.to_string_lossy().into_owned()),
+        Ok(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => Ok(s),
+        _ => Err(UnsupportedError::new_err(format!(
+            "store={}: expected \"folder\" (the index in `path`) or a PostgreSQL URL \
+             postgres://USER@HOST:PORT/DB?schema=NAME",
+            store.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))),
     }
-    Err(UnsupportedError::new_err(format!(
-        "store={}: hoprag keeps an index in its folder (`path`) only; other stores (e.g. PostgreSQL) are not \
-         implemented",
-        store.repr().map(|r| r.to_string()).unwrap_or_default()
-    )))
 }
 
 /// The entity graph `hoprag index` builds by default: from an OpenIE file when given,
 /// else the LLM-free heuristic extractor. Returns what `hoprag index --json` reports of it
 /// (source, extraction report, graph statistics).
-fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::Result<Value> {
-    let store = store::folder(dir);
+fn attach_graph(store: &dyn Store, triples: Option<&Path>, config: &Config) -> hoprag::Result<Value> {
     let index = store.load()?;
     let (extraction, label) = match triples {
         Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
@@ -143,7 +145,7 @@ fn attach_graph(dir: &Path, triples: Option<&Path>, config: &Config) -> hoprag::
     let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
     let extract = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &config.graph, &Silent)?;
-    store::attach_graph(store.as_ref(), &graph, label.clone())?;
+    store::attach_graph(store, &graph, label.clone())?;
     Ok(serde_json::json!({"source": label, "extraction": extract, "stats": graph.stats}))
 }
 
@@ -174,7 +176,10 @@ impl PyIndex {
         self.engine.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn new(path: PathBuf, engine: Engine, ingest: Option<IngestReport>, graph_report: Option<Value>) -> Self {
+    /// `path` is the store's location: the folder, or the database URL without its
+    /// password.
+    fn new(engine: Engine, ingest: Option<IngestReport>, graph_report: Option<Value>) -> Self {
+        let path = PathBuf::from(engine.store.location());
         PyIndex { path, engine: RwLock::new(Arc::new(engine)), ingest: RwLock::new(ingest), graph_report }
     }
 }
@@ -237,7 +242,7 @@ impl PyIndex {
         overwrite: bool,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyIndex> {
-        store_is_folder(store)?;
+        let spec_of_store = store_spec(&path, store)?;
         let config = config(settings)?;
         let spec: EmbedderSpec = embedder.parse().map_err(to_py)?;
         let corpus = load_passages(py, passages)?;
@@ -249,10 +254,10 @@ impl PyIndex {
             .detach(|| -> hoprag::Result<(Engine, Option<Value>)> {
                 let embedder = load_embedder(&spec, &config.embedder)?;
                 let options = BuildOptions { overwrite, ..Default::default() };
-                let store = store::folder(&path);
+                let store = store::open(&spec_of_store)?;
                 store::build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
                 let graph_report = if graph || triples.is_some() {
-                    Some(attach_graph(&path, triples.as_deref(), &config)?)
+                    Some(attach_graph(store.as_ref(), triples.as_deref(), &config)?)
                 } else {
                     None
                 };
@@ -263,7 +268,7 @@ impl PyIndex {
         if let Some(report) = &graph_report {
             warn_graph(py, report)?;
         }
-        Ok(PyIndex::new(path, engine, Some(corpus.report), graph_report))
+        Ok(PyIndex::new(engine, Some(corpus.report), graph_report))
     }
 
     /// Opens the index in the folder `path` with the embedder it was built with (or
@@ -287,11 +292,13 @@ impl PyIndex {
         let spec = embedder.map(str::parse::<EmbedderSpec>).transpose().map_err(to_py)?;
         let engine = py
             .detach(|| match spec {
-                None => Engine::open(store::folder(&path), config),
-                Some(spec) => Engine::new(store::folder(&path), load_embedder(&spec, &config.embedder)?, config),
+                None => Engine::open(store::open(&path.to_string_lossy())?, config),
+                Some(spec) => {
+                    Engine::new(store::open(&path.to_string_lossy())?, load_embedder(&spec, &config.embedder)?, config)
+                }
             })
             .map_err(to_py)?;
-        Ok(PyIndex::new(path, engine, None, None))
+        Ok(PyIndex::new(engine, None, None))
     }
 
     /// Adds passages without rebuilding (as `hoprag add`); returns the build statistics.

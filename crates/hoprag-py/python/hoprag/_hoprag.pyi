@@ -36,14 +36,14 @@ class Index:
         path: Union[str, "os.PathLike[str]"],
         embedder: str = "minilm",
         triples: Optional[Union[str, "os.PathLike[str]"]] = None,
-        store: Optional[str] = None,
+        store: Optional[str] = None,  # "folder" (the default: the index in `path`) or a postgres:// URL
         graph: bool = True,
         overwrite: bool = False,
         settings: Optional[Dict[str, Any]] = None,
     ) -> "Index": ...
     @staticmethod
     def open(
-        path: Union[str, "os.PathLike[str]"],  # a folder; a URL raises UnsupportedError
+        path: Union[str, "os.PathLike[str]"],  # a folder or a postgres:// URL; an http(s) URL raises UnsupportedError
         embedder: Optional[str] = None,
         settings: Optional[Dict[str, Any]] = None,
     ) -> "Index": ...

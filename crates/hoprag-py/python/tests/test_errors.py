@@ -77,8 +77,11 @@ def test_method_needing_a_graph(tmp_path):
 
 
 def test_unsupported_store_and_embedder(tmp_path):
-    with pytest.raises(hoprag.UnsupportedError, match="PostgreSQL"):
-        hoprag.Index.build(PASSAGES, tmp_path / "a", store="postgresql://localhost/db")
+    with pytest.raises(hoprag.UnsupportedError, match="PostgreSQL URL"):
+        hoprag.Index.build(PASSAGES, tmp_path / "a", store="sqlite://db")
+    # A PostgreSQL store that is not there: the error names where it looked.
+    with pytest.raises(hoprag.HopragError, match=r"cannot connect to PostgreSQL at 127\.0\.0\.1:1"):
+        hoprag.Index.build(PASSAGES, tmp_path / "a", store="postgresql://postgres@127.0.0.1:1/db")
     with pytest.raises(hoprag.UnsupportedError, match=r"http://127\.0\.0\.1:8080/idx: opening an index by URL"):
         hoprag.Index.open("http://127.0.0.1:8080/idx")
     with pytest.raises(hoprag.ConfigError, match="unknown embedder"):
