@@ -28,7 +28,7 @@ pub struct SqlBm25 {
 }
 
 impl SqlBm25 {
-    pub(crate) fn new(pool: Pool, location: &str, build: i64, passages: usize, tokens: i64) -> SqlBm25 {
+    pub(crate) fn new(pool: Pool, location: &str, build: i64, passages: usize, tokens: i64) -> Result<SqlBm25> {
         // The matching postings once; document frequencies and the per-passage sums by
         // hashing (no sort but the final top k).
         let sql = format!(
@@ -43,10 +43,8 @@ impl SqlBm25 {
             postings_table(build)
         );
         let avgdl = if passages == 0 { 1.0 } else { (tokens as f64 / passages as f64).max(f64::MIN_POSITIVE) };
-        // The analyzer cannot fail to build once an index was written with it.
-        let analyzer = analyzer()
-            .unwrap_or_else(|_| tantivy::tokenizer::TextAnalyzer::from(tantivy::tokenizer::SimpleTokenizer::default()));
-        SqlBm25 { pool, location: location.to_string(), sql, passages, avgdl, analyzer }
+        let analyzer = analyzer()?;
+        Ok(SqlBm25 { pool, location: location.to_string(), sql, passages, avgdl, analyzer })
     }
 }
 

@@ -168,7 +168,7 @@ impl Store for PgStore {
         let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
         tx.commit().map_err(self.err("ending a read"))?;
         let lexical: Arc<dyn LexicalIndex> =
-            Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens));
+            Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?);
         let ann: Option<Arc<dyn VectorIndex>> = match g.manifest.vector_index {
             VectorIndexKind::Hnsw => Some(Arc::new(PgHnsw::new(
                 self.pool.clone(),

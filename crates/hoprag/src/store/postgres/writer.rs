@@ -19,9 +19,12 @@ use crate::store::{Change, StoreWriter, WriteTimes};
 /// Passages per COPY statement: the unit of progress, and of memory for the analysed
 /// texts.
 const BATCH: usize = 8192;
-/// Memory for building the HNSW index in one go (pgvector falls back to a slower build
-/// on disk when the graph outgrows it).
-const HNSW_BUILD_MEMORY: &str = "1GB";
+/// Memory for building the HNSW index in one go: pgvector falls back to a much slower
+/// build when the graph outgrows `maintenance_work_mem`. About twice the vectors' bytes
+/// (the vectors plus the neighbour lists), at least 1 GB, at most 8 GB.
+fn hnsw_build_memory_mb(rows: usize, dim: usize) -> usize {
+    (rows * dim * 4 * 2 / (1 << 20)).clamp(1 << 10, 8 << 10)
+}
 
 /// A 64-bit FNV-1a hash: advisory-lock keys from names.
 pub(crate) fn lock_key(name: &str) -> i64 {
@@ -107,7 +110,10 @@ impl StoreWriter for PgWriter<'_> {
                 timed(&mut times.lexical_secs, || {
                     client
                         .batch_execute(&format!(
-                            "ALTER TABLE {p} ADD PRIMARY KEY (idx); CREATE INDEX ON {q} (term);",
+                            // Covering: a BM25 query reads its terms' postings from the
+                            // index alone once the table is vacuumed (after the commit).
+                            "ALTER TABLE {p} ADD PRIMARY KEY (idx); \
+                             CREATE INDEX ON {q} (term) INCLUDE (passage, tf, dl);",
                             p = passages_table(build),
                             q = postings_table(build)
                         ))
@@ -117,9 +123,10 @@ impl StoreWriter for PgWriter<'_> {
                     timed(&mut times.vector_secs, || {
                         progress.start("hnsw index", 0);
                         let r = client.batch_execute(&format!(
-                            "SET LOCAL maintenance_work_mem = '{HNSW_BUILD_MEMORY}';
+                            "SET LOCAL maintenance_work_mem = '{mb}MB';
                              CREATE INDEX ON {p} USING hnsw (embedding vector_cosine_ops) \
                              WITH (m = {m}, ef_construction = {ef});",
+                            mb = hnsw_build_memory_mb(passages.len(), vectors.dim()),
                             p = passages_table(build),
                             m = manifest.hnsw.connectivity,
                             ef = manifest.hnsw.expansion_add.max(2 * manifest.hnsw.connectivity)
@@ -171,6 +178,15 @@ impl StoreWriter for PgWriter<'_> {
         let conn = self.conn.take().expect("the writer's connection is held until commit");
         let mut conn = conn;
         timed(&mut times.write_secs, || conn.batch_execute("COMMIT").map_err(db_err(&location, "committing")))?;
+        // VACUUM cannot run in the writer's transaction. After it, the visibility map lets
+        // BM25 read postings from the covering index alone; autovacuum would get there
+        // later. The generation is live either way, so a failure is only logged.
+        let vacuum = format!("VACUUM (ANALYZE) {}, {}", passages_table(next.build), postings_table(next.build));
+        timed(&mut times.lexical_secs, || {
+            if let Err(e) = conn.batch_execute(&vacuum) {
+                log::warn!("{location}: {vacuum}: {e}");
+            }
+        });
         Ok(times)
     }
 }
