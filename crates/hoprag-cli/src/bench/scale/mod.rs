@@ -67,6 +67,9 @@ pub struct ScaleBench {
     /// build is skipped.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep"])]
     index: Option<PathBuf>,
+    /// Also write the JSON report to this file (whatever the output format).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 fn at_least_1000(s: &str) -> Result<usize, String> {
@@ -261,6 +264,10 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         build_peak_rss_mb,
         queries,
     };
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if ctx.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -334,7 +341,12 @@ fn query_in_child(ctx: &Context, dir: &Path, args: &ScaleBench) -> anyhow::Resul
         .output()
         .with_context(|| format!("running {}", exe.display()))?;
     if !out.status.success() {
-        anyhow::bail!("the query measurement ({} bench scale --index {}) failed: {}", exe.display(), dir.display(), out.status);
+        anyhow::bail!(
+            "the query measurement ({} bench scale --index {}) failed: {}",
+            exe.display(),
+            dir.display(),
+            out.status
+        );
     }
     serde_json::from_slice(&out.stdout).context("reading the query measurement's report")
 }
@@ -509,7 +521,9 @@ fn print_queries(q: &QueryReport) {
     let rows: Vec<Vec<String>> = q
         .latency_ms
         .iter()
-        .map(|l| vec![l.method.clone(), format!("{:.2}", l.ms.p50), format!("{:.2}", l.ms.p99), format!("{:.2}", l.mean_ms)])
+        .map(|l| {
+            vec![l.method.clone(), format!("{:.2}", l.ms.p50), format!("{:.2}", l.ms.p99), format!("{:.2}", l.mean_ms)]
+        })
         .collect();
     println!("{}", table(&header, &rows));
     let steps: Vec<String> = q.ppr_steps.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();

@@ -206,8 +206,7 @@ pub fn word_vectors(
             serde_json::from_slice(&meta).with_context(|| format!("reading {}", meta_path.display()))?;
         let floats: Vec<f32> =
             bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
-        if meta.vocabulary == *vocabulary && bytes.len() % 4 == 0 && floats.len() == vocabulary.words.len() * meta.dim
-        {
+        if meta.vocabulary == *vocabulary && bytes.len() % 4 == 0 && floats.len() == vocabulary.words.len() * meta.dim {
             return Ok((meta.dim, floats, true));
         }
         log::warn!("{} does not match the vocabulary; embedding the words again", data_path.display());
@@ -230,7 +229,8 @@ pub fn word_vectors(
     let bytes: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
     std::fs::write(&data_path, bytes).with_context(|| format!("writing {}", data_path.display()))?;
     let meta = CacheMeta { model: model.to_string(), dim, vocabulary: vocabulary.clone() };
-    std::fs::write(&meta_path, serde_json::to_vec(&meta)?).with_context(|| format!("writing {}", meta_path.display()))?;
+    std::fs::write(&meta_path, serde_json::to_vec(&meta)?)
+        .with_context(|| format!("writing {}", meta_path.display()))?;
     Ok((dim, floats, false))
 }
 
@@ -302,8 +302,7 @@ mod tests {
             minilm_dir: Some(dir.path().join("no-model-here")),
             ..Default::default()
         };
-        let (dim, read, cached) =
-            word_vectors(&vocab, dir.path(), &settings, &hoprag::progress::Silent).unwrap();
+        let (dim, read, cached) = word_vectors(&vocab, dir.path(), &settings, &hoprag::progress::Silent).unwrap();
         assert!(cached);
         assert_eq!((dim, read), (2, floats));
     }
