@@ -13,6 +13,7 @@
 //! Every place that builds or opens an index is one of [`build_index`] and
 //! [`open_index`]: the store seam.
 
+mod against;
 mod corpus;
 mod words;
 
@@ -67,6 +68,11 @@ pub struct ScaleBench {
     /// build is skipped.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep"])]
     index: Option<PathBuf>,
+    /// Instead of the benchmark, compare the composed vectors with MiniLM's own on the
+    /// passages of this MiniLM index (e.g. one of the 2wiki corpus): random pairs'
+    /// cosines and shared nearest neighbours.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep", "index"])]
+    against: Option<PathBuf>,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -202,6 +208,27 @@ struct Latency {
 
 pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     let inputs = inputs(ctx, &args.data)?;
+    if let Some(dir) = &args.against {
+        let c = against::compare(dir, &inputs.embedder)?;
+        if ctx.json {
+            println!("{}", serde_json::to_string_pretty(&c)?);
+        } else {
+            println!(
+                "{} passages of {}: random pairs' cosine (of {}) MiniLM mean {:.3} p99 {:.3}, composed mean {:.3} p99 \
+                 {:.3}; top-10 neighbours shared with MiniLM's (over {} passages): {:.3}",
+                c.passages,
+                dir.display(),
+                c.pairs,
+                c.minilm_pair_cosine.mean,
+                c.minilm_pair_cosine.p99,
+                c.composed_pair_cosine.mean,
+                c.composed_pair_cosine.p99,
+                c.probes,
+                c.shared_top10
+            );
+        }
+        return Ok(());
+    }
     if let Some(dir) = &args.index {
         let report = measure_queries(ctx, dir, &inputs, args.repeat, args.k)?;
         if ctx.json {
