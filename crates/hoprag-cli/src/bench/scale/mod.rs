@@ -68,6 +68,10 @@ pub struct ScaleBench {
     /// build is skipped.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep"])]
     index: Option<PathBuf>,
+    /// Build no entity graph (and time no ppr): its triple vectors are what outgrows
+    /// memory first (see docs/scale.md).
+    #[arg(long, conflicts_with = "index")]
+    no_graph: bool,
     /// Instead of the benchmark, compare the composed vectors with MiniLM's own on the
     /// passages of this MiniLM index (e.g. one of the 2wiki corpus): random pairs'
     /// cosines and shared nearest neighbours.
@@ -269,7 +273,8 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         }
     };
     ctx.note(format!("building in {}", dir.display()));
-    let build = build_index(&dir, generated.corpus, inputs.embedder.clone(), &ctx.config.graph, &ctx.progress)?;
+    let graph = (!args.no_graph).then_some(&ctx.config.graph);
+    let build = build_index(&dir, generated.corpus, inputs.embedder.clone(), graph, &ctx.progress)?;
     let build_peak_rss_mb = super::index::peak_rss_mb();
     drop(inputs);
 
@@ -303,14 +308,14 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the index and its heuristic entity graph at `dir`: the one place a benchmark
-/// index is written. Takes the corpus by value to free it as soon as it is no longer
+/// Builds the index and (with `graph` options) its heuristic entity graph at `dir`: the
+/// one place a benchmark index is written. Takes the corpus by value to free it as soon as it is no longer
 /// needed.
 fn build_index(
     dir: &Path,
     corpus: LoadedCorpus,
     embedder: Arc<ComposedEmbedder>,
-    graph_options: &GraphOptions,
+    graph_options: Option<&GraphOptions>,
     progress: &dyn Progress,
 ) -> anyhow::Result<BuildReport> {
     // HNSW whatever the size, so that its figures are there at every N; bigger embedder
@@ -318,6 +323,19 @@ fn build_index(
     let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, embed_batch: 4096, ..Default::default() };
     let stats = Index::build(dir, &corpus, vec!["bench scale".into()], embedder.as_ref(), &options, progress)
         .with_context(|| format!("building the index in {}", dir.display()))?;
+    let index_secs = stats.total_secs - stats.embed_secs;
+    let index_report = BuildReport {
+        embed_secs: stats.embed_secs,
+        lexical_secs: stats.lexical_secs,
+        hnsw_secs: stats.vector_secs,
+        index_write_secs: stats.write_secs,
+        index_secs_excluding_embedding: index_secs,
+        total_secs_excluding_embedding: index_secs,
+        index_bytes: stats.bytes_on_disk,
+        embedder: embedder.coverage(),
+        ..Default::default()
+    };
+    let Some(graph_options) = graph_options else { return Ok(index_report) };
     let t = Instant::now();
     let extraction = extract_heuristic(&corpus.passages);
     let graph_extract_secs = t.elapsed().as_secs_f64();
@@ -328,22 +346,17 @@ fn build_index(
     graph.attach_to(dir, "heuristic".into())?;
     let graph_write_secs = t.elapsed().as_secs_f64();
     let s = graph.stats.clone();
-    let index_secs = stats.total_secs - stats.embed_secs;
     let graph_secs = graph_extract_secs + (s.build_secs - s.embed_secs) + graph_write_secs;
     Ok(BuildReport {
-        embed_secs: stats.embed_secs + s.embed_secs,
-        lexical_secs: stats.lexical_secs,
-        hnsw_secs: stats.vector_secs,
-        index_write_secs: stats.write_secs,
+        embed_secs: index_report.embed_secs + s.embed_secs,
         graph_extract_secs,
         graph_structure_secs: s.build_secs - s.embed_secs,
         graph_write_secs,
-        index_secs_excluding_embedding: index_secs,
         graph_secs_excluding_embedding: graph_secs,
         total_secs_excluding_embedding: index_secs + graph_secs,
-        index_bytes: stats.bytes_on_disk,
         graph: Some(s),
         embedder: embedder.coverage(),
+        ..index_report
     })
 }
 
@@ -392,8 +405,11 @@ fn measure_queries(ctx: &Context, dir: &Path, inputs: &Inputs, repeat: usize, k:
     let open_secs = t.elapsed().as_secs_f64();
     let embedder: Arc<dyn Embedder> = inputs.embedder.clone();
     let engine = Engine::new(index.clone(), embedder.clone(), Config::default())?;
+    let has_graph = index.manifest.graph.is_some();
     let t = Instant::now();
-    engine.graph()?;
+    if has_graph {
+        engine.graph()?;
+    }
     let graph_load_secs = t.elapsed().as_secs_f64();
     let rss_after_open_mb = rss_mb();
 
@@ -419,13 +435,15 @@ fn measure_queries(ctx: &Context, dir: &Path, inputs: &Inputs, repeat: usize, k:
 
     let mut exact_config = Config::default();
     exact_config.dense.exact = true;
-    let methods: Vec<(&str, Box<dyn Retriever>)> = vec![
+    let mut methods: Vec<(&str, Box<dyn Retriever>)> = vec![
         ("bm25", engine.retriever("bm25")?),
         ("dense (hnsw)", engine.retriever("dense")?),
         ("dense (exact)", engine.with_config(exact_config).retriever("dense")?),
         ("hybrid (hnsw)", engine.retriever("hybrid")?),
-        ("ppr (heuristic graph)", engine.retriever("ppr")?),
     ];
+    if has_graph {
+        methods.push(("ppr (heuristic graph)", engine.retriever("ppr")?));
+    }
     let mut latency_ms = Vec::new();
     let (mut ppr_dense_fallbacks, mut ppr_steps) = (0, Vec::<(String, f64)>::new());
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
@@ -522,6 +540,7 @@ fn print(r: &Report) {
         ("build total", b.total_secs_excluding_embedding),
     ]
     .iter()
+    .filter(|(n, _)| b.graph.is_some() || !n.starts_with("graph"))
     .map(|(n, v)| vec![n.to_string(), format!("{v:.1}")])
     .collect();
     println!("{}", table(&header, &rows));
@@ -553,6 +572,10 @@ fn print_queries(q: &QueryReport) {
         })
         .collect();
     println!("{}", table(&header, &rows));
+    if q.ppr_steps.is_empty() {
+        println!("no entity graph: ppr not timed");
+        return;
+    }
     let steps: Vec<String> = q.ppr_steps.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();
     println!(
         "ppr mean ms per step: {}; {} of {} questions seeded no entity (dense)",
