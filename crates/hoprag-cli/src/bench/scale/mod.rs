@@ -44,8 +44,9 @@ pub struct ScaleBench {
     /// Passages to generate (at least 1,000).
     #[arg(long, default_value_t = 100_000, value_parser = at_least_1000)]
     passages: usize,
-    /// Folder to build the index in (must not hold one); by default a new folder under
-    /// the cache (~/.cache/hoprag/scale), removed at the end unless --keep.
+    /// Folder to build the index in (must not hold one), kept afterwards; by default a
+    /// new folder under the cache (~/.cache/hoprag/scale), removed at the end unless
+    /// --keep.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Keep the index built (its folder is printed).
@@ -279,13 +280,11 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     drop(inputs);
 
     let queries = query_in_child(ctx, &dir, &args)?;
-    match (temp, args.keep) {
-        (Some(t), true) => ctx.note(format!("index kept in {}", t.keep().display())),
-        (Some(t), false) => t.close().with_context(|| format!("removing {}", dir.display()))?,
-        (None, true) => ctx.note(format!("index kept in {}", dir.display())),
-        (None, false) => {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-        }
+    // A folder given with --out is the user's: never removed.
+    match temp {
+        Some(t) if !args.keep => t.close().with_context(|| format!("removing {}", dir.display()))?,
+        Some(t) => ctx.note(format!("index kept in {}", t.keep().display())),
+        None => ctx.note(format!("index kept in {}", dir.display())),
     }
     let report = Report {
         passages,
@@ -309,8 +308,8 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
 }
 
 /// Builds the index and (with `graph` options) its heuristic entity graph at `dir`: the
-/// one place a benchmark index is written. Takes the corpus by value to free it as soon as it is no longer
-/// needed.
+/// one place a benchmark index is written. Takes the corpus by value, to free it once the
+/// triples are extracted.
 fn build_index(
     dir: &Path,
     corpus: LoadedCorpus,
