@@ -10,6 +10,7 @@ mod llm;
 mod ppr;
 mod query;
 mod router;
+mod scale;
 
 use clap::{Args, Subcommand};
 
@@ -44,6 +45,9 @@ enum BenchWhat {
     /// GEAR's LLM-free part: diverse triple beam search and fusion per query, on an
     /// index's triple graph or a synthetic one of GEAR's MuSiQue size.
     Gear(gear::GearBench),
+    /// The engine on N passages recombined from the 2wiki sentences, embedded from cached
+    /// MiniLM word vectors: build time and size, memory, HNSW recall, query latency.
+    Scale(scale::ScaleBench),
     /// Local GGUF chat model speed: prompt processing and generation tokens/s.
     Llm(llm::LlmBench),
 }
@@ -59,11 +63,12 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Bridge(a) => bridge::run(ctx, a),
         BenchWhat::Gear(a) => gear::run(ctx, a),
         BenchWhat::Llm(a) => llm::run(ctx, a),
+        BenchWhat::Scale(a) => scale::run(ctx, a),
     }
 }
 
 /// p50 and p99 of a sample.
-#[derive(serde::Serialize, Clone, Copy)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy)]
 pub struct Percentiles {
     pub p50: f64,
     pub p99: f64,

@@ -1,0 +1,585 @@
+//! `hoprag bench scale`: the engine on corpora far larger than the real subsets.
+//!
+//! The corpus is recombined from the sentences of the real 2WikiMultiHopQA passages
+//! ([`corpus`]), and every text is embedded by composing cached MiniLM word vectors
+//! ([`words`]), so that building a million-passage index spends its time in the engine:
+//! the lexical index, the HNSW graph, the writes and the heuristic entity graph. The
+//! questions are the real MuSiQue and HotpotQA questions of the shared data.
+//!
+//! The queries are measured in a child process (`--index`, on the index just built), so
+//! that its memory figures are those of a process that only opens and queries the index,
+//! not one that still holds what the build freed.
+//!
+//! Every place that builds or opens an index is one of [`build_index`] and
+//! [`open_index`]: the store seam.
+
+mod against;
+mod corpus;
+mod words;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Args;
+use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
+use hoprag::dataset::load_dataset;
+use hoprag::embed::{Embedder, TextKind};
+use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions, GraphStats};
+use hoprag::index::{dir_size, BuildOptions, Index, VectorIndex, VectorIndexKind};
+use hoprag::progress::Progress;
+use hoprag::retrieve::{Query, Retriever};
+use hoprag::{Config, Engine};
+use serde::{Deserialize, Serialize};
+
+use self::corpus::{generate, Sources};
+use self::words::{word_vectors, ComposedEmbedder, Coverage, Vocabulary};
+use super::{percentiles, Percentiles};
+use crate::commands::Context;
+use crate::output::table;
+
+#[derive(Args)]
+pub struct ScaleBench {
+    /// Passages to generate (at least 1,000).
+    #[arg(long, default_value_t = 100_000, value_parser = at_least_1000)]
+    passages: usize,
+    /// Folder to build the index in (must not hold one), kept afterwards; by default a
+    /// new folder under the cache (~/.cache/hoprag/scale), removed at the end unless
+    /// --keep.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Keep the index built (its folder is printed).
+    #[arg(long)]
+    keep: bool,
+    /// Seed of the corpus generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Timed passes over the questions per method (after one untimed warm-up pass).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Passages per query.
+    #[arg(short, default_value_t = 10)]
+    k: usize,
+    /// The shared data folder: 2wiki-corpus/corpus.json (sentences and vocabulary),
+    /// musique-train/ and hotpotqa-train/questions.json (queries).
+    #[arg(long, value_name = "DIR", default_value = "../shared/data")]
+    data: PathBuf,
+    /// Only measure the queries, on an index an earlier run built (with --keep): the
+    /// build is skipped.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep"])]
+    index: Option<PathBuf>,
+    /// Build no entity graph (and time no ppr): its triple vectors are what outgrows
+    /// memory first (see docs/scale.md).
+    #[arg(long, conflicts_with = "index")]
+    no_graph: bool,
+    /// Instead of the benchmark, compare the composed vectors with MiniLM's own on the
+    /// passages of this MiniLM index (e.g. one of the 2wiki corpus): random pairs'
+    /// cosines and shared nearest neighbours.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep", "index"])]
+    against: Option<PathBuf>,
+    /// Also write the JSON report to this file (whatever the output format).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+}
+
+fn at_least_1000(s: &str) -> Result<usize, String> {
+    let n: usize = s.replace(['_', ','], "").parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if n < 1000 {
+        return Err(format!("{n} passages: the scale benchmark needs at least 1000"));
+    }
+    Ok(n)
+}
+
+/// The inputs every run needs: source sentences, questions, the composed embedder.
+struct Inputs {
+    sources: Sources,
+    questions: Vec<String>,
+    embedder: Arc<ComposedEmbedder>,
+    vocabulary_words: usize,
+    words_cached: bool,
+    words_secs: f64,
+}
+
+fn inputs(ctx: &Context, data: &Path) -> anyhow::Result<Inputs> {
+    let corpus_path = data.join("2wiki-corpus/corpus.json");
+    let source = load_corpus(&corpus_path, &CorpusOptions::default())
+        .with_context(|| format!("reading the source passages {}", corpus_path.display()))?;
+    let mut questions = Vec::new();
+    for name in ["musique-train", "hotpotqa-train"] {
+        let path = data.join(name).join("questions.json");
+        let (_, q) = load_dataset(&path).with_context(|| format!("reading the questions {}", path.display()))?;
+        questions.extend(q.into_iter().map(|q| q.text));
+    }
+    let texts: Vec<String> = source.passages.iter().map(Passage::index_text).collect();
+    let vocabulary = Vocabulary::new(texts.iter().map(String::as_str), questions.iter().map(String::as_str));
+    let t = Instant::now();
+    let (dim, vectors, words_cached) =
+        word_vectors(&vocabulary, &words::cache_dir(), &ctx.config.embedder, &ctx.progress)?;
+    let words_secs = t.elapsed().as_secs_f64();
+    let embedder = Arc::new(ComposedEmbedder::new(&vocabulary, dim, vectors)?);
+    Ok(Inputs {
+        sources: Sources::new(&source.passages),
+        questions,
+        embedder,
+        vocabulary_words: vocabulary.words.len(),
+        words_cached,
+        words_secs,
+    })
+}
+
+#[derive(Serialize)]
+struct Report {
+    passages: usize,
+    seed: u64,
+    threads: usize,
+    source: SourceReport,
+    build: BuildReport,
+    /// Peak resident memory of the building process (corpus generation, index and
+    /// graph build, all in one process), read when the build is done.
+    build_peak_rss_mb: f64,
+    queries: QueryReport,
+}
+
+#[derive(Serialize)]
+struct SourceReport {
+    passages: usize,
+    sentences: usize,
+    /// Source passages without a sentence (not used).
+    empty_passages: usize,
+    vocabulary_words: usize,
+    /// Whether the word vectors came from the cache (else MiniLM embedded them now).
+    word_vectors_cached: bool,
+    word_vectors_secs: f64,
+    generate_secs: f64,
+    /// Compositions drawn again because they equalled an earlier passage.
+    duplicates_redrawn: usize,
+    /// Passages given up after repeated duplicates (the corpus is that much smaller).
+    duplicates_dropped: usize,
+}
+
+/// Where a build's time went; everything but `embed_secs` is the engine.
+#[derive(Serialize, Default)]
+struct BuildReport {
+    /// The composed embedder (passages, entities, triples): excluded from the totals.
+    embed_secs: f64,
+    lexical_secs: f64,
+    hnsw_secs: f64,
+    /// Passages, vectors, manifest written and the generation published.
+    index_write_secs: f64,
+    /// Heuristic triples and entities from the passages.
+    graph_extract_secs: f64,
+    /// Entity nodes, edges, synonym links (an HNSW search over the entities), components.
+    graph_structure_secs: f64,
+    /// The graph saved and attached as a new generation.
+    graph_write_secs: f64,
+    index_secs_excluding_embedding: f64,
+    graph_secs_excluding_embedding: f64,
+    total_secs_excluding_embedding: f64,
+    index_bytes: u64,
+    graph: Option<GraphStats>,
+    embedder: Coverage,
+}
+
+#[derive(Serialize, Deserialize)]
+struct QueryReport {
+    questions: usize,
+    repeat: usize,
+    k: usize,
+    /// Bytes of the live generation, graph included.
+    disk_bytes: u64,
+    graph_bytes: u64,
+    open_secs: f64,
+    /// Graph read and its query-time structures (linker, PPR adjacency) built.
+    graph_load_secs: f64,
+    /// Resident memory of the querying process after the index and graph are open.
+    rss_after_open_mb: f64,
+    /// Its peak, after every query.
+    peak_rss_mb: f64,
+    hnsw_recall_at_k: f64,
+    latency_ms: Vec<Latency>,
+    /// ppr queries for which no entity could be seeded (answered by dense retrieval).
+    ppr_dense_fallbacks: usize,
+    ppr_steps: Vec<(String, f64)>,
+    unknown_query_words: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Latency {
+    method: String,
+    ms: Percentiles,
+    mean_ms: f64,
+}
+
+pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
+    let inputs = inputs(ctx, &args.data)?;
+    if let Some(dir) = &args.against {
+        let c = against::compare(dir, &inputs.embedder)?;
+        if ctx.json {
+            println!("{}", serde_json::to_string_pretty(&c)?);
+        } else {
+            println!(
+                "{} passages of {}: random pairs' cosine (of {}) MiniLM mean {:.3} p99 {:.3}, composed mean {:.3} p99 \
+                 {:.3}; top-10 neighbours shared with MiniLM's (over {} passages): {:.3}",
+                c.passages,
+                dir.display(),
+                c.pairs,
+                c.minilm_pair_cosine.mean,
+                c.minilm_pair_cosine.p99,
+                c.composed_pair_cosine.mean,
+                c.composed_pair_cosine.p99,
+                c.probes,
+                c.shared_top10
+            );
+        }
+        return Ok(());
+    }
+    if let Some(dir) = &args.index {
+        let report = measure_queries(ctx, dir, &inputs, args.repeat, args.k)?;
+        if ctx.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print_queries(&report);
+        }
+        return Ok(());
+    }
+
+    let t = Instant::now();
+    let generated = generate(&inputs.sources, args.passages, args.seed);
+    let source = SourceReport {
+        passages: inputs.sources.len(),
+        sentences: inputs.sources.sentence_count(),
+        empty_passages: inputs.sources.empty,
+        vocabulary_words: inputs.vocabulary_words,
+        word_vectors_cached: inputs.words_cached,
+        word_vectors_secs: inputs.words_secs,
+        generate_secs: t.elapsed().as_secs_f64(),
+        duplicates_redrawn: generated.redrawn,
+        duplicates_dropped: generated.dropped,
+    };
+    let passages = generated.corpus.passages.len();
+    ctx.note(format!(
+        "{passages} passages generated from {} source passages in {:.1}s ({} duplicate compositions redrawn, {} \
+         dropped)",
+        source.passages, source.generate_secs, source.duplicates_redrawn, source.duplicates_dropped
+    ));
+
+    let (dir, temp) = match &args.out {
+        Some(d) => (d.clone(), None),
+        None => {
+            let base = words::cache_dir();
+            std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+            let t = tempfile::Builder::new().prefix(&format!("index-{passages}-")).tempdir_in(&base)?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    ctx.note(format!("building in {}", dir.display()));
+    let graph = (!args.no_graph).then_some(&ctx.config.graph);
+    let build = build_index(&dir, generated.corpus, inputs.embedder.clone(), graph, &ctx.progress)?;
+    let build_peak_rss_mb = super::index::peak_rss_mb();
+    drop(inputs);
+
+    let queries = query_in_child(ctx, &dir, &args)?;
+    // A folder given with --out is the user's: never removed.
+    match temp {
+        Some(t) if !args.keep => t.close().with_context(|| format!("removing {}", dir.display()))?,
+        Some(t) => ctx.note(format!("index kept in {}", t.keep().display())),
+        None => ctx.note(format!("index kept in {}", dir.display())),
+    }
+    let report = Report {
+        passages,
+        seed: args.seed,
+        threads: rayon::current_num_threads(),
+        source,
+        build,
+        build_peak_rss_mb,
+        queries,
+    };
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    Ok(())
+}
+
+/// Builds the index and (with `graph` options) its heuristic entity graph at `dir`: the
+/// one place a benchmark index is written. Takes the corpus by value, to free it once the
+/// triples are extracted.
+fn build_index(
+    dir: &Path,
+    corpus: LoadedCorpus,
+    embedder: Arc<ComposedEmbedder>,
+    graph_options: Option<&GraphOptions>,
+    progress: &dyn Progress,
+) -> anyhow::Result<BuildReport> {
+    // HNSW whatever the size, so that its figures are there at every N; bigger embedder
+    // calls than the default, as the composed embedder is parallel within a call.
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, embed_batch: 4096, ..Default::default() };
+    let stats = Index::build(dir, &corpus, vec!["bench scale".into()], embedder.as_ref(), &options, progress)
+        .with_context(|| format!("building the index in {}", dir.display()))?;
+    let index_secs = stats.total_secs - stats.embed_secs;
+    let index_report = BuildReport {
+        embed_secs: stats.embed_secs,
+        lexical_secs: stats.lexical_secs,
+        hnsw_secs: stats.vector_secs,
+        index_write_secs: stats.write_secs,
+        index_secs_excluding_embedding: index_secs,
+        total_secs_excluding_embedding: index_secs,
+        index_bytes: stats.bytes_on_disk,
+        embedder: embedder.coverage(),
+        ..Default::default()
+    };
+    let Some(graph_options) = graph_options else { return Ok(index_report) };
+    let t = Instant::now();
+    let extraction = extract_heuristic(&corpus.passages);
+    let graph_extract_secs = t.elapsed().as_secs_f64();
+    let n = corpus.passages.len();
+    drop(corpus);
+    let graph = EntityGraph::build(n, extraction, embedder.as_ref(), graph_options, progress)?;
+    let t = Instant::now();
+    graph.attach_to(dir, "heuristic".into())?;
+    let graph_write_secs = t.elapsed().as_secs_f64();
+    let s = graph.stats.clone();
+    let graph_secs = graph_extract_secs + (s.build_secs - s.embed_secs) + graph_write_secs;
+    Ok(BuildReport {
+        embed_secs: index_report.embed_secs + s.embed_secs,
+        graph_extract_secs,
+        graph_structure_secs: s.build_secs - s.embed_secs,
+        graph_write_secs,
+        graph_secs_excluding_embedding: graph_secs,
+        total_secs_excluding_embedding: index_secs + graph_secs,
+        graph: Some(s),
+        embedder: embedder.coverage(),
+        ..index_report
+    })
+}
+
+/// Opens the index at `dir`: the one place a benchmark index is read.
+fn open_index(dir: &Path) -> anyhow::Result<Arc<Index>> {
+    Ok(Arc::new(Index::open(dir).with_context(|| format!("opening the index in {}", dir.display()))?))
+}
+
+/// Runs this benchmark's query half (`--index DIR --json`) in a new process and reads
+/// its report.
+fn query_in_child(ctx: &Context, dir: &Path, args: &ScaleBench) -> anyhow::Result<QueryReport> {
+    ctx.note("measuring the queries in a fresh process");
+    let exe = std::env::current_exe().context("finding the hoprag executable")?;
+    let out = std::process::Command::new(&exe)
+        .args(["bench", "scale", "--json", "--quiet"])
+        .arg("--index")
+        .arg(dir)
+        .arg("--data")
+        .arg(&args.data)
+        .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", exe.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "the query measurement ({} bench scale --index {}) failed: {}",
+            exe.display(),
+            dir.display(),
+            out.status
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("reading the query measurement's report")
+}
+
+fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn measure_queries(ctx: &Context, dir: &Path, inputs: &Inputs, repeat: usize, k: usize) -> anyhow::Result<QueryReport> {
+    let t = Instant::now();
+    let index = open_index(dir)?;
+    let open_secs = t.elapsed().as_secs_f64();
+    let embedder: Arc<dyn Embedder> = inputs.embedder.clone();
+    let engine = Engine::new(index.clone(), embedder.clone(), Config::default())?;
+    let has_graph = index.manifest.graph.is_some();
+    let t = Instant::now();
+    if has_graph {
+        engine.graph()?;
+    }
+    let graph_load_secs = t.elapsed().as_secs_f64();
+    let rss_after_open_mb = rss_mb();
+
+    let before = inputs.embedder.coverage();
+    let queries: Vec<Query> = inputs
+        .questions
+        .iter()
+        .map(|q| Ok(Query::with_embedding(q.clone(), embedder.embed_one(q, TextKind::Query)?)))
+        .collect::<hoprag::Result<_>>()?;
+    let unknown_query_words = inputs.embedder.coverage().unknown_words - before.unknown_words;
+
+    // HNSW's recall against exact search, so that its speed is read with its accuracy.
+    let exact = index.exact_index();
+    let hnsw = index.vector_index();
+    let mut overlap = 0usize;
+    for q in &queries {
+        let e = q.embedding.as_deref().expect("embedded above");
+        let a = exact.search(e, k)?;
+        let b = hnsw.search(e, k)?;
+        overlap += a.iter().filter(|x| b.iter().any(|y| y.0 == x.0)).count();
+    }
+    let hnsw_recall_at_k = overlap as f64 / (queries.len() * k) as f64;
+
+    let mut exact_config = Config::default();
+    exact_config.dense.exact = true;
+    let mut methods: Vec<(&str, Box<dyn Retriever>)> = vec![
+        ("bm25", engine.retriever("bm25")?),
+        ("dense (hnsw)", engine.retriever("dense")?),
+        ("dense (exact)", engine.with_config(exact_config).retriever("dense")?),
+        ("hybrid (hnsw)", engine.retriever("hybrid")?),
+    ];
+    if has_graph {
+        methods.push(("ppr (heuristic graph)", engine.retriever("ppr")?));
+    }
+    let mut latency_ms = Vec::new();
+    let (mut ppr_dense_fallbacks, mut ppr_steps) = (0, Vec::<(String, f64)>::new());
+    ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
+    for (name, method) in &methods {
+        let mut ms = Vec::new();
+        // Pass 0 warms caches and is not timed.
+        for pass in 0..=repeat {
+            for q in &queries {
+                let start = Instant::now();
+                let r = method.retrieve(q, k)?;
+                let elapsed = start.elapsed().as_secs_f64() * 1e3;
+                ctx.progress.advance(1);
+                if pass == 0 {
+                    if name.starts_with("ppr") && !r.trace.steps.iter().any(|s| s.name == "ppr") {
+                        ppr_dense_fallbacks += 1;
+                    }
+                    continue;
+                }
+                ms.push(elapsed);
+                if name.starts_with("ppr") {
+                    for s in &r.trace.steps {
+                        let x = s.micros as f64 / 1e3 / (queries.len() * repeat) as f64;
+                        match ppr_steps.iter_mut().find(|p| p.0 == s.name) {
+                            Some(p) => p.1 += x,
+                            None => ppr_steps.push((s.name.clone(), x)),
+                        }
+                    }
+                }
+            }
+        }
+        let mean_ms = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
+        latency_ms.push(Latency { method: name.to_string(), ms: percentiles(ms), mean_ms });
+    }
+    ctx.progress.finish();
+    let graph_bytes = index.graph_dir().map_or(0, |d| dir_size(&d));
+    Ok(QueryReport {
+        questions: queries.len(),
+        repeat,
+        k,
+        disk_bytes: dir_size(index.generation_dir()),
+        graph_bytes,
+        open_secs,
+        graph_load_secs,
+        rss_after_open_mb,
+        peak_rss_mb: super::index::peak_rss_mb(),
+        hnsw_recall_at_k,
+        latency_ms,
+        ppr_dense_fallbacks,
+        ppr_steps,
+        unknown_query_words,
+    })
+}
+
+fn print(r: &Report) {
+    let (s, b) = (&r.source, &r.build);
+    println!(
+        "{} passages (seed {}) recombined from {} sentences of {} 2wiki passages in {:.1}s; {} duplicate compositions \
+         redrawn, {} dropped; {} threads",
+        r.passages,
+        r.seed,
+        s.sentences,
+        s.passages,
+        s.generate_secs,
+        s.duplicates_redrawn,
+        s.duplicates_dropped,
+        r.threads
+    );
+    println!(
+        "embedder: MiniLM vectors of {} words ({}, {:.1}s) composed; {:.1}s embedding {} texts ({} unknown words), \
+         excluded below",
+        s.vocabulary_words,
+        if s.word_vectors_cached { "cached" } else { "embedded now" },
+        s.word_vectors_secs,
+        b.embed_secs,
+        b.embedder.texts,
+        b.embedder.unknown_words
+    );
+    if let Some(g) = &b.graph {
+        println!(
+            "graph: {} entities, {} triples, {} relation edges, {} synonym links, {} passages without entities",
+            g.entities, g.triples, g.relation_edges, g.synonym_edges, g.isolated_passages
+        );
+    }
+    let header: Vec<String> = ["build step (embedding excluded)", "secs"].map(String::from).to_vec();
+    let rows: Vec<Vec<String>> = [
+        ("lexical index", b.lexical_secs),
+        ("hnsw graph", b.hnsw_secs),
+        ("index write", b.index_write_secs),
+        ("index total", b.index_secs_excluding_embedding),
+        ("graph: heuristic extraction", b.graph_extract_secs),
+        ("graph: structure + synonyms", b.graph_structure_secs),
+        ("graph: write", b.graph_write_secs),
+        ("graph total", b.graph_secs_excluding_embedding),
+        ("build total", b.total_secs_excluding_embedding),
+    ]
+    .iter()
+    .filter(|(n, _)| b.graph.is_some() || !n.starts_with("graph"))
+    .map(|(n, v)| vec![n.to_string(), format!("{v:.1}")])
+    .collect();
+    println!("{}", table(&header, &rows));
+    println!("peak memory of the build: {:.0} MB", r.build_peak_rss_mb);
+    print_queries(&r.queries);
+}
+
+fn print_queries(q: &QueryReport) {
+    println!(
+        "on disk: {:.1} MB (graph {:.1} MB); open {:.1}s + graph {:.1}s; memory after open {:.0} MB, peak while \
+         querying {:.0} MB",
+        q.disk_bytes as f64 / 1e6,
+        q.graph_bytes as f64 / 1e6,
+        q.open_secs,
+        q.graph_load_secs,
+        q.rss_after_open_mb,
+        q.peak_rss_mb
+    );
+    println!(
+        "{} questions × {} passes, k = {}, one at a time, question vector given; hnsw recall@{} vs exact: {:.3}",
+        q.questions, q.repeat, q.k, q.k, q.hnsw_recall_at_k
+    );
+    let header: Vec<String> = ["method", "p50 ms", "p99 ms", "mean ms"].map(String::from).to_vec();
+    let rows: Vec<Vec<String>> = q
+        .latency_ms
+        .iter()
+        .map(|l| {
+            vec![l.method.clone(), format!("{:.2}", l.ms.p50), format!("{:.2}", l.ms.p99), format!("{:.2}", l.mean_ms)]
+        })
+        .collect();
+    println!("{}", table(&header, &rows));
+    if q.ppr_steps.is_empty() {
+        println!("no entity graph: ppr not timed");
+        return;
+    }
+    let steps: Vec<String> = q.ppr_steps.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();
+    println!(
+        "ppr mean ms per step: {}; {} of {} questions seeded no entity (dense)",
+        steps.join(", "),
+        q.ppr_dense_fallbacks,
+        q.questions
+    );
+}
