@@ -114,7 +114,7 @@ impl Engine {
         let index = store.load()?;
         let spec = EmbedderSpec::from_id(&index.manifest.embedder.id)?;
         let embedder = load_embedder(&spec, &config.embedder)?;
-        Self::with_parts(store, Arc::new(index), embedder, config)
+        Self::with_index(store, Arc::new(index), embedder, config)
     }
 
     /// Opens the live generation of the index in `store`, queried through `embedder`.
@@ -123,10 +123,11 @@ impl Engine {
     /// loaded until a method asks the LLM something.
     pub fn new(store: Arc<dyn Store>, embedder: Arc<dyn Embedder>, config: Config) -> Result<Engine> {
         let index = Arc::new(store.load()?);
-        Self::with_parts(store, index, embedder, config)
+        Self::with_index(store, index, embedder, config)
     }
 
-    fn with_parts(
+    /// As [`Engine::new`], over a generation of `store` loaded already.
+    pub fn with_index(
         store: Arc<dyn Store>,
         index: Arc<Index>,
         embedder: Arc<dyn Embedder>,

@@ -19,7 +19,7 @@ mod folder;
 pub mod postgres;
 
 pub use build::{add_passages, attach_graph, build_index, BuildOptions, BuildStats};
-pub use folder::FolderStore;
+pub use folder::{dir_size, FolderStore};
 
 use std::path::Path;
 use std::sync::Arc;

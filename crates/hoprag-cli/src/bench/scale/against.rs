@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use hoprag::corpus::Passage;
 use hoprag::embed::{dot, Embedder, TextKind};
-use hoprag::index::{ExactIndex, Index, Matrix, VectorIndex};
+use hoprag::index::{ExactIndex, Matrix, VectorIndex};
 use serde::Serialize;
 
 use super::words::ComposedEmbedder;
@@ -44,7 +44,7 @@ fn spread(mut xs: Vec<f64>) -> Spread {
 }
 
 pub fn compare(dir: &Path, embedder: &ComposedEmbedder) -> anyhow::Result<Comparison> {
-    let index = Index::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let index = hoprag::store::folder(dir).load().with_context(|| format!("opening {}", dir.display()))?;
     anyhow::ensure!(
         index.manifest.embedder.id == "minilm",
         "{}: built with {}, the comparison needs a MiniLM index",

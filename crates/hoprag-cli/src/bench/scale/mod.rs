@@ -27,9 +27,10 @@ use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
 use hoprag::dataset::load_dataset;
 use hoprag::embed::{Embedder, TextKind};
 use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions, GraphStats};
-use hoprag::index::{dir_size, BuildOptions, Index, VectorIndex, VectorIndexKind};
+use hoprag::index::{Index, VectorIndex, VectorIndexKind};
 use hoprag::progress::Progress;
 use hoprag::retrieve::{Query, Retriever};
+use hoprag::store::{self, dir_size, BuildOptions, Store};
 use hoprag::{Config, Engine};
 use serde::{Deserialize, Serialize};
 
@@ -44,11 +45,12 @@ pub struct ScaleBench {
     /// Passages to generate (at least 1,000).
     #[arg(long, default_value_t = 100_000, value_parser = at_least_1000)]
     passages: usize,
-    /// Folder to build the index in (must not hold one), kept afterwards; by default a
-    /// new folder under the cache (~/.cache/hoprag/scale), removed at the end unless
-    /// --keep.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    /// Where to build the index: a folder (must not hold one) or a PostgreSQL URL
+    /// (`postgres://USER@HOST:PORT/DB?schema=NAME`; an index there is replaced), kept
+    /// afterwards; by default a new folder under the cache (~/.cache/hoprag/scale),
+    /// removed at the end unless --keep.
+    #[arg(long, alias = "store", value_name = "DIR|URL")]
+    out: Option<String>,
     /// Keep the index built (its folder is printed).
     #[arg(long)]
     keep: bool,
@@ -67,8 +69,8 @@ pub struct ScaleBench {
     data: PathBuf,
     /// Only measure the queries, on an index an earlier run built (with --keep): the
     /// build is skipped.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep"])]
-    index: Option<PathBuf>,
+    #[arg(long, value_name = "DIR|URL", conflicts_with_all = ["out", "keep"])]
+    index: Option<String>,
     /// Build no entity graph (and time no ppr): its triple vectors are what outgrows
     /// memory first (see docs/scale.md).
     #[arg(long, conflicts_with = "index")]
@@ -188,7 +190,8 @@ struct QueryReport {
     k: usize,
     /// Bytes of the live generation, graph included.
     disk_bytes: u64,
-    graph_bytes: u64,
+    /// The graph's files (folder stores only).
+    graph_bytes: Option<u64>,
     open_secs: f64,
     /// Graph read and its query-time structures (linker, PPR adjacency) built.
     graph_load_secs: f64,
@@ -234,8 +237,8 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if let Some(dir) = &args.index {
-        let report = measure_queries(ctx, dir, &inputs, args.repeat, args.k)?;
+    if let Some(spec) = &args.index {
+        let report = measure_queries(ctx, store::open(spec)?, &inputs, args.repeat, args.k)?;
         if ctx.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -264,27 +267,28 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         source.passages, source.generate_secs, source.duplicates_redrawn, source.duplicates_dropped
     ));
 
-    let (dir, temp) = match &args.out {
+    let (spec, temp) = match &args.out {
         Some(d) => (d.clone(), None),
         None => {
             let base = words::cache_dir();
             std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
             let t = tempfile::Builder::new().prefix(&format!("index-{passages}-")).tempdir_in(&base)?;
-            (t.path().to_path_buf(), Some(t))
+            (t.path().to_string_lossy().into_owned(), Some(t))
         }
     };
-    ctx.note(format!("building in {}", dir.display()));
+    let store = store::open(&spec)?;
+    ctx.note(format!("building in {}", store.location()));
     let graph = (!args.no_graph).then_some(&ctx.config.graph);
-    let build = build_index(&dir, generated.corpus, inputs.embedder.clone(), graph, &ctx.progress)?;
+    let build = build_index(store.as_ref(), generated.corpus, inputs.embedder.clone(), graph, &ctx.progress)?;
     let build_peak_rss_mb = super::index::peak_rss_mb();
     drop(inputs);
 
-    let queries = query_in_child(ctx, &dir, &args)?;
-    // A folder given with --out is the user's: never removed.
+    let queries = query_in_child(ctx, &spec, &args)?;
+    // A store given with --out is the user's: never removed.
     match temp {
-        Some(t) if !args.keep => t.close().with_context(|| format!("removing {}", dir.display()))?,
+        Some(t) if !args.keep => t.close().with_context(|| format!("removing {spec}"))?,
         Some(t) => ctx.note(format!("index kept in {}", t.keep().display())),
-        None => ctx.note(format!("index kept in {}", dir.display())),
+        None => ctx.note(format!("index kept in {}", store.location())),
     }
     let report = Report {
         passages,
@@ -307,11 +311,11 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the index and (with `graph` options) its heuristic entity graph at `dir`: the
-/// one place a benchmark index is written. Takes the corpus by value, to free it once the
-/// triples are extracted.
+/// Builds the index and (with `graph` options) its heuristic entity graph in `store`:
+/// the one place a benchmark index is written. Takes the corpus by value, to free it once
+/// the triples are extracted.
 fn build_index(
-    dir: &Path,
+    store: &dyn Store,
     corpus: LoadedCorpus,
     embedder: Arc<ComposedEmbedder>,
     graph_options: Option<&GraphOptions>,
@@ -319,9 +323,10 @@ fn build_index(
 ) -> anyhow::Result<BuildReport> {
     // HNSW whatever the size, so that its figures are there at every N; bigger embedder
     // calls than the default, as the composed embedder is parallel within a call.
-    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, embed_batch: 4096, ..Default::default() };
-    let stats = Index::build(dir, &corpus, vec!["bench scale".into()], embedder.as_ref(), &options, progress)
-        .with_context(|| format!("building the index in {}", dir.display()))?;
+    let options =
+        BuildOptions { vector_index: VectorIndexKind::Hnsw, embed_batch: 4096, overwrite: true, ..Default::default() };
+    let stats = store::build_index(store, &corpus, vec!["bench scale".into()], embedder.as_ref(), &options, progress)
+        .with_context(|| format!("building the index in {}", store.location()))?;
     let index_secs = stats.total_secs - stats.embed_secs;
     let index_report = BuildReport {
         embed_secs: stats.embed_secs,
@@ -342,7 +347,7 @@ fn build_index(
     drop(corpus);
     let graph = EntityGraph::build(n, extraction, embedder.as_ref(), graph_options, progress)?;
     let t = Instant::now();
-    graph.attach_to(dir, "heuristic".into())?;
+    store::attach_graph(store, &graph, "heuristic".into())?;
     let graph_write_secs = t.elapsed().as_secs_f64();
     let s = graph.stats.clone();
     let graph_secs = graph_extract_secs + (s.build_secs - s.embed_secs) + graph_write_secs;
@@ -359,20 +364,20 @@ fn build_index(
     })
 }
 
-/// Opens the index at `dir`: the one place a benchmark index is read.
-fn open_index(dir: &Path) -> anyhow::Result<Arc<Index>> {
-    Ok(Arc::new(Index::open(dir).with_context(|| format!("opening the index in {}", dir.display()))?))
+/// Opens the index in `store`: the one place a benchmark index is read.
+fn open_index(store: &dyn Store) -> anyhow::Result<Arc<Index>> {
+    Ok(Arc::new(store.load().with_context(|| format!("opening the index in {}", store.location()))?))
 }
 
 /// Runs this benchmark's query half (`--index DIR --json`) in a new process and reads
 /// its report.
-fn query_in_child(ctx: &Context, dir: &Path, args: &ScaleBench) -> anyhow::Result<QueryReport> {
+fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Result<QueryReport> {
     ctx.note("measuring the queries in a fresh process");
     let exe = std::env::current_exe().context("finding the hoprag executable")?;
     let out = std::process::Command::new(&exe)
         .args(["bench", "scale", "--json", "--quiet"])
         .arg("--index")
-        .arg(dir)
+        .arg(spec)
         .arg("--data")
         .arg(&args.data)
         .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
@@ -383,7 +388,7 @@ fn query_in_child(ctx: &Context, dir: &Path, args: &ScaleBench) -> anyhow::Resul
         anyhow::bail!(
             "the query measurement ({} bench scale --index {}) failed: {}",
             exe.display(),
-            dir.display(),
+            store::redact(spec),
             out.status
         );
     }
@@ -398,12 +403,18 @@ fn rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn measure_queries(ctx: &Context, dir: &Path, inputs: &Inputs, repeat: usize, k: usize) -> anyhow::Result<QueryReport> {
+fn measure_queries(
+    ctx: &Context,
+    store: Arc<dyn Store>,
+    inputs: &Inputs,
+    repeat: usize,
+    k: usize,
+) -> anyhow::Result<QueryReport> {
     let t = Instant::now();
-    let index = open_index(dir)?;
+    let index = open_index(store.as_ref())?;
     let open_secs = t.elapsed().as_secs_f64();
     let embedder: Arc<dyn Embedder> = inputs.embedder.clone();
-    let engine = Engine::new(index.clone(), embedder.clone(), Config::default())?;
+    let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), Config::default())?;
     let has_graph = index.manifest.graph.is_some();
     let t = Instant::now();
     if has_graph {
@@ -477,12 +488,13 @@ fn measure_queries(ctx: &Context, dir: &Path, inputs: &Inputs, repeat: usize, k:
         latency_ms.push(Latency { method: name.to_string(), ms: percentiles(ms), mean_ms });
     }
     ctx.progress.finish();
-    let graph_bytes = index.graph_dir().map_or(0, |d| dir_size(&d));
+    // A database's graph tables are shared between graphs: measured for folders only.
+    let graph_bytes = store.folder().map(|f| dir_size(&f.join(index.generation()).join("graph")));
     Ok(QueryReport {
         questions: queries.len(),
         repeat,
         k,
-        disk_bytes: dir_size(index.generation_dir()),
+        disk_bytes: store.size_bytes()?,
         graph_bytes,
         open_secs,
         graph_load_secs,
@@ -549,10 +561,10 @@ fn print(r: &Report) {
 
 fn print_queries(q: &QueryReport) {
     println!(
-        "on disk: {:.1} MB (graph {:.1} MB); open {:.1}s + graph {:.1}s; memory after open {:.0} MB, peak while \
+        "on disk: {:.1} MB (graph {}); open {:.1}s + graph {:.1}s; memory after open {:.0} MB, peak while \
          querying {:.0} MB",
         q.disk_bytes as f64 / 1e6,
-        q.graph_bytes as f64 / 1e6,
+        q.graph_bytes.map_or("not measured separately".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
         q.open_secs,
         q.graph_load_secs,
         q.rss_after_open_mb,
