@@ -198,15 +198,7 @@ impl VectorIndex for CountingIndex {
 
 fn build_index(dir: &std::path::Path, passages: Vec<Passage>) -> Arc<Index> {
     let corpus = LoadedCorpus { passages, ..Default::default() };
-    store::build_index(
-        store::folder(dir).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir, &corpus);
     Arc::new(store::folder(dir).load().unwrap())
 }
 

@@ -29,15 +29,7 @@ fn metrics_tests_and_formats() {
         ],
         ..Default::default()
     };
-    store::build_index(
-        store::folder(dir.path()).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir.path(), &corpus);
     let engine = Engine::new(store::folder(dir.path()), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
     let mut f = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
     // q1: BM25 finds only Alpha (R@2 = 1/2, last hop Beta missed).

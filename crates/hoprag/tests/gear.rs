@@ -62,15 +62,7 @@ fn mill_index(dir: &std::path::Path) -> Arc<Index> {
         .map(|(i, (title, text))| Passage { id: format!("p{i}"), title: title.to_string(), text: text.to_string() })
         .collect();
     let corpus = LoadedCorpus { passages, ..Default::default() };
-    store::build_index(
-        store::folder(dir).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir, &corpus);
     let mut x = Extraction::new(PASSAGES.len());
     x.triples = TRIPLES
         .iter()

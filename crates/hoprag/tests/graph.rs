@@ -15,15 +15,7 @@ use hoprag::{Config, Engine};
 
 fn demo_index(dir: &std::path::Path) -> Index {
     let corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
-    store::build_index(
-        store::folder(dir).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir, &corpus);
     store::folder(dir).load().unwrap()
 }
 

@@ -263,15 +263,7 @@ fn ppr_with_llm_query_ner_end_to_end() {
     let cache = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let corpus = LoadedCorpus { passages: passages(), ..Default::default() };
-    store::build_index(
-        store::folder(dir.path()).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir.path(), &corpus);
     let index = store::folder(dir.path()).load().unwrap();
 
     let llm: Arc<dyn Llm> = Arc::new(cached_client(&server, cache.path()));

@@ -241,15 +241,7 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
 
     // A graph from those triples, and PPR with the local model's query NER.
     let dir = tempfile::tempdir().unwrap();
-    store::build_index(
-        store::folder(dir.path()).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir.path(), &corpus);
     let graph =
         EntityGraph::build(corpus.passages.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
             .unwrap();

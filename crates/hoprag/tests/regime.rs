@@ -18,15 +18,7 @@ use hoprag::{Config, Engine};
 
 fn demo_engine(dir: &std::path::Path) -> Engine {
     let corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
-    store::build_index(
-        store::folder(dir).as_ref(),
-        &corpus,
-        vec![],
-        &HashEmbedder::new(),
-        &store::BuildOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    common::hash_index(dir, &corpus);
     Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
 }
 

@@ -68,3 +68,23 @@ pub fn shared_data() -> Option<PathBuf> {
 pub fn demo() -> PathBuf {
     repo_root().join("demo")
 }
+
+/// Builds a folder index of `corpus` at `dir` with the [`HashEmbedder`] and the default
+/// options, and returns its store.
+#[allow(dead_code)] // not every test binary builds one
+pub fn hash_index(
+    dir: &std::path::Path,
+    corpus: &hoprag::corpus::LoadedCorpus,
+) -> std::sync::Arc<dyn hoprag::store::Store> {
+    let store = hoprag::store::folder(dir);
+    hoprag::store::build_index(
+        store.as_ref(),
+        corpus,
+        vec![],
+        &HashEmbedder::new(),
+        &hoprag::store::BuildOptions::default(),
+        &hoprag::progress::Silent,
+    )
+    .unwrap();
+    store
+}

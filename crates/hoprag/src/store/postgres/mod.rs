@@ -139,6 +139,15 @@ impl PgStore {
         db_err(&self.location, what)
     }
 
+    /// A read-only transaction that sees one snapshot: a generation row and its rows.
+    fn snapshot<'c>(&self, conn: &'c mut Conn) -> Result<postgres::Transaction<'c>> {
+        conn.build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(self.err("starting a read"))
+    }
+
     fn live(&self, client: &mut impl GenericClient) -> Result<Generation> {
         current(client, &self.location)?.ok_or_else(|| super::no_index(&self.location))
     }
@@ -158,12 +167,7 @@ impl Store for PgStore {
     fn load(&self) -> Result<Index> {
         let mut conn = self.conn()?;
         // One snapshot for the generation row and its rows.
-        let mut tx = conn
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(self.err("starting a read"))?;
+        let mut tx = self.snapshot(&mut conn)?;
         let g = self.live(&mut tx)?;
         let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
         tx.commit().map_err(self.err("ending a read"))?;
@@ -191,12 +195,7 @@ impl Store for PgStore {
             .parse()
             .map_err(|_| Error::index(&self.location, format!("{:?} is not a generation id", index.generation())))?;
         let mut conn = self.conn()?;
-        let mut tx = conn
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(self.err("starting a read"))?;
+        let mut tx = self.snapshot(&mut conn)?;
         let row = tx
             .query_opt("SELECT graph FROM generations WHERE id = $1", &[&id])
             .map_err(self.err("reading the generation"))?
