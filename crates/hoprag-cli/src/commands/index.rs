@@ -172,7 +172,9 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
 pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
     let mut corpus = args.corpus.load(ctx)?;
     let store = super::open_store(&args.index)?;
-    let manifest = store.load()?.manifest;
+    let manifest = store
+        .manifest()?
+        .ok_or_else(|| anyhow::anyhow!("{}: no index here; build one with `hoprag index`", store.location()))?;
     let config = ctx.config_for(store.as_ref(), &[])?;
     let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &config.embedder)?;
     let source = args.corpus.corpus.display().to_string();

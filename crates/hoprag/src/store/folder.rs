@@ -80,6 +80,10 @@ impl Store for FolderStore {
         Ok(self.current()?.and_then(|g| g.file_name().map(|n| n.to_string_lossy().into_owned())))
     }
 
+    fn manifest(&self) -> Result<Option<Manifest>> {
+        self.current()?.map(|g| read_json(&g.join(MANIFEST))).transpose()
+    }
+
     fn load(&self) -> Result<Index> {
         let generation = self.live()?;
         let manifest: Manifest = read_json(&generation.join(MANIFEST))?;

@@ -39,6 +39,10 @@ pub trait Store: Send + Sync {
     /// servers ask it to notice that another process published a generation.
     fn generation(&self) -> Result<Option<String>>;
 
+    /// The live generation's manifest, or `None` when the store holds no index; reads
+    /// nothing else.
+    fn manifest(&self) -> Result<Option<Manifest>>;
+
     /// Loads the live generation for querying.
     fn load(&self) -> Result<Index>;
 

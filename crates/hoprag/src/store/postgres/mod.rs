@@ -164,6 +164,11 @@ impl Store for PgStore {
         Ok(row.map(|r| r.get::<_, i64>(0).to_string()))
     }
 
+    fn manifest(&self) -> Result<Option<Manifest>> {
+        let mut conn = self.conn()?;
+        Ok(current(&mut *conn, &self.location)?.map(|g| g.manifest))
+    }
+
     fn load(&self) -> Result<Index> {
         let mut conn = self.conn()?;
         // One snapshot for the generation row and its rows.
