@@ -104,7 +104,7 @@ fn the_triple_index_lines_up_with_the_graph() {
         let t = t as u32;
         assert_eq!(triples.graph.passage(t), p, "triple {t} keeps its passage");
         assert_eq!(triples.text(t), format!("{s} {r} {o}"));
-        assert_eq!(triples.graph.vector(t), graph.triple_vectors.row(t), "the stored vector is reused");
+        assert_eq!(triples.graph.vector(t), graph.triple_vector(t), "the stored vector is reused");
         // Every triple finds itself first, whichever side searches.
         let e = HashEmbedder::new().embed_one(triples.text(t), TextKind::Query).unwrap();
         for kind in [SearchKind::Bm25, SearchKind::Dense, SearchKind::Hybrid] {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use common::HashEmbedder;
 use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
+use hoprag::embed::Embedder;
 use hoprag::graph::{extract_heuristic, EdgeKind, EntityGraph, GraphOptions};
 use hoprag::index::Index;
 use hoprag::progress::Silent;
@@ -33,7 +34,12 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     assert_eq!(graph.edges.iter().filter(|e| e.kind == EdgeKind::Synonym).count(), s.synonym_edges);
     assert!(graph.edges.iter().all(|e| e.a < e.b), "each undirected edge once");
     assert_eq!(graph.entity_vectors.rows(), s.entities);
-    assert_eq!(graph.triple_vectors.rows(), s.triples);
+    assert_eq!(graph.fact_vectors.rows(), s.facts);
+    assert!(s.facts > 0 && s.facts <= s.triples);
+    for (t, triple) in graph.triples.iter().enumerate() {
+        let first = &graph.triples[graph.fact_triple(graph.fact_of(t as u32)) as usize];
+        assert_eq!(first.text(), triple.text(), "a triple and its fact's first triple say the same");
+    }
     store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "heuristic".into()).unwrap();
 
     let index = store::folder(dir.path()).load().unwrap();
@@ -188,4 +194,60 @@ fn adding_passages_keeps_the_graph_for_the_old_ones() {
             .unwrap();
     let r = engine.retriever("ppr").unwrap().retrieve(&Query::new("Zephyr Quarry"), 5).unwrap();
     assert!(!r.hits.is_empty());
+}
+
+#[test]
+fn a_statement_in_many_passages_is_one_fact_and_graphs_from_before_facts_still_load() {
+    let passage = |id: &str, title: &str, text: &str| Passage { id: id.into(), title: title.into(), text: text.into() };
+    let shared = "Maud Corrigan founded Ardent Ironworks in Dunhaven.";
+    let passages = [
+        passage("a", "Maud Corrigan", &format!("{shared} She was born in Varn.")),
+        passage("b", "Ardent Ironworks", &format!("{shared} It closed in 1947.")),
+        passage("c", "Dunhaven", "Dunhaven lies on the Varn estuary."),
+    ];
+    let extraction = extract_heuristic(&passages);
+    let embedder = HashEmbedder::new();
+    let graph = EntityGraph::build(3, extraction, &embedder, &GraphOptions::default(), &Silent).unwrap();
+    let text = |t: usize| graph.triples[t].text();
+    let repeated: Vec<(usize, usize)> = (0..graph.triples.len())
+        .flat_map(|a| (a + 1..graph.triples.len()).map(move |b| (a, b)))
+        .filter(|&(a, b)| text(a) == text(b))
+        .collect();
+    assert!(!repeated.is_empty(), "the shared sentence gives the same triples in passages a and b");
+    for &(a, b) in &repeated {
+        assert_ne!(graph.triples[a].passage, graph.triples[b].passage);
+        assert_eq!(graph.fact_of(a as u32), graph.fact_of(b as u32), "{} is one fact", text(a));
+    }
+    assert_eq!(graph.stats.facts, graph.triples.len() - repeated.len());
+    assert_eq!(graph.fact_vectors.rows(), graph.stats.facts);
+    for t in 0..graph.triples.len() as u32 {
+        let v = embedder.embed_one(&graph.triples[t as usize].text(), hoprag::embed::TextKind::Passage).unwrap();
+        assert_eq!(graph.triple_vector(t), v.as_slice(), "triple {t} reads its own text's vector");
+    }
+
+    // Saved and loaded: the same facts.
+    let dir = tempfile::tempdir().unwrap();
+    graph.save(dir.path()).unwrap();
+    let loaded = EntityGraph::load(dir.path(), embedder.dim()).unwrap();
+    assert_eq!(loaded.triple_facts, graph.triple_facts);
+    assert_eq!(loaded.fact_vectors.as_flat(), graph.fact_vectors.as_flat());
+
+    // A graph written before facts were shared: no triple_facts, a vector per triple.
+    let json = dir.path().join("graph.json");
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("triple_facts").expect("facts are saved");
+    std::fs::write(&json, serde_json::to_vec(&value).unwrap()).unwrap();
+    let per_triple: Vec<f32> = (0..graph.triples.len() as u32).flat_map(|t| graph.triple_vector(t).to_vec()).collect();
+    let bytes: Vec<u8> = per_triple.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(dir.path().join("triples.f32"), bytes).unwrap();
+    let old = EntityGraph::load(dir.path(), embedder.dim()).unwrap();
+    assert_eq!(old.fact_count(), graph.triples.len(), "each triple its own fact");
+    for t in 0..graph.triples.len() as u32 {
+        assert_eq!(old.triple_vector(t), graph.triple_vector(t));
+    }
+    // A fact map that names a fact without a vector is refused, naming the file.
+    value["triple_facts"] = serde_json::json!(vec![graph.triples.len() as u32; graph.triples.len()]);
+    std::fs::write(&json, serde_json::to_vec(&value).unwrap()).unwrap();
+    let err = EntityGraph::load(dir.path(), embedder.dim()).expect_err("refused").to_string();
+    assert!(err.contains("triples.f32") || err.contains("graph.json"), "{err}");
 }

@@ -232,7 +232,8 @@ fn parity(dataset: &str, n: usize, questions: usize) {
     let edges = |g: &EntityGraph| g.edges.iter().map(|e| (e.a, e.b, e.weight.to_bits(), e.kind)).collect::<Vec<_>>();
     assert_eq!(edges(&g), edges(&graph));
     assert_eq!(g.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
-    assert_eq!(g.triple_vectors.as_flat(), graph.triple_vectors.as_flat());
+    assert_eq!(g.triple_facts, graph.triple_facts);
+    assert_eq!(g.fact_vectors.as_flat(), graph.fact_vectors.as_flat());
     // Statistics through JSON: counts exactly, timings to the last bits (serde_json's
     // default float parser may round the last digit differently).
     let (a, b) = (&g.stats, &graph.stats);
@@ -256,6 +257,22 @@ fn parity(dataset: &str, n: usize, questions: usize) {
         let p: Vec<(PassageIdx, f32)> =
             pr.retrieve(&query, 10).unwrap().hits.iter().map(|h| (h.passage, h.score)).collect();
         assert_eq!(f, p, "ppr {q}");
+    }
+
+    // A graph written before facts were shared (schema version 1) kept each triple's
+    // vector in its row: rewritten so, it reads back with each triple its own fact.
+    let mut client = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!(
+            "UPDATE {schema}.triples t SET vector = f.vector, fact = NULL FROM {schema}.facts f \
+             WHERE f.graph = t.graph AND f.id = t.fact; DELETE FROM {schema}.facts"
+        ))
+        .unwrap();
+    let old = pgs.load_graph(&pgs.load().unwrap()).unwrap().expect("a graph");
+    assert_eq!(old.fact_count(), graph.triples.len());
+    assert!(graph.fact_count() < graph.triples.len(), "the slice repeats some statements");
+    for t in 0..graph.triples.len() as u32 {
+        assert_eq!(old.triple_vector(t), graph.triple_vector(t), "triple {t}");
     }
 
     // HNSW in pgvector against exact search on the same vectors.

@@ -190,7 +190,7 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
         }
     }
 
-    // tripleLink: the nearest triple to a proximal triple's embedding, exact scan.
+    // tripleLink: the nearest fact to a proximal triple's embedding, exact scan.
     let exact = ExactIndex::new(graph.vectors().clone());
     let mut link_times = Vec::new();
     let mut exact_top = Vec::new();
@@ -335,5 +335,6 @@ fn synthetic(n: usize, rng: &mut Rng) -> anyhow::Result<TripleGraph> {
         l2_normalize(row);
     }
     let weights = (0..n).map(|_| 8.0 + rng.below(8) as f32).collect();
-    Ok(TripleGraph::new(passages, ends, entities, n.div_ceil(10), Arc::new(Matrix::from_flat(DIM, data)), weights)?)
+    let vectors = Arc::new(Matrix::from_flat(DIM, data));
+    Ok(TripleGraph::new(passages, ends, entities, n.div_ceil(10), vectors, (0..n as u32).collect(), weights)?)
 }

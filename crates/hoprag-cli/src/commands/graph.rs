@@ -122,10 +122,11 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     let out = serde_json::json!({"source": label, "stats": s, "extraction": report, "llm": llm_report});
     if !ctx.json {
         println!(
-            "graph: {} entities, {} triples ({} degenerate), {} relation edges, {} synonym links, {} passage-entity \
+            "graph: {} entities, {} triples ({} distinct, {} degenerate), {} relation edges, {} synonym links, {} passage-entity \
              edges, {} components, {} passages without entities; built in {:.1}s ({:.1}s embedding)",
             s.entities,
             s.triples,
+            s.facts,
             report.degenerate_triples,
             s.relation_edges,
             s.synonym_edges,

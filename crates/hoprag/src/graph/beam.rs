@@ -297,7 +297,8 @@ mod tests {
         let e = |a: u32, b: u32| [Some(a), Some(b)];
         let ends = vec![e(0, 1), e(2, 0), e(1, 3), e(1, 4), e(0, 5), e(2, 6), e(7, 8)];
         let dim = vectors.len() / 7;
-        TripleGraph::new((0..7).collect(), ends, 9, 7, Arc::new(Matrix::from_flat(dim, vectors)), vec![1.0; 7]).unwrap()
+        let vectors = Arc::new(Matrix::from_flat(dim, vectors));
+        TripleGraph::new((0..7).collect(), ends, 9, 7, vectors, (0..7).collect(), vec![1.0; 7]).unwrap()
     }
 
     /// score(q, [t]) for the initial triples and score(q, T∘t) for every allowed
@@ -408,7 +409,7 @@ mod tests {
     fn pooled_scores_weight_cached_vectors_by_tokens() {
         // t0 = [1, 0] with 3 tokens, t1 = [0, 1] with 1 token; query [1, 0].
         let v = Arc::new(Matrix::from_flat(2, vec![1.0, 0.0, 0.0, 1.0]));
-        let g = TripleGraph::new(vec![0, 0], vec![[Some(0), Some(1)]; 2], 2, 1, v, vec![3.0, 1.0]).unwrap();
+        let g = TripleGraph::new(vec![0, 0], vec![[Some(0), Some(1)]; 2], 2, 1, v, vec![0, 1], vec![3.0, 1.0]).unwrap();
         let s = PooledScorer { graph: &g, query: &[1.0, 0.0] };
         let got = s.score(&[vec![0], vec![1], vec![0, 1], vec![1, 0]]).unwrap();
         let want = 3.0 / 10f32.sqrt();

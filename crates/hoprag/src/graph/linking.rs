@@ -115,7 +115,7 @@ pub struct LinkedEntity {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FactMatch {
     pub triple: u32,
-    /// Cosine min-max normalised over all triples.
+    /// Cosine min-max normalised over all facts.
     pub score: f64,
     pub similarity: f32,
 }
@@ -125,10 +125,10 @@ pub struct FactMatch {
 pub struct Linker {
     pub graph: Arc<EntityGraph>,
     entities: ExactIndex,
-    /// For each triple, the first triple with the same text (lowercased): a fact stated
-    /// in several passages counts once, as in HippoRAG 2's fact store.
-    fact_of: Vec<u32>,
-    /// The triple vectors in int8, so that matching a query reads a quarter of the bytes
+    /// For each fact, the first fact with the same text lowercased: a statement counts
+    /// once whatever its case, as in HippoRAG 2's fact store.
+    distinct: Vec<u32>,
+    /// The fact vectors in int8, so that matching a query reads a quarter of the bytes
     /// (the scan is bound by memory bandwidth); results are exact (index::Screen).
     facts: Screen,
     passages_per_entity: Vec<usize>,
@@ -140,15 +140,12 @@ impl Linker {
         // The graph's matrices are shared, not copied: they can be large.
         let entities = ExactIndex::new(graph.entity_vectors.clone());
         let mut first: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-        let fact_of = graph
-            .triples
-            .iter()
-            .enumerate()
-            .map(|(i, t)| *first.entry(t.text().to_lowercase()).or_insert(i as u32))
+        let distinct = (0..graph.fact_count() as u32)
+            .map(|f| *first.entry(graph.triples[graph.fact_triple(f) as usize].text().to_lowercase()).or_insert(f))
             .collect();
         let passages_per_entity = graph.entity_passages().iter().map(|p| p.len().max(1)).collect();
-        let facts = Screen::new(&graph.triple_vectors);
-        Linker { graph, entities, fact_of, facts, passages_per_entity, llm: None }
+        let facts = Screen::new(&graph.fact_vectors);
+        Linker { graph, entities, distinct, facts, passages_per_entity, llm: None }
     }
 
     /// The model for [`NerMode::Llm`]. It lives here, beside the graph, because every
@@ -220,21 +217,22 @@ impl Linker {
         Ok(out)
     }
 
-    /// The `n` distinct facts most similar to the query, with their scores min-max
-    /// normalised over all triples (HippoRAG 2's query-to-fact scores), best first.
+    /// The `n` distinct facts most similar to the query, each as its first triple, with
+    /// their scores min-max normalised over all facts (HippoRAG 2's query-to-fact
+    /// scores), best first.
     pub fn facts(&self, query_embedding: &[f32], n: usize) -> Vec<FactMatch> {
-        // Only the head is needed: a generous prefix, as duplicates of a fact are skipped.
-        let found = self.facts.extremes(&self.graph.triple_vectors, query_embedding, (n * 8).max(64));
+        // Only the head is needed: a generous prefix, as case variants of a fact are skipped.
+        let found = self.facts.extremes(&self.graph.fact_vectors, query_embedding, (n * 8).max(64));
         let (min, max) = (found.min.unwrap_or(0.0), found.max.unwrap_or(0.0));
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
-        for (t, s) in found.top {
+        for (f, s) in found.top {
             if out.len() == n {
                 break;
             }
-            if seen.insert(self.fact_of[t as usize]) {
+            if seen.insert(self.distinct[f as usize]) {
                 let score = if max > min { ((s - min) / (max - min)) as f64 } else { 1.0 };
-                out.push(FactMatch { triple: t, score, similarity: s });
+                out.push(FactMatch { triple: self.graph.fact_triple(f), score, similarity: s });
             }
         }
         out

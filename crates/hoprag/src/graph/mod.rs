@@ -98,18 +98,47 @@ pub struct EntityGraph {
     pub triples: Vec<Triple>,
     /// (subject, object) entity ids of each triple, where both normalise to entities.
     pub triple_entities: Vec<Option<(u32, u32)>>,
+    /// The fact of each triple: triples with the same text (one statement made in many
+    /// passages) share a fact and its one vector. Absent in graphs written before facts
+    /// were shared, where each triple is its own fact.
+    #[serde(default)]
+    pub triple_facts: Vec<u32>,
     pub stats: GraphStats,
     #[serde(skip)]
     pub entity_vectors: std::sync::Arc<Matrix>,
+    /// The embedding of each fact's text.
     #[serde(skip)]
-    pub triple_vectors: std::sync::Arc<Matrix>,
+    pub fact_vectors: std::sync::Arc<Matrix>,
     #[serde(skip)]
     entity_index: std::collections::HashMap<String, u32>,
+    /// The first triple of each fact.
+    #[serde(skip)]
+    fact_triples: Vec<u32>,
 }
 
 impl EntityGraph {
     pub fn entity_id(&self, normalised: &str) -> Option<u32> {
         self.entity_index.get(normalised).copied()
+    }
+
+    /// The fact triple `t` states.
+    pub fn fact_of(&self, t: u32) -> u32 {
+        self.triple_facts[t as usize]
+    }
+
+    /// The (unit) embedding of triple `t`'s text: its fact's.
+    pub fn triple_vector(&self, t: u32) -> &[f32] {
+        self.fact_vectors.row(self.fact_of(t))
+    }
+
+    /// Distinct facts (rows of `fact_vectors`).
+    pub fn fact_count(&self) -> usize {
+        self.fact_triples.len()
+    }
+
+    /// The first triple stating fact `f`.
+    pub fn fact_triple(&self, f: u32) -> u32 {
+        self.fact_triples[f as usize]
     }
 
     /// Assembles a graph a store has read back (the entity lookup is rebuilt).
@@ -122,10 +151,11 @@ impl EntityGraph {
         edges: Vec<Edge>,
         triples: Vec<Triple>,
         triple_entities: Vec<Option<(u32, u32)>>,
+        triple_facts: Vec<u32>,
         stats: GraphStats,
         entity_vectors: std::sync::Arc<Matrix>,
-        triple_vectors: std::sync::Arc<Matrix>,
-    ) -> EntityGraph {
+        fact_vectors: std::sync::Arc<Matrix>,
+    ) -> std::result::Result<EntityGraph, String> {
         let mut g = EntityGraph {
             entities,
             labels,
@@ -133,17 +163,40 @@ impl EntityGraph {
             edges,
             triples,
             triple_entities,
+            triple_facts,
             stats,
             entity_vectors,
-            triple_vectors,
+            fact_vectors,
             entity_index: Default::default(),
+            fact_triples: Vec::new(),
         };
-        g.reindex();
-        g
+        g.reindex()?;
+        Ok(g)
     }
 
-    pub(crate) fn reindex(&mut self) {
+    /// Rebuilds the lookups that are not stored, and checks the triples' facts: each
+    /// triple names one, and each fact has a triple and a vector.
+    pub(crate) fn reindex(&mut self) -> std::result::Result<(), String> {
         self.entity_index = self.entities.iter().enumerate().map(|(i, e)| (e.clone(), i as u32)).collect();
+        if self.triple_facts.is_empty() {
+            self.triple_facts = (0..self.triples.len() as u32).collect();
+        }
+        if self.triple_facts.len() != self.triples.len() {
+            return Err(format!("{} triple facts for {} triples", self.triple_facts.len(), self.triples.len()));
+        }
+        let facts = self.triple_facts.iter().max().map_or(0, |&f| f as usize + 1);
+        let mut first = vec![u32::MAX; facts];
+        for (t, &f) in self.triple_facts.iter().enumerate().rev() {
+            first[f as usize] = t as u32;
+        }
+        if let Some(f) = first.iter().position(|&t| t == u32::MAX) {
+            return Err(format!("fact {f} is stated by no triple"));
+        }
+        if self.fact_vectors.rows() != facts {
+            return Err(format!("{} fact vectors for {facts} facts", self.fact_vectors.rows()));
+        }
+        self.fact_triples = first;
+        Ok(())
     }
 
     /// Passages that mention each entity (inverse of `passage_entities`).

@@ -35,31 +35,37 @@ pub struct TripleGraph {
     /// Passage → its triples, as compressed rows (NaiveGE's initial triples).
     passage_offsets: Vec<usize>,
     passage_triples: Vec<u32>,
+    /// The fact vectors, and the fact (row) of each triple.
     vectors: Arc<Matrix>,
+    facts: Vec<u32>,
     /// Weight of each triple's vector in a pooled sequence embedding: its token count.
     weights: Vec<f32>,
 }
 
 impl TripleGraph {
     /// `passages[t]`, `ends[t]` (entity ids below `entities`, `None` for a side without
-    /// one), `vectors.row(t)` and `weights[t]` describe triple `t`; `n_passages` bounds
-    /// the passage ids.
+    /// one), `vectors.row(facts[t])` and `weights[t]` describe triple `t`; `n_passages`
+    /// bounds the passage ids.
     pub fn new(
         passages: Vec<PassageIdx>,
         ends: Vec<[Option<u32>; 2]>,
         entities: usize,
         n_passages: usize,
         vectors: Arc<Matrix>,
+        facts: Vec<u32>,
         weights: Vec<f32>,
     ) -> Result<TripleGraph> {
         let n = passages.len();
-        if ends.len() != n || vectors.rows() != n || weights.len() != n {
+        if ends.len() != n || facts.len() != n || weights.len() != n {
             return Err(Error::Other(format!(
-                "triple graph: {n} passages, {} entity pairs, {} vectors and {} weights; one each per triple",
+                "triple graph: {n} passages, {} entity pairs, {} facts and {} weights; one each per triple",
                 ends.len(),
-                vectors.rows(),
+                facts.len(),
                 weights.len()
             )));
+        }
+        if let Some(f) = facts.iter().find(|&&f| f as usize >= vectors.rows()) {
+            return Err(Error::Other(format!("triple graph: fact {f} out of range ({} vectors)", vectors.rows())));
         }
         if let Some(e) = ends.iter().flatten().flatten().find(|&&e| e as usize >= entities) {
             return Err(Error::Other(format!("triple graph: entity {e} out of range ({entities} entities)")));
@@ -86,6 +92,7 @@ impl TripleGraph {
             passage_offsets,
             passage_triples,
             vectors,
+            facts,
             weights,
         })
     }
@@ -105,7 +112,8 @@ impl TripleGraph {
             ends,
             graph.entities.len(),
             graph.passage_entities.len(),
-            graph.triple_vectors.clone(),
+            graph.fact_vectors.clone(),
+            graph.triple_facts.clone(),
             weights,
         )
     }
@@ -125,9 +133,10 @@ impl TripleGraph {
 
     /// The cached (unit) embedding of triple `t`'s text.
     pub fn vector(&self, t: u32) -> &[f32] {
-        self.vectors.row(t)
+        self.vectors.row(self.facts[t as usize])
     }
 
+    /// The fact vectors: a row per distinct triple text, not per triple.
     pub fn vectors(&self) -> &Arc<Matrix> {
         &self.vectors
     }
@@ -191,7 +200,10 @@ fn rows(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<usize
 pub struct TripleIndex {
     pub graph: TripleGraph,
     texts: Vec<String>,
+    /// Exact search over the fact vectors; fact → its triples, as compressed rows.
     dense: ExactIndex,
+    fact_offsets: Vec<usize>,
+    fact_triples: Vec<u32>,
     lexical: TantivyBm25,
     /// Where the build time went, for benches.
     pub build: TripleIndexBuild,
@@ -225,7 +237,17 @@ impl TripleIndex {
         let t = Instant::now();
         let lexical = TantivyBm25::in_memory(&texts)?;
         build.bm25_ms = ms(t);
-        Ok(TripleIndex { dense: ExactIndex::new(graph.triple_vectors.clone()), graph: triples, texts, lexical, build })
+        let (fact_offsets, fact_triples) =
+            rows(graph.fact_count(), graph.triple_facts.iter().enumerate().map(|(t, &f)| (f, t as u32)));
+        Ok(TripleIndex {
+            dense: ExactIndex::new(graph.fact_vectors.clone()),
+            fact_offsets,
+            fact_triples,
+            graph: triples,
+            texts,
+            lexical,
+            build,
+        })
     }
 
     /// The text triple `t` is searched and embedded by, "subject predicate object".
@@ -247,16 +269,31 @@ impl TripleIndex {
     ) -> Result<Vec<(u32, f32)>> {
         Ok(match kind {
             SearchKind::Bm25 => self.lexical.search(text, k)?,
-            SearchKind::Dense => self.dense.search(embedding, k)?,
+            SearchKind::Dense => self.dense_search(embedding, k)?,
             SearchKind::Hybrid => {
                 let depth = depth.max(k);
                 let lexical = self.lexical.search(text, depth)?;
-                let dense = self.dense.search(embedding, depth)?;
+                let dense = self.dense_search(embedding, depth)?;
                 let mut fused = rrf(&[&lexical, &dense], rrf_k);
                 fused.truncate(k);
                 fused
             }
         })
+    }
+
+    /// The `k` triples nearest `embedding`: the nearest facts, each as its triples in id
+    /// order (a fact has at least one, so `k` facts are enough).
+    fn dense_search(&self, embedding: &[f32], k: usize) -> Result<Vec<(u32, f32)>> {
+        let mut out = Vec::with_capacity(k);
+        for (f, s) in self.dense.search(embedding, k)? {
+            let f = f as usize;
+            let triples = &self.fact_triples[self.fact_offsets[f]..self.fact_offsets[f + 1]];
+            out.extend(triples.iter().take(k - out.len()).map(|&t| (t, s)));
+            if out.len() == k {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     /// Embeddings of texts to search the triples with, for the kinds that need one
@@ -277,7 +314,8 @@ mod tests {
     fn graph(ends: &[[Option<u32>; 2]], passages: &[PassageIdx]) -> TripleGraph {
         let n = ends.len();
         let vectors = Arc::new(Matrix::from_flat(1, vec![1.0; n]));
-        TripleGraph::new(passages.to_vec(), ends.to_vec(), 5, 3, vectors, vec![1.0; n]).unwrap()
+        TripleGraph::new(passages.to_vec(), ends.to_vec(), 5, 3, vectors, (0..n as u32).collect(), vec![1.0; n])
+            .unwrap()
     }
 
     #[test]
@@ -301,8 +339,10 @@ mod tests {
     fn inconsistent_parts_are_refused() {
         let v = Arc::new(Matrix::from_flat(1, vec![1.0; 2]));
         let two = vec![[Some(0), Some(1)]; 2];
-        assert!(TripleGraph::new(vec![0], two.clone(), 2, 1, v.clone(), vec![1.0; 2]).is_err());
-        let err = TripleGraph::new(vec![0, 0], two, 1, 1, v, vec![1.0; 2]).err().unwrap().to_string();
+        assert!(TripleGraph::new(vec![0], two.clone(), 2, 1, v.clone(), vec![0, 1], vec![1.0; 2]).is_err());
+        let err = TripleGraph::new(vec![0, 0], two.clone(), 2, 1, v.clone(), vec![0, 2], vec![1.0; 2]).err().unwrap();
+        assert!(err.to_string().contains("fact 2 out of range"), "{err}");
+        let err = TripleGraph::new(vec![0, 0], two, 1, 1, v, vec![0, 1], vec![1.0; 2]).err().unwrap().to_string();
         assert!(err.contains("entity 1 out of range"), "{err}");
     }
 }

@@ -55,6 +55,10 @@ pub struct GraphInfo {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GraphStats {
     pub triples: usize,
+    /// Distinct triple texts, each embedded once (0 in graphs built before facts were
+    /// shared).
+    #[serde(default)]
+    pub facts: usize,
     pub entities: usize,
     pub passages: usize,
     pub relation_edges: usize,

@@ -30,11 +30,11 @@ pub(crate) fn write(
             graph.entity_vectors.rows()
         )));
     }
-    if graph.triple_vectors.rows() != graph.triples.len() || graph.triple_entities.len() != graph.triples.len() {
+    if graph.triple_facts.len() != graph.triples.len() || graph.triple_entities.len() != graph.triples.len() {
         return Err(bad(format!(
-            "{} triples, {} triple vectors, {} triple entity pairs",
+            "{} triples, {} triple facts, {} triple entity pairs",
             graph.triples.len(),
-            graph.triple_vectors.rows(),
+            graph.triple_facts.len(),
             graph.triple_entities.len()
         )));
     }
@@ -62,25 +62,25 @@ pub(crate) fn write(
     }
     w.finish().map_err(&err)?;
 
-    let copy = "COPY triples (graph, id, passage, subject, predicate, object, subject_entity, object_entity, vector) \
+    let copy = "COPY facts (graph, id, vector) FROM STDIN (FORMAT binary)";
+    let mut w = BinaryCopyInWriter::new(client.copy_in(copy).map_err(&err)?, &[Type::INT8, Type::INT4, vector.clone()]);
+    for f in 0..graph.fact_vectors.rows() as u32 {
+        let v = pgvector::Vector::from(graph.fact_vectors.row(f).to_vec());
+        let row: [&(dyn ToSql + Sync); 3] = [&id, &(f as i32), &v];
+        w.write(&row).map_err(&err)?;
+    }
+    w.finish().map_err(&err)?;
+
+    let copy = "COPY triples (graph, id, passage, subject, predicate, object, subject_entity, object_entity, fact) \
                 FROM STDIN (FORMAT binary)";
-    let types = [
-        Type::INT8,
-        Type::INT4,
-        Type::INT4,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT4,
-        Type::INT4,
-        vector.clone(),
-    ];
+    let types =
+        [Type::INT8, Type::INT4, Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, Type::INT4, Type::INT4];
     let mut w = BinaryCopyInWriter::new(client.copy_in(copy).map_err(&err)?, &types);
-    for (i, (t, ends)) in graph.triples.iter().zip(&graph.triple_entities).enumerate() {
-        let v = pgvector::Vector::from(graph.triple_vectors.row(i as u32).to_vec());
+    for (i, ((t, ends), &fact)) in graph.triples.iter().zip(&graph.triple_entities).zip(&graph.triple_facts).enumerate()
+    {
         let (s, o) = (ends.map(|e| e.0 as i32), ends.map(|e| e.1 as i32));
         let row: [&(dyn ToSql + Sync); 9] =
-            [&id, &(i as i32), &(t.passage as i32), &t.subject, &t.predicate, &t.object, &s, &o, &v];
+            [&id, &(i as i32), &(t.passage as i32), &t.subject, &t.predicate, &t.object, &s, &o, &(fact as i32)];
         w.write(&row).map_err(&err)?;
     }
     w.finish().map_err(&err)?;
@@ -154,14 +154,30 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         }
     }
 
+    let mut fact_vectors = Vec::new();
+    let sql = format!("COPY (SELECT id, vector FROM facts WHERE graph = {id} ORDER BY id) TO STDOUT (FORMAT binary)");
+    {
+        let mut rows =
+            BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &[Type::INT4, vector.clone()]);
+        while let Some(row) = rows.next().map_err(&err)? {
+            if row.try_get::<i32>(0).map_err(&err)? as usize != fact_vectors.len() / dim.max(1) {
+                return Err(bad(format!("fact {} is missing", fact_vectors.len() / dim.max(1))));
+            }
+            fact_vectors.extend(vec_of(&row, 1, "fact")?);
+        }
+    }
+
+    // A graph written before facts were shared holds each triple's vector in its row
+    // (and no facts): each triple is then its own fact.
     let mut triples = Vec::with_capacity(n_triples);
     let mut triple_entities = Vec::with_capacity(n_triples);
-    let mut triple_vectors = Vec::with_capacity(n_triples * dim);
+    let mut triple_facts = Vec::with_capacity(n_triples);
     let sql = format!(
-        "COPY (SELECT id, passage, subject, predicate, object, subject_entity, object_entity, vector \
+        "COPY (SELECT id, passage, subject, predicate, object, subject_entity, object_entity, fact, vector \
          FROM triples WHERE graph = {id} ORDER BY id) TO STDOUT (FORMAT binary)"
     );
-    let types = [Type::INT4, Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, Type::INT4, vector];
+    let types =
+        [Type::INT4, Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, Type::INT4, Type::INT4, vector];
     {
         let mut rows = BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &types);
         while let Some(row) = rows.next().map_err(&err)? {
@@ -177,7 +193,13 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
             let s: Option<i32> = row.try_get(5).map_err(&err)?;
             let o: Option<i32> = row.try_get(6).map_err(&err)?;
             triple_entities.push(s.zip(o).map(|(s, o)| (s as u32, o as u32)));
-            triple_vectors.extend(vec_of(&row, 7, "triple")?);
+            match row.try_get::<Option<i32>>(7).map_err(&err)? {
+                Some(f) => triple_facts.push(f as u32),
+                None => {
+                    triple_facts.push((fact_vectors.len() / dim.max(1)) as u32);
+                    fact_vectors.extend(vec_of(&row, 8, "triple")?);
+                }
+            }
         }
     }
 
@@ -227,18 +249,20 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
             triples.len()
         )));
     }
-    let (entity_vectors, triple_vectors) = (matrix(dim, entity_vectors), matrix(dim, triple_vectors));
-    Ok(EntityGraph::from_parts(
+    let (entity_vectors, fact_vectors) = (matrix(dim, entity_vectors), matrix(dim, fact_vectors));
+    EntityGraph::from_parts(
         entities,
         labels,
         passage_entities,
         edges,
         triples,
         triple_entities,
+        triple_facts,
         stats,
         Arc::new(entity_vectors),
-        Arc::new(triple_vectors),
-    ))
+        Arc::new(fact_vectors),
+    )
+    .map_err(bad)
 }
 
 fn matrix(dim: usize, data: Vec<f32>) -> Matrix {

@@ -9,7 +9,10 @@ use super::{db_err, describe};
 use crate::error::{Error, Result};
 
 /// (version, name, SQL), in order.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "init", include_str!("../../../migrations/postgres/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "init", include_str!("../../../migrations/postgres/0001_init.sql")),
+    (2, "facts", include_str!("../../../migrations/postgres/0002_facts.sql")),
+];
 
 /// The newest schema version this hoprag knows.
 pub(crate) fn latest() -> i32 {
