@@ -330,3 +330,49 @@ fn split_halves_are_disjoint_complete_and_deterministic() {
         assert!(err.contains(&format!("--split {half}: {n} of 24 questions")), "{err}");
     }
 }
+
+/// `bench scale` in two sittings: an index built with `--no-graph`, then `--add-graph`
+/// adds the heuristic graph to it (facts shared between passages that repeat a
+/// sentence) and times ppr; a corpus that does not match the stored one is refused.
+#[test]
+fn bench_scale_adds_the_graph_to_an_index_built_earlier() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    if !data.join("2wiki-corpus/corpus.json").exists() {
+        eprintln!("skipped: no shared data at {}", data.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("idx");
+    let (data, out) = (data.to_str().unwrap(), out.to_str().unwrap());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "scale", "--passages", "1000", "--repeat", "1", "--data", data, "--out", out];
+        args.extend(extra);
+        hoprag(&args)
+    };
+    let o = run(&["--no-graph", "--json"]);
+    if !o.status.success() && stderr(&o).contains("hoprag models fetch") {
+        assert!(std::env::var_os("HOPRAG_REQUIRE_MODELS").is_none(), "{}", stderr(&o));
+        eprintln!("skipped: MiniLM is not installed");
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(first["build"]["index_built"], true);
+    assert!(first["build"]["graph"].is_null());
+
+    let o = run(&["--add-graph", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let second: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(second["build"]["index_built"], false);
+    let graph = &second["build"]["graph"];
+    let (triples, facts) = (graph["triples"].as_u64().unwrap(), graph["facts"].as_u64().unwrap());
+    assert!(facts > 0 && facts < triples, "repeated sentences share facts: {facts} of {triples}");
+    let methods: Vec<&str> =
+        second["queries"]["latency_ms"].as_array().unwrap().iter().map(|l| l["method"].as_str().unwrap()).collect();
+    assert!(methods.iter().any(|m| m.starts_with("ppr")), "{methods:?}");
+    assert!(second["queries"]["disk_bytes"].as_u64() > first["queries"]["disk_bytes"].as_u64());
+
+    let o = run(&["--add-graph", "--seed", "2"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("holds other passages than --passages 1000 --seed 2"), "{}", stderr(&o));
+}
