@@ -154,16 +154,18 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         }
     }
 
-    let mut fact_vectors = Vec::new();
+    // Facts read so far, and their vectors, concatenated.
+    let (mut facts, mut fact_vectors) = (0usize, Vec::new());
     let sql = format!("COPY (SELECT id, vector FROM facts WHERE graph = {id} ORDER BY id) TO STDOUT (FORMAT binary)");
     {
         let mut rows =
             BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &[Type::INT4, vector.clone()]);
         while let Some(row) = rows.next().map_err(&err)? {
-            if row.try_get::<i32>(0).map_err(&err)? as usize != fact_vectors.len() / dim.max(1) {
-                return Err(bad(format!("fact {} is missing", fact_vectors.len() / dim.max(1))));
+            if row.try_get::<i32>(0).map_err(&err)? as usize != facts {
+                return Err(bad(format!("fact {facts} is missing")));
             }
             fact_vectors.extend(vec_of(&row, 1, "fact")?);
+            facts += 1;
         }
     }
 
@@ -196,8 +198,9 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
             match row.try_get::<Option<i32>>(7).map_err(&err)? {
                 Some(f) => triple_facts.push(f as u32),
                 None => {
-                    triple_facts.push((fact_vectors.len() / dim.max(1)) as u32);
+                    triple_facts.push(facts as u32);
                     fact_vectors.extend(vec_of(&row, 8, "triple")?);
+                    facts += 1;
                 }
             }
         }
