@@ -26,7 +26,7 @@ use hoprag::index::{ExactIndex, HnswIndex, HnswParams, Matrix, VectorIndex};
 use hoprag::Engine;
 use serde::Serialize;
 
-use super::index::peak_rss_mb;
+use super::peak_rss_mb;
 use super::{percentiles, Percentiles, Rng};
 use crate::commands::Context;
 

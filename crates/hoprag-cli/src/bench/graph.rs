@@ -12,7 +12,7 @@ use hoprag::graph::ppr::PprGraph;
 use hoprag::graph::{extract_heuristic, EntityGraph};
 use serde::Serialize;
 
-use super::index::peak_rss_mb;
+use super::peak_rss_mb;
 use crate::commands::Context;
 
 #[derive(Args)]

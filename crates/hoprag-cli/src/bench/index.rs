@@ -16,7 +16,7 @@ use hoprag::text::sentences;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{percentiles, Percentiles};
+use super::{peak_rss_mb, percentiles, Percentiles};
 use crate::commands::Context;
 use crate::output::table;
 
@@ -85,14 +85,6 @@ struct Bandwidth {
     bound_ms: f64,
     exact_p50_ms: f64,
     ratio_to_bound: f64,
-}
-
-pub fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 /// Best-of-5 parallel read bandwidth over `data`, in GB/s.

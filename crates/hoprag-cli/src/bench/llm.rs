@@ -108,7 +108,7 @@ pub fn run(ctx: &Context, args: LlmBench) -> anyhow::Result<()> {
         id: hoprag::llm::Llm::id(llm).to_string(),
         threads: llm.threads(),
         load_secs,
-        peak_rss_mib: peak_rss_mib(),
+        peak_rss_mib: super::proc_status_mib("VmHWM"),
         prompt_tokens,
         generated_tokens: args.gen_tokens as usize,
         median_prefill_tokens_per_sec: median(runs.iter().map(|r| r.prefill_tokens_per_sec).collect()),
@@ -183,14 +183,6 @@ fn request(passage: &str, max_tokens: u32) -> ChatRequest {
             Message::user(format!("Passage: {passage}\nSummarise the passage in one paragraph.")),
         ])
     }
-}
-
-/// VmHWM from /proc/self/status (Linux).
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

@@ -74,6 +74,25 @@ pub struct Percentiles {
     pub p99: f64,
 }
 
+/// A memory figure of this process from /proc/self/status (`VmHWM`, `VmRSS`; Linux), in
+/// MiB; `None` where it cannot be read.
+pub fn proc_status_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// This process's peak resident memory in MiB (0 where it cannot be read).
+pub fn peak_rss_mb() -> f64 {
+    proc_status_mib("VmHWM").unwrap_or(0.0)
+}
+
+/// This process's resident memory now, in MiB (0 where it cannot be read).
+pub fn rss_mb() -> f64 {
+    proc_status_mib("VmRSS").unwrap_or(0.0)
+}
+
 pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
     ms.sort_by(|a, b| hoprag::rank::asc(*a, *b));
     let at = |p: f64| ms[((p * (ms.len() - 1) as f64).round() as usize).min(ms.len() - 1)];

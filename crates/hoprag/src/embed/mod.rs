@@ -122,8 +122,8 @@ pub fn embed_all(
 }
 
 /// Embeds texts as passages into one flat row-major buffer, checking every vector's
-/// dimension; shared by index builds and graph builds.
-pub(crate) fn embed_passages(
+/// dimension, with `step` on the progress bar; shared by index and graph builds.
+pub fn embed_passages(
     embedder: &dyn Embedder,
     texts: &[String],
     batch: usize,

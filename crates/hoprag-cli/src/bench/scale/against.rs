@@ -37,10 +37,9 @@ pub struct Spread {
     pub p99: f64,
 }
 
-fn spread(mut xs: Vec<f64>) -> Spread {
+fn spread(xs: Vec<f64>) -> Spread {
     let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    xs.sort_by(|a, b| hoprag::rank::asc(*a, *b));
-    Spread { mean, p99: xs[((xs.len() - 1) as f64 * 0.99).round() as usize] }
+    Spread { mean, p99: crate::bench::percentiles(xs).p99 }
 }
 
 pub fn compare(dir: &Path, embedder: &ComposedEmbedder) -> anyhow::Result<Comparison> {

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use self::corpus::{generate, Sources};
 use self::words::{word_vectors, ComposedEmbedder, Coverage, Vocabulary};
-use super::{percentiles, Percentiles};
+use super::{peak_rss_mb, percentiles, rss_mb, Percentiles};
 use crate::commands::Context;
 use crate::output::table;
 
@@ -305,7 +305,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     } else {
         build_index(store.as_ref(), generated.corpus, inputs.embedder.clone(), graph, &ctx.progress)?
     };
-    let build_peak_rss_mb = super::index::peak_rss_mb();
+    let build_peak_rss_mb = peak_rss_mb();
     drop(inputs);
 
     let queries = query_in_child(ctx, &spec, &args)?;
@@ -444,14 +444,6 @@ fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Resul
     serde_json::from_slice(&out.stdout).context("reading the query measurement's report")
 }
 
-fn rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 fn measure_queries(
     ctx: &Context,
     store: Arc<dyn Store>,
@@ -548,7 +540,7 @@ fn measure_queries(
         open_secs,
         graph_load_secs,
         rss_after_open_mb,
-        peak_rss_mb: super::index::peak_rss_mb(),
+        peak_rss_mb: peak_rss_mb(),
         hnsw_recall_at_k,
         latency_ms,
         ppr_dense_fallbacks,

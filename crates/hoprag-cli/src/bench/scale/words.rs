@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
-use hoprag::embed::{l2_normalize, load_embedder, Embedder, EmbedderSpec, LocalModel, TextKind};
+use hoprag::embed::{embed_passages, l2_normalize, load_embedder, Embedder, EmbedderSpec, LocalModel, TextKind};
+use hoprag::index::Matrix;
 use hoprag::progress::Progress;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -214,34 +215,26 @@ pub fn word_vectors(
     if let (Ok(meta), Ok(bytes)) = (std::fs::read(&meta_path), std::fs::read(&data_path)) {
         let meta: CacheMeta =
             serde_json::from_slice(&meta).with_context(|| format!("reading {}", meta_path.display()))?;
-        let floats: Vec<f32> =
-            bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
-        if meta.vocabulary == *vocabulary && bytes.len() % 4 == 0 && floats.len() == vocabulary.words.len() * meta.dim {
-            return Ok((meta.dim, floats, true));
+        let matrix = Matrix::from_le_bytes(meta.dim, &bytes);
+        if let Some(m) = matrix.filter(|m| meta.vocabulary == *vocabulary && m.rows() == vocabulary.words.len()) {
+            return Ok((meta.dim, m.into_flat(), true));
         }
         log::warn!("{} does not match the vocabulary; embedding the words again", data_path.display());
     }
     let embedder = load_embedder(&EmbedderSpec::Local(LocalModel::MiniLm), settings)?;
     let dim = embedder.dim();
-    let mut floats = Vec::with_capacity(vocabulary.words.len() * dim);
-    progress.start("embedding words (once)", vocabulary.words.len() as u64);
-    for chunk in vocabulary.words.chunks(256) {
-        for v in embedder.embed(chunk, TextKind::Passage)? {
-            anyhow::ensure!(v.len() == dim, "MiniLM returned a vector of {} dimensions, expected {dim}", v.len());
-            floats.extend(v);
-        }
-        progress.advance(chunk.len() as u64);
-    }
-    progress.finish();
+    let matrix = Matrix::from_flat(
+        dim,
+        embed_passages(embedder.as_ref(), &vocabulary.words, 256, "embedding words (once)", progress)?,
+    );
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     // Data first, then the description that makes it valid: an interrupted write is
     // redone next time rather than read.
-    let bytes: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(&data_path, bytes).with_context(|| format!("writing {}", data_path.display()))?;
+    std::fs::write(&data_path, matrix.to_le_bytes()).with_context(|| format!("writing {}", data_path.display()))?;
     let meta = CacheMeta { model: model.to_string(), dim, vocabulary: vocabulary.clone() };
     std::fs::write(&meta_path, serde_json::to_vec(&meta)?)
         .with_context(|| format!("writing {}", meta_path.display()))?;
-    Ok((dim, floats, false))
+    Ok((dim, matrix.into_flat(), false))
 }
 
 #[cfg(test)]

@@ -126,6 +126,11 @@ impl Matrix {
         &self.data
     }
 
+    /// The row-major data, taken.
+    pub fn into_flat(self) -> Vec<f32> {
+        self.data
+    }
+
     /// Little-endian bytes, the on-disk format.
     pub fn to_le_bytes(&self) -> Vec<u8> {
         self.data.iter().flat_map(|x| x.to_le_bytes()).collect()
