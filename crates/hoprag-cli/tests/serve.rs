@@ -491,7 +491,8 @@ fn shared_stores(dir: &Path) -> Vec<String> {
     let mut stores = vec![demo_index(dir).to_string_lossy().into_owned()];
     if let Ok(url) = std::env::var("HOPRAG_TEST_POSTGRES") {
         let sep = if url.contains('?') { '&' } else { '?' };
-        let url = format!("{url}{sep}schema=serve_{}", std::process::id());
+        // The application name marks the servers' connections, for the dropped-connection check.
+        let url = format!("{url}{sep}schema=serve_{0}&application_name=hoprag_serve_{0}", std::process::id());
         let corpus = demo().join("corpus.jsonl");
         let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--store", &url, "--force", "--json"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -547,6 +548,28 @@ fn servers_on_one_store_answer_alike_under_load_and_follow_each_others_additions
         });
         assert_eq!(errors.into_inner(), 0, "{store}: errors under load");
         assert_eq!(mismatches.into_inner(), 0, "{store}: the two servers disagreed");
+
+        // The database drops every connection the servers hold (as on a restart): both
+        // keep answering, alike, once it accepts connections again.
+        if store.starts_with("postgres") {
+            let server = std::env::var("HOPRAG_TEST_POSTGRES").expect("a PostgreSQL store comes from it");
+            let mut admin = postgres::Client::connect(&server, postgres::NoTls).unwrap();
+            let killed: i64 = admin
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE application_name = $1",
+                    &[&format!("hoprag_serve_{}", std::process::id())],
+                )
+                .unwrap()
+                .get(0);
+            assert!(killed >= 2, "each server held a connection: {killed}");
+            for (case, want) in reference.iter().enumerate() {
+                let (m, q) = (methods[case / questions.len()], questions[case % questions.len()]);
+                for s in &servers {
+                    assert_eq!(&comparable(&ok_json(ask(s, m, q))), want, "{m} {q} after the drop");
+                }
+            }
+        }
 
         // One server adds a passage; the other serves the new generation shortly after.
         let added = ok_json(post(
