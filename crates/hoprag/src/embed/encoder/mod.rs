@@ -13,9 +13,12 @@
 //! - attention runs per (text, head) as two small products on strided views of the
 //!   fused QKV matrix, spread over the threads;
 //! - the products run on `gemm` (the kernels candle uses), on a thread pool of
-//!   [`crate::threads::get`] threads owned by the encoder.
+//!   [`crate::threads::get`] threads owned by the encoder; a question's few rows run
+//!   instead on weights packed once at load, in half precision ([`packed`]), which
+//!   `gemm` would otherwise repack on every call.
 
 pub mod kernels;
+mod packed;
 mod weights;
 
 use std::path::Path;
@@ -30,6 +33,10 @@ use crate::error::{Error, Result};
 /// Tokens per forward pass: large enough that the products keep both cores busy, small
 /// enough that the feed-forward activations (tokens × intermediate) stay in the tens of MB.
 const BATCH_TOKENS: usize = 4096;
+
+/// Products with at most this many rows (a question or two) run on the packed half
+/// weights ([`packed`]); larger ones on `gemm`, whose packing then pays for itself.
+const PACKED_MAX_ROWS: usize = 64;
 
 /// Below this many tokens the element-wise passes and attention run on one thread (the
 /// products still split their columns: the weights they read are the larger cost).
@@ -216,6 +223,9 @@ impl Encoder {
 fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize) {
     let rows = x.len() / w.inputs;
     assert!(x.len() == rows * w.inputs && dst.len() >= rows * w.outputs, "activation buffers match the weights");
+    if let Some(packed) = w.packed.as_ref().filter(|_| rows <= PACKED_MAX_ROWS) {
+        return packed.product(x, &mut dst[..rows * w.outputs], threads);
+    }
     // SAFETY: `x` holds `rows × inputs`, `dst` at least `rows × outputs`, `w.view()` is
     // the `[inputs, outputs]` weight; `dst` is a buffer of its own.
     unsafe {

@@ -1,11 +1,12 @@
 //! An encoder's configuration and weights, read from a Hugging Face `config.json` and
 //! `model.safetensors`: BERT (all-MiniLM-L6-v2) and MPNet (all-mpnet-base-v2).
 //!
-//! Linear weights are stored `[out, in]`; they are transposed once here to `[in, out]`
-//! so every product reads its right-hand side row by row, and the query, key and value
-//! projections are concatenated into one `[in, 3·hidden]` matrix (one product, not three).
+//! Linear weights keep the checkpoint's `[out, in]` layout, at half precision (see
+//! [`Linear`]); the query, key and value projections are concatenated into one layer of
+//! `3·hidden` outputs (one product, not three).
 
 use super::kernels::View;
+use super::packed::PackedWeight;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
@@ -109,8 +110,14 @@ impl EncoderConfig {
 /// A linear layer, weight `[out, in]` as stored: each output's weights are contiguous, so
 /// a product with a query's few rows streams them from memory in order (with `[in, out]`
 /// the same product ran at 20 instead of 31 GFLOP/s when the weights are not in cache).
+///
+/// The weights are kept at half precision, twice: packed for products with a few rows
+/// ([`PackedWeight`]), and widened back to f32 for `gemm`. Both kernels then multiply by
+/// the same numbers, so a text's vector does not depend on how many texts it was
+/// embedded with.
 pub struct Linear {
     pub weight: Vec<f32>,
+    pub packed: Option<PackedWeight>,
     pub bias: Vec<f32>,
     pub inputs: usize,
     pub outputs: usize,
@@ -154,15 +161,12 @@ impl Weights {
         let layers = (0..config.layers)
             .map(|i| {
                 let name = |suffix: &str| format!("encoder.layer.{i}.{suffix}");
-                let q = file.linear(&name(names.query), h, h)?;
-                let k = file.linear(&name(names.key), h, h)?;
-                let v = file.linear(&name(names.value), h, h)?;
                 Ok(Layer {
-                    qkv: Linear::concat(&[q, k, v]),
-                    attention_out: file.linear(&name(names.attention_out), h, h)?,
+                    qkv: file.linear(&[&name(names.query), &name(names.key), &name(names.value)], h, h)?,
+                    attention_out: file.linear(&[&name(names.attention_out)], h, h)?,
                     attention_norm: file.layer_norm(&name(names.attention_norm), h)?,
-                    ffn_in: file.linear(&name("intermediate.dense"), h, config.intermediate)?,
-                    ffn_out: file.linear(&name("output.dense"), config.intermediate, h)?,
+                    ffn_in: file.linear(&[&name("intermediate.dense")], h, config.intermediate)?,
+                    ffn_out: file.linear(&[&name("output.dense")], config.intermediate, h)?,
                     output_norm: file.layer_norm(&name("output.LayerNorm"), h)?,
                 })
             })
@@ -261,10 +265,15 @@ impl Tensors<'_> {
         }
     }
 
-    fn linear(&self, name: &str, inputs: usize, outputs: usize) -> Result<Linear> {
-        let weight = self.tensor(&format!("{name}.weight"), Some(&[outputs, inputs]))?;
-        let bias = self.tensor(&format!("{name}.bias"), Some(&[outputs]))?;
-        Ok(Linear { weight, bias, inputs, outputs })
+    /// The layers `names`, each `inputs → outputs`, side by side as one layer: one
+    /// product computes all their outputs.
+    fn linear(&self, names: &[&str], inputs: usize, outputs: usize) -> Result<Linear> {
+        let (mut weight, mut bias) = (Vec::new(), Vec::new());
+        for name in names {
+            weight.extend(self.tensor(&format!("{name}.weight"), Some(&[outputs, inputs]))?);
+            bias.extend(self.tensor(&format!("{name}.bias"), Some(&[outputs]))?);
+        }
+        Ok(Linear::new(weight, bias, inputs, outputs * names.len()))
     }
 
     fn layer_norm(&self, name: &str, size: usize) -> Result<LayerNorm> {
@@ -276,17 +285,18 @@ impl Tensors<'_> {
 }
 
 impl Linear {
+    /// Rounds `weight` (`[outputs, inputs]`) to half precision and packs it; a layer with
+    /// a weight past the half range keeps full precision and runs on `gemm` alone.
+    fn new(mut weight: Vec<f32>, bias: Vec<f32>, inputs: usize, outputs: usize) -> Linear {
+        let packed = PackedWeight::pack(&weight, inputs, outputs);
+        if packed.is_some() {
+            weight.iter_mut().for_each(|w| *w = half::f16::from_f32(*w).to_f32());
+        }
+        Linear { weight, packed, bias, inputs, outputs }
+    }
+
     /// The weight as the `[in, out]` matrix a product `x · W` reads.
     pub fn view(&self) -> View {
         View::rows(&self.weight, self.inputs).t()
-    }
-
-    /// Layers with the same inputs side by side: one product computes all their outputs.
-    fn concat(parts: &[Linear]) -> Linear {
-        let inputs = parts[0].inputs;
-        let outputs: usize = parts.iter().map(|p| p.outputs).sum();
-        let weight = parts.iter().flat_map(|p| p.weight.iter().copied()).collect();
-        let bias = parts.iter().flat_map(|p| p.bias.iter().copied()).collect();
-        Linear { weight, bias, inputs, outputs }
     }
 }
