@@ -338,6 +338,11 @@ impl Engine {
                 let mut config = self.config.clone();
                 config.ppr.dense_guard =
                     if name == "auto" { self.config.auto.dense_guard } else { self.config.auto_llm.0.dense_guard };
+                // The graph loads here, not in the engine made for the choice, so that the
+                // two share it and its background work (`wait_for_background_work`).
+                if self.graph_kind() != GraphKind::None {
+                    self.graph()?;
+                }
                 Box::new(Auto::new(name, self.with_config(config).retriever(choice)?, self.graph_kind()))
             }
             "regime_router" => {
@@ -389,6 +394,15 @@ impl Engine {
         let triples = self.graph()?.triple_index(self.embedder.as_ref())?;
         let base = self.retriever(p.base.method())?;
         Ok(Expansion::new(base, triples, self.index.clone(), self.embedder.clone(), p, self.config.hybrid))
+    }
+
+    /// Waits for the graph's query-time structures that build in the background (the
+    /// split walk's passage response) when a method has loaded the graph; returns at once
+    /// otherwise.
+    pub fn wait_for_background_work(&self) {
+        if let Some(Ok(Some(graph))) = self.graph.get() {
+            graph.wait_for_passage_response();
+        }
     }
 
     /// The index's graph, or an error saying how to build one.

@@ -10,6 +10,7 @@ mod llm_extract;
 mod normalize;
 mod openie;
 pub mod ppr;
+pub mod split_ppr;
 pub mod triple_index;
 
 pub use crate::index::GraphStats;
@@ -217,12 +218,74 @@ pub struct GraphContext {
     pub ppr: ppr::PprGraph,
     /// GEAR's triple index, built when a method first asks for it.
     triples: std::sync::Mutex<Option<std::sync::Arc<TripleIndex>>>,
+    /// The walk of the passage seeds (split_ppr), started in the background when `ppr`
+    /// first needs it: until it is ready, queries run the full walk.
+    passage_response: PassageResponseSlot,
 }
+
+/// A passage response (`None` inside: too large to pay), or its computation under way
+/// (the outer `None`), and what it is for: the passage vectors (by address and size: one
+/// engine keeps one matrix) and the damping.
+#[derive(Default)]
+struct PassageResponseSlot {
+    state: std::sync::Mutex<Option<(PassageResponseKey, Option<PassageResponseState>)>>,
+    ready: std::sync::Condvar,
+}
+
+type PassageResponseKey = (usize, usize, u64);
+type PassageResponseState = Option<std::sync::Arc<split_ppr::PassageResponse>>;
 
 impl GraphContext {
     pub fn new(graph: std::sync::Arc<EntityGraph>) -> Self {
         let ppr = ppr::PprGraph::from_entity_graph(&graph);
-        GraphContext { linker: linking::Linker::new(graph), ppr, triples: Default::default() }
+        GraphContext {
+            linker: linking::Linker::new(graph),
+            ppr,
+            triples: Default::default(),
+            passage_response: Default::default(),
+        }
+    }
+
+    /// The passage seeds' walk for `passages`, once computed. The first call starts the
+    /// computation on a thread of its own and returns `None`, as do calls while it runs
+    /// and when the graph is too large for it to pay; the caller then walks in full. A
+    /// one-off query never waits for it (seconds on 2wiki's graph); a server gets it soon
+    /// after its first queries, and a benchmark can wait for it
+    /// ([`Self::wait_for_passage_response`]).
+    pub fn passage_response(
+        self: &std::sync::Arc<Self>,
+        passages: &std::sync::Arc<crate::index::Matrix>,
+        damping: f64,
+    ) -> Option<std::sync::Arc<split_ppr::PassageResponse>> {
+        let key = (passages.as_flat().as_ptr() as usize, passages.rows(), damping.to_bits());
+        let mut slot = self.passage_response.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match slot.as_ref() {
+            Some((k, Some(response))) if *k == key => return response.clone(),
+            Some((k, None)) if *k == key => return None,
+            _ => {}
+        }
+        *slot = Some((key, None));
+        let (ctx, passages) = (self.clone(), passages.clone());
+        std::thread::spawn(move || {
+            let e = ctx.graph().entities.len();
+            let response = split_ppr::PassageResponse::compute(&ctx.ppr, e, &passages, damping);
+            let mut slot = ctx.passage_response.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if matches!(slot.as_ref(), Some((k, None)) if *k == key) {
+                *slot = Some((key, Some(response.map(std::sync::Arc::new))));
+            }
+            ctx.passage_response.ready.notify_all();
+        });
+        None
+    }
+
+    /// Waits while a passage response is being computed.
+    pub fn wait_for_passage_response(&self) {
+        let slot = self.passage_response.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ready = self
+            .passage_response
+            .ready
+            .wait_while(slot, |s| matches!(s, Some((_, None))))
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
     }
 
     pub fn graph(&self) -> &EntityGraph {

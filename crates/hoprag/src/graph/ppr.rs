@@ -22,11 +22,15 @@ pub struct PprParams {
     /// [`PprGraph::ranked_pagerank`]) rather than at `tolerance`: the same ranking in
     /// fewer iterations.
     pub stop_when_ranked: bool,
+    /// Walk the passage seeds once per graph and the entity seeds by local push, by
+    /// linearity ([`super::split_ppr`]), when a caller ranks passages; the full walk runs
+    /// when the split cannot prove the ranking, or the graph is too large for it.
+    pub split: bool,
 }
 
 impl Default for PprParams {
     fn default() -> Self {
-        PprParams { damping: 0.5, tolerance: 1e-7, max_iterations: 100, stop_when_ranked: true }
+        PprParams { damping: 0.5, tolerance: 1e-7, max_iterations: 100, stop_when_ranked: true, split: true }
     }
 }
 
@@ -53,10 +57,29 @@ pub struct PprGraph {
     probs: Vec<f32>,
     /// Nodes with no edges: their mass returns to the seeds.
     dangling: Vec<u32>,
+    /// Weighted degree of each node.
+    degree: Vec<f64>,
+    /// Where each node's row is: `slice · LANES + lane`, `u32::MAX` for a dangling node.
+    row_slot: Vec<u32>,
 }
 
 /// Rows summed together.
 const LANES: usize = 4;
+
+/// `next`'s rows, written from several threads, each row by one.
+#[derive(Clone, Copy)]
+struct SharedRows(*mut f64);
+// SAFETY: only used by `step_block`, whose writers' rows are disjoint.
+unsafe impl Send for SharedRows {}
+unsafe impl Sync for SharedRows {}
+
+impl SharedRows {
+    /// Element `i`. (A method, so that closures capture the wrapper, not the pointer.)
+    fn at(self, i: usize) -> *mut f64 {
+        // SAFETY: callers stay inside the buffer.
+        unsafe { self.0.add(i) }
+    }
+}
 
 #[derive(Debug, Clone)]
 struct Slice {
@@ -114,6 +137,10 @@ impl PprGraph {
         let mut order: Vec<u32> = (0..n as u32).filter(|&j| offsets[j as usize + 1] > offsets[j as usize]).collect();
         order.sort_by_key(|&j| (std::cmp::Reverse(offsets[j as usize + 1] - offsets[j as usize]), j));
         let (mut slices, mut sources, mut probs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut row_slot = vec![u32::MAX; n];
+        for (slot, &j) in order.iter().enumerate() {
+            row_slot[j as usize] = slot as u32;
+        }
         for group in order.chunks(LANES) {
             let len = group.iter().map(|&j| offsets[j as usize + 1] - offsets[j as usize]).max().unwrap_or(0);
             let mut rows = [u32::MAX; LANES];
@@ -134,7 +161,87 @@ impl PprGraph {
             slices.push(Slice { rows, start, len });
         }
         let dangling = (0..n as u32).filter(|&i| degree[i as usize] == 0.0).collect();
-        PprGraph { nodes: n, edges: offsets[n] / 2, slices, sources, probs, dangling }
+        PprGraph { nodes: n, edges: offsets[n] / 2, slices, sources, probs, dangling, degree, row_slot }
+    }
+
+    /// Node `j`'s weighted degree.
+    pub fn degree(&self, j: usize) -> f64 {
+        self.degree[j]
+    }
+
+    /// The nodes `i` linked to `j`, each with the probability `w_ij / deg_i` of a step
+    /// from `i` to `j` (zero-probability padding included); nothing for a dangling node.
+    pub fn row(&self, j: usize) -> impl Iterator<Item = (u32, f32)> + '_ {
+        let slot = self.row_slot[j];
+        let (start, len, lane) = match slot {
+            u32::MAX => (0, 0, 0),
+            s => {
+                let slice = &self.slices[s as usize / LANES];
+                (slice.start, slice.len, s as usize % LANES)
+            }
+        };
+        (0..len).map(move |k| (self.sources[start + k * LANES + lane], self.probs[start + k * LANES + lane]))
+    }
+
+    /// The directed entries stored (both directions of each edge, padding included): the
+    /// cost of one full iteration.
+    pub fn entries(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Whether node `j` has no edges.
+    pub fn is_dangling(&self, j: usize) -> bool {
+        self.row_slot[j] == u32::MAX
+    }
+
+    /// One step of the walk for `width ≤ 32` reset vectors at once:
+    /// `next[j] = reset[j] + d · Σ_i p_ij · x[i]` (dangling rows: `reset[j]`), with `x`,
+    /// `reset` and `next` all `nodes × width`. Returns each column's L1 change from `x`
+    /// to `next`. The rows are split across rayon's threads.
+    pub(super) fn step_block(&self, x: &[f64], reset: &[f64], width: usize, d: f64, next: &mut [f64]) -> Vec<f64> {
+        const MAX_WIDTH: usize = 32;
+        assert!(width <= MAX_WIDTH && x.len() == self.nodes * width && reset.len() == x.len() && next.len() == x.len());
+        let out = SharedRows(next.as_mut_ptr());
+        let row = |j: usize, sum: &[f64], change: &mut [f64]| {
+            let at = j * width;
+            for c in 0..width {
+                let v = reset[at + c] + d * sum[c];
+                change[c] += (v - x[at + c]).abs();
+                // SAFETY: every node is one slice's row or dangling, written once here.
+                unsafe { *out.at(at + c) = v };
+            }
+        };
+        let zeros = [0f64; MAX_WIDTH];
+        let mut change = self
+            .slices
+            .par_iter()
+            .with_min_len(64)
+            .fold(
+                || vec![0f64; width],
+                |mut change, slice| {
+                    let mut sums = [[0f64; MAX_WIDTH]; LANES];
+                    let (src, prob) = (&self.sources[slice.start..], &self.probs[slice.start..]);
+                    for (src, prob) in src.chunks_exact(LANES).zip(prob.chunks_exact(LANES)).take(slice.len) {
+                        for ((sum, &from), &p) in sums.iter_mut().zip(src).zip(prob) {
+                            let from = &x[from as usize * width..][..width];
+                            for (o, v) in sum.iter_mut().zip(from) {
+                                *o += p as f64 * v;
+                            }
+                        }
+                    }
+                    for (&j, sum) in slice.rows.iter().zip(&sums) {
+                        if j != u32::MAX {
+                            row(j as usize, &sum[..width], &mut change);
+                        }
+                    }
+                    change
+                },
+            )
+            .reduce(|| vec![0f64; width], |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect());
+        for &j in &self.dangling {
+            row(j as usize, &zeros[..width], &mut change);
+        }
+        change
     }
 
     /// The entity graph as nodes `0..E` (entities) and `E..E+P` (passages): relation and

@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::fusion::{guard, DenseGuard};
 use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
 use crate::graph::ppr::{PprParams, Ranked};
+use crate::graph::split_ppr::{ranked_passages, SplitQuery};
 use crate::graph::{query_ner, GraphContext};
 use crate::index::{Matrix, VectorIndex};
 use crate::llm::Meter;
@@ -80,9 +81,9 @@ impl Default for PprMethodParams {
 /// seeded.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn graph_scores(
-    ctx: &GraphContext,
+    ctx: &Arc<GraphContext>,
     embedder: &dyn Embedder,
-    passages: &Matrix,
+    passages: &Arc<Matrix>,
     query: &Query,
     embedding: &[f32],
     dense: Option<&[f32]>,
@@ -106,16 +107,22 @@ pub(crate) fn graph_scores(
     let e = g.entities.len();
     let graph_passages = g.passage_entities.len();
     let mut weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
-    if params.passage_node_weight > 0.0 && passages.rows() > 0 {
+    let owned;
+    let dense = match dense {
+        Some(d) => Some(d),
+        None if params.passage_node_weight > 0.0 && passages.rows() > 0 => {
+            owned = passages.dots(embedding);
+            Some(owned.as_slice())
+        }
+        None => None,
+    };
+    if let (Some(dense), PassageScoring::PassageNode, true) = (dense, params.passage_scoring, params.ppr.split) {
+        if let Some(list) = split_walk(ctx, passages, embedding, dense, &weights, params, depth, trace)? {
+            return Ok(Some(list));
+        }
+    }
+    if let Some(dense) = dense.filter(|_| params.passage_node_weight > 0.0) {
         trace.step("passage seeds", || {
-            let owned;
-            let dense = match dense {
-                Some(d) => d,
-                None => {
-                    owned = passages.dots(embedding);
-                    &owned
-                }
-            };
             let n = graph_passages.min(dense.len());
             let (lo, hi) = dense[..n]
                 .iter()
@@ -156,6 +163,49 @@ pub(crate) fn graph_scores(
         Ok((scored, detail))
     })?;
     Ok(Some(list))
+}
+
+/// The walk split by linearity (graph::split_ppr): the passage seeds' part from the
+/// graph's precomputed response, the entity seeds' by local push. `None` (and a trace
+/// step saying why) when it does not apply or cannot prove the ranking: the caller then
+/// runs the full walk.
+#[allow(clippy::too_many_arguments)]
+fn split_walk(
+    ctx: &Arc<GraphContext>,
+    passages: &Arc<Matrix>,
+    embedding: &[f32],
+    dense: &[f32],
+    entity_seeds: &[(u32, f64)],
+    params: &PprMethodParams,
+    depth: usize,
+    trace: &mut Trace,
+) -> Result<Option<Vec<(PassageIdx, f32)>>> {
+    let Some(response) = ctx.passage_response(passages, params.ppr.damping) else {
+        return Ok(None);
+    };
+    if params.passage_node_weight <= 0.0 || dense.len() < response.passages() {
+        return Ok(None);
+    }
+    let query = SplitQuery {
+        entity_seeds,
+        dense: &dense[..response.passages()],
+        query: embedding,
+        passage_weight: params.passage_node_weight,
+        damping: params.ppr.damping,
+    };
+    trace.step("ppr", || {
+        let split = ranked_passages(&ctx.ppr, &response, &query, depth);
+        let list: Option<Vec<(PassageIdx, f32)>> =
+            split.as_ref().map(|s| s.top.iter().map(|&(p, x)| (p, x as f32)).filter(|x| x.1 > 0.0).collect());
+        let detail = match (&split, &list) {
+            (Some(s), Some(l)) => {
+                json!({"split": true, "pushes": s.pushes, "residual": s.residual, "passages": l.len(),
+                                         "top": list_detail(l)})
+            }
+            _ => json!({"split": false, "reason": "the bounds did not separate the ranking; the full walk follows"}),
+        };
+        Ok((list, detail))
+    })
 }
 
 /// The question's named entities from the linker's LLM (HippoRAG's query NER), with the
@@ -218,8 +268,8 @@ impl Retriever for Ppr {
             })?),
             false => None,
         };
-        let (embedder, passages) = (self.embedder.as_ref(), self.passages.as_ref());
-        let graph = graph_scores(&self.graph, embedder, passages, query, &q, all.as_deref(), p, k, &mut trace)?;
+        let embedder = self.embedder.as_ref();
+        let graph = graph_scores(&self.graph, embedder, &self.passages, query, &q, all.as_deref(), p, k, &mut trace)?;
         let list = match (graph, all) {
             (Some(list), Some(all)) => trace.step("dense guard", || {
                 let dense = crate::rank::top(&all, p.dense_guard.depth.max(k));

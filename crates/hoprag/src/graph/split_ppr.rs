@@ -1,0 +1,521 @@
+//! HippoRAG 2's walk split in two by linearity, for one query in about a millisecond
+//! instead of a dozen passes over the whole graph.
+//!
+//! Personalized PageRank is linear in its reset vector: with `S(r)` the solution of
+//! `p = (1 − d)·r + d·Pᵀp` (mass reaching a dangling node is lost),
+//! - every passage node is seeded with `w · x_p`, `x_p = a·(v_p · q) + b` (min-max of the
+//!   dense scores), so that half of the walk on passage nodes is
+//!   `w · (a · (S V) q + b · S 1)`: `S V` (passages × dim) and `S 1` depend on the graph
+//!   and the passage vectors only, and are computed once ([`PassageResponse`]);
+//! - the few entity seeds are walked by local forward push (Andersen, Chung & Lang 2006),
+//!   which touches only the nodes their mass reaches.
+//!
+//! The walk with dangling mass sent back to the seeds ([`PprGraph::personalized_pagerank`])
+//! is `κ · S(r)` with `κ = 1 / (1 − d · r_D)`, `r_D` the reset mass on dangling nodes: the
+//! same ranking, and the same scores once `κ` is applied.
+//!
+//! Both halves carry proven error bounds (the precomputation's convergence and f32
+//! storage; the push's residual mass, and `ε · deg(v)` per node on an undirected graph),
+//! and a ranking is returned only once the bounds separate the passages asked for; else
+//! the caller runs the full walk. Tied passages are never separated this way, so a tie
+//! always goes to the full walk.
+
+use super::ppr::PprGraph;
+use crate::corpus::PassageIdx;
+use crate::index::Matrix;
+
+/// Columns of the precomputation walked together: 32 f64 per node keep the two iterates
+/// of a 50,000-node graph in the L3 cache.
+const BLOCK: usize = 32;
+
+/// The precomputation stops when each column's last iteration moved it by less than this
+/// fraction of its reset mass.
+const PRECOMPUTE_TOLERANCE: f64 = 1e-11;
+
+/// Precomputations larger than this many multiply-adds (directed entries × columns ×
+/// iterations) are not attempted: the full walk per query is then the better deal
+/// (2wiki's graph: about 8e9).
+const PRECOMPUTE_WORK_LIMIT: f64 = 3e10;
+
+/// The push starts at this threshold on `residual / degree`, relative to the seeds' mass,
+/// and divides it by [`PUSH_STEP`] until the ranking is proven.
+const PUSH_START: f64 = 1e-6;
+const PUSH_STEP: f64 = 16.0;
+const PUSH_FLOOR: f64 = 1e-14;
+
+/// `S` applied to the passage seeds, on the passage nodes.
+pub struct PassageResponse {
+    entities: usize,
+    passages: usize,
+    dim: usize,
+    /// `passages × dim`: row `p` is `(S V)_p`, stored f32 (bounded below).
+    response: Vec<f32>,
+    /// `(S 1)_p`.
+    constant: Vec<f64>,
+    /// The L2 norm of each row of `response`, for the f32 storage bound.
+    norms: Vec<f64>,
+    /// Per column of `S V`, a bound on any entry's convergence error.
+    column_error: Vec<f64>,
+    constant_error: f64,
+    /// Passages with no entity: dangling nodes of the walk.
+    dangling: Vec<u32>,
+}
+
+impl PassageResponse {
+    /// Walks the passage vectors (the first `passages` rows of `vectors`, passage `p` at
+    /// node `entities + p`) through the graph; `None` when the graph is too large for it
+    /// to pay, or the walk does not converge.
+    pub fn compute(graph: &PprGraph, entities: usize, vectors: &Matrix, damping: f64) -> Option<PassageResponse> {
+        let passages = graph.nodes().checked_sub(entities)?;
+        let dim = vectors.dim();
+        let d = damping;
+        if vectors.rows() < passages || !(0.0..1.0).contains(&d) {
+            return None;
+        }
+        // Iterations to the tolerance: the error shrinks by d per iteration.
+        let iterations = (PRECOMPUTE_TOLERANCE.ln() / d.max(1e-3).ln()).ceil() + 2.0;
+        if (graph.entries() * (dim + 1)) as f64 * iterations > PRECOMPUTE_WORK_LIMIT {
+            return None;
+        }
+        let nodes = graph.nodes();
+        let mut response = vec![0f32; passages * dim];
+        let mut constant = vec![0f64; passages];
+        let mut column_error = vec![0f64; dim];
+        let mut constant_error = 0.0;
+        for first in (0..dim + 1).step_by(BLOCK) {
+            let width = BLOCK.min(dim + 1 - first);
+            // Column `first + c`: the vectors' coordinate, or 1 for the constant column.
+            // The reset, scaled by (1 − d) once: entity rows are zero.
+            let mut reset = vec![0f64; nodes * width];
+            for p in 0..passages {
+                let row = vectors.row(p as PassageIdx);
+                for c in 0..width {
+                    let v = if first + c < dim { row[first + c] as f64 } else { 1.0 };
+                    reset[(entities + p) * width + c] = (1.0 - d) * v;
+                }
+            }
+            let mass: Vec<f64> = (0..width)
+                .map(|c| {
+                    (reset.iter().skip(c).step_by(width).map(|v| v.abs()).sum::<f64>() / (1.0 - d))
+                        .max(f64::MIN_POSITIVE)
+                })
+                .collect();
+            let mut x = reset.clone();
+            let mut next = vec![0f64; nodes * width];
+            let mut change = vec![f64::INFINITY; width];
+            let mut done = false;
+            for _ in 0..iterations as usize * 2 {
+                change = graph.step_block(&x, &reset, width, d, &mut next);
+                std::mem::swap(&mut x, &mut next);
+                if change.iter().zip(&mass).all(|(ch, m)| ch <= &(PRECOMPUTE_TOLERANCE * m)) {
+                    done = true;
+                    break;
+                }
+            }
+            if !done || !x.iter().all(|v| v.is_finite()) {
+                return None;
+            }
+            // A contraction by d in L1: the fixed point is within change · d / (1 − d).
+            let bound = |ch: f64| ch * d / (1.0 - d) * (1.0 + 1e-9);
+            for p in 0..passages {
+                let row = &x[(entities + p) * width..][..width];
+                for (c, &v) in row.iter().enumerate() {
+                    match first + c {
+                        col if col < dim => response[p * dim + col] = v as f32,
+                        _ => constant[p] = v,
+                    }
+                }
+            }
+            for (c, &ch) in change.iter().enumerate() {
+                match first + c {
+                    col if col < dim => column_error[col] = bound(ch),
+                    _ => constant_error = bound(ch),
+                }
+            }
+        }
+        let norms = response
+            .chunks_exact(dim)
+            .map(|r| r.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt())
+            .collect();
+        let dangling = (0..passages as u32).filter(|&p| graph.is_dangling(entities + p as usize)).collect();
+        Some(PassageResponse {
+            entities,
+            passages,
+            dim,
+            response,
+            constant,
+            norms,
+            column_error,
+            constant_error,
+            dangling,
+        })
+    }
+
+    pub fn passages(&self) -> usize {
+        self.passages
+    }
+}
+
+/// What a split walk found.
+#[derive(Debug, Clone)]
+pub struct SplitRanking {
+    /// The `n` best passages, best first, with their scores (as the full walk's).
+    pub top: Vec<(PassageIdx, f64)>,
+    /// Nodes pushed from the entity seeds.
+    pub pushes: usize,
+    /// The residual mass left unpushed.
+    pub residual: f64,
+    /// How far any returned score may be from the walk's fixed point.
+    pub bound: f64,
+}
+
+/// The seeds of one query, as [`crate::retrieve::ppr`] builds them: entity nodes with
+/// weights, and every passage `p < dense.len()` with `passage_weight · x_p`.
+pub struct SplitQuery<'a> {
+    pub entity_seeds: &'a [(u32, f64)],
+    /// The query's dense score of each graph passage.
+    pub dense: &'a [f32],
+    pub query: &'a [f32],
+    pub passage_weight: f64,
+    pub damping: f64,
+}
+
+/// The `n` best passages of the walk seeded by `q`, proven; `None` when the bounds do not
+/// separate them (ties, or scores closer than the push can resolve), or the input is not
+/// one this split covers (the caller then runs the full walk).
+pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery, n: usize) -> Option<SplitRanking> {
+    let (e, np, d) = (response.entities, response.passages, q.damping);
+    if q.dense.len() != np || q.query.len() != response.dim || q.passage_weight <= 0.0 || n == 0 {
+        return None;
+    }
+    if q.dense.iter().any(|s| !s.is_finite()) || q.entity_seeds.iter().any(|s| !s.1.is_finite()) {
+        return None;
+    }
+    // The passage seeds, x_p = a · s_p + b, as the walk's caller computes them.
+    let (lo, hi) = q.dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+    let (a, b) = if hi > lo { (1.0 / (hi - lo) as f64, -(lo as f64) / (hi - lo) as f64) } else { (0.0, 1.0) };
+    let x = |p: usize| if hi > lo { ((q.dense[p] - lo) / (hi - lo)) as f64 } else { 1.0 };
+    let entity_mass: f64 = q.entity_seeds.iter().map(|s| s.1.max(0.0)).sum();
+    let passage_mass: f64 = q.passage_weight * (0..np).map(x).sum::<f64>();
+    let total = entity_mass + passage_mass;
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let w = q.passage_weight / total;
+    // Dangling reset mass, for κ.
+    let dangling_entities: f64 =
+        q.entity_seeds.iter().filter(|s| graph.is_dangling(s.0 as usize)).map(|s| s.1.max(0.0)).sum::<f64>() / total;
+    let dangling_passages: f64 = response.dangling.iter().map(|&p| x(p as usize)).sum::<f64>() * w;
+    let kappa = 1.0 / (1.0 - d * (dangling_entities + dangling_passages));
+
+    // The passage half, with its bound: f32 storage (relative 2^-24 per entry, so at most
+    // 2^-24 · |row| · |q| per dot product) and convergence.
+    let q_norm = q.query.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt();
+    let convergence: f64 = response.column_error.iter().zip(q.query).map(|(e, &v)| e * (v as f64).abs()).sum();
+    let mut passage_part = vec![0f64; np];
+    let mut passage_bound = vec![0f64; np];
+    let storage = 2f64.powi(-24) * (1.0 + 1e-6);
+    dots_f64(&response.response, response.dim, q.query, &mut passage_part);
+    for p in 0..np {
+        let dot = passage_part[p];
+        passage_part[p] = w * (a * dot + b * response.constant[p]);
+        let bound =
+            w * (a.abs() * (storage * response.norms[p] * q_norm + convergence) + b.abs() * response.constant_error);
+        // Plus the f64 rounding of the sums above.
+        passage_bound[p] = bound + 1e-12 * passage_part[p].abs();
+    }
+
+    // The entity half, pushed until the bounds separate the ranking.
+    let mut push = Push::new(graph, d);
+    for &(s, weight) in q.entity_seeds {
+        push.seed(s as usize, weight.max(0.0) / total);
+    }
+    let seed_mass = entity_mass / total;
+    let mut eps = PUSH_START * seed_mass.max(f64::MIN_POSITIVE);
+    // Past this many row entries the push costs what the full walk (15–25 passes over
+    // every entry) would.
+    let work_limit = (16 * graph.entries()).max(1 << 14);
+    loop {
+        push.run(eps);
+        if push.work > work_limit {
+            return None;
+        }
+        let residual = push.residual();
+        let score = |p: usize| push.estimate[e + p] + passage_part[p];
+        let slack = |p: usize| residual.min(eps * graph.degree(e + p)) + passage_bound[p];
+        if let Some(order) = proven_top(np, n, &score, &slack) {
+            let bound = order.iter().map(|&p| kappa * slack(p)).fold(0.0, f64::max);
+            let top = order.into_iter().map(|p| (p as PassageIdx, kappa * score(p))).collect();
+            return Some(SplitRanking { top, pushes: push.pushes, residual, bound });
+        }
+        eps /= PUSH_STEP;
+        if eps < PUSH_FLOOR * seed_mass.max(f64::MIN_POSITIVE) || residual == 0.0 {
+            return None;
+        }
+    }
+}
+
+/// The `n` best of `0..len` by `score` (ties by index), if every one of them is proven
+/// above all that follow it: each true value lies within `score ± slack`.
+fn proven_top(len: usize, n: usize, score: &dyn Fn(usize) -> f64, slack: &dyn Fn(usize) -> f64) -> Option<Vec<usize>> {
+    let n = n.min(len);
+    let by_score = |a: &usize, b: &usize| crate::rank::desc(score(*a), score(*b)).then(a.cmp(b));
+    let mut order: Vec<usize> = (0..len).collect();
+    if n < len {
+        order.select_nth_unstable_by(n, by_score);
+    }
+    let (head, rest) = order.split_at_mut(n);
+    head.sort_by(by_score);
+    let mut above = rest.iter().map(|&p| score(p) + slack(p)).fold(f64::NEG_INFINITY, f64::max);
+    for &p in head.iter().rev() {
+        if score(p) - slack(p) <= above {
+            return None;
+        }
+        above = above.max(score(p) + slack(p));
+    }
+    Some(head.to_vec())
+}
+
+/// `out[p] = Σ_c m[p][c] · q[c]` in f64 (the products of two f32 are exact in f64).
+fn dots_f64(m: &[f32], dim: usize, q: &[f32], out: &mut [f64]) {
+    crate::simd::multiversion! {
+        fn run(m: &[f32], dim: usize, q: &[f32], out: &mut [f64]) {
+            for (row, o) in m.chunks_exact(dim).zip(out.iter_mut()) {
+                let mut lanes = [0f64; 8];
+                let (rc, qc) = (row.chunks_exact(8), q.chunks_exact(8));
+                let (rt, qt) = (rc.remainder(), qc.remainder());
+                for (r, v) in rc.zip(qc) {
+                    for ((l, &a), &b) in lanes.iter_mut().zip(r).zip(v) {
+                        *l += a as f64 * b as f64;
+                    }
+                }
+                let tail: f64 = rt.iter().zip(qt).map(|(&a, &b)| a as f64 * b as f64).sum();
+                *o = lanes.iter().sum::<f64>() + tail;
+            }
+        }
+    }
+    run(m, dim, q, out)
+}
+
+/// Forward push on `S`: `estimate + S(residual)` stays equal to `S(seeds)`.
+struct Push<'a> {
+    graph: &'a PprGraph,
+    damping: f64,
+    estimate: Vec<f64>,
+    residual: Vec<f64>,
+    /// Nodes whose residual was ever set.
+    touched: Vec<u32>,
+    queued: Vec<bool>,
+    queue: std::collections::VecDeque<u32>,
+    pushes: usize,
+    /// Row entries visited.
+    work: usize,
+}
+
+impl<'a> Push<'a> {
+    fn new(graph: &'a PprGraph, damping: f64) -> Self {
+        let n = graph.nodes();
+        Push {
+            graph,
+            damping,
+            estimate: vec![0.0; n],
+            residual: vec![0.0; n],
+            touched: Vec::new(),
+            queued: vec![false; n],
+            queue: Default::default(),
+            pushes: 0,
+            work: 0,
+        }
+    }
+
+    fn add(&mut self, node: usize, mass: f64) {
+        if self.residual[node] == 0.0 && !self.queued[node] {
+            self.touched.push(node as u32);
+        }
+        self.residual[node] += mass;
+    }
+
+    fn seed(&mut self, node: usize, mass: f64) {
+        self.add(node, mass);
+    }
+
+    /// Whether `node` holds more residual than threshold `eps` allows.
+    fn above(&self, node: usize, eps: f64) -> bool {
+        let r = self.residual[node];
+        r > 0.0 && r > eps * self.graph.degree(node)
+    }
+
+    /// Pushes until every residual is at most `eps · degree` (zero on dangling nodes).
+    fn run(&mut self, eps: f64) {
+        for i in 0..self.touched.len() {
+            let u = self.touched[i] as usize;
+            if !self.queued[u] && self.above(u, eps) {
+                self.queued[u] = true;
+                self.queue.push_back(u as u32);
+            }
+        }
+        let d = self.damping;
+        while let Some(u) = self.queue.pop_front() {
+            let u = u as usize;
+            self.queued[u] = false;
+            let r = std::mem::take(&mut self.residual[u]);
+            self.estimate[u] += (1.0 - d) * r;
+            self.pushes += 1;
+            let deg_u = self.graph.degree(u);
+            if deg_u == 0.0 {
+                continue; // S loses what reaches a dangling node.
+            }
+            let graph = self.graph;
+            for (v, p) in graph.row(u) {
+                self.work += 1;
+                // Row u lists p = w_vu / deg_v; a step u → v has probability w_uv / deg_u.
+                let v = v as usize;
+                let step = p as f64 * graph.degree(v) / deg_u;
+                if step > 0.0 {
+                    self.add(v, d * r * step);
+                    if !self.queued[v] && self.above(v, eps) {
+                        self.queued[v] = true;
+                        self.queue.push_back(v as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    fn residual(&self) -> f64 {
+        self.touched.iter().map(|&u| self.residual[u as usize]).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::ppr::{PprParams, Ranked};
+
+    /// Entities 0..e on a ring with chords, passages e..e+p each linked to three entities,
+    /// one dangling entity and one passage with no entity.
+    fn graph(e: u32, p: u32) -> PprGraph {
+        let mut edges = Vec::new();
+        for i in 0..e - 1 {
+            edges.push((i, (i + 1) % (e - 1), 1.0 + (i * 37 % 11) as f32));
+            edges.push((i, (i * 7 + 3) % (e - 1), 0.5 + (i * 13 % 5) as f32 / 7.0));
+        }
+        for j in 0..p - 1 {
+            for k in 0..3 {
+                edges.push((e + j, (j * 5 + k * 11) % (e - 1), 1.0));
+            }
+        }
+        PprGraph::from_edges((e + p) as usize, &edges)
+    }
+
+    fn vectors(p: usize, dim: usize) -> Matrix {
+        let mut s = 7u64;
+        let data = (0..p * dim)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect();
+        Matrix::from_flat(dim, data)
+    }
+
+    #[test]
+    fn the_split_walk_ranks_as_the_full_walk_converged() {
+        let (e, p, dim) = (300u32, 200u32, 24);
+        let g = graph(e, p);
+        let v = vectors(p as usize, dim);
+        let response = PassageResponse::compute(&g, e as usize, &v, 0.5).expect("small graph");
+        for trial in 0..8u32 {
+            let query: Vec<f32> = (0..dim).map(|i| (((i as u32 * 31 + trial * 17) % 13) as f32 - 6.0) / 10.0).collect();
+            let dense = v.dots(&query);
+            // Entity seeds, one of them the dangling entity (e - 1).
+            let entity_seeds = [(trial * 3 % (e - 1), 1.0), ((trial * 41 + 5) % (e - 1), 0.4), (e - 1, 0.2)];
+            let q = SplitQuery {
+                entity_seeds: &entity_seeds,
+                dense: &dense,
+                query: &query,
+                passage_weight: 0.05,
+                damping: 0.5,
+            };
+            let got = ranked_passages(&g, &response, &q, 10).unwrap_or_else(|| panic!("trial {trial}: no ties here"));
+            // The full walk from the same seeds, run to convergence.
+            let (lo, hi) = dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &s| (l.min(s), h.max(s)));
+            let mut seeds: Vec<(u32, f64)> = entity_seeds.to_vec();
+            seeds.extend(dense.iter().enumerate().map(|(i, &s)| (e + i as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)));
+            let full = g.personalized_pagerank(
+                &seeds,
+                &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
+            );
+            let mut want: Vec<(usize, f64)> = (0..p as usize).map(|i| (i, full.scores[e as usize + i])).collect();
+            want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+            let got_ids: Vec<usize> = got.top.iter().map(|x| x.0 as usize).collect();
+            let want_ids: Vec<usize> = want[..10].iter().map(|x| x.0).collect();
+            assert_eq!(got_ids, want_ids, "trial {trial}");
+            // Scores within the proven bound, which is far below the gaps it separates.
+            for (g, w) in got.top.iter().zip(&want) {
+                assert!(
+                    (g.1 - w.1).abs() <= got.bound + 1e-15,
+                    "trial {trial}: {} vs {} (bound {})",
+                    g.1,
+                    w.1,
+                    got.bound
+                );
+            }
+            assert!(got.bound < 1e-3 * want[0].1, "trial {trial}: bound {}", got.bound);
+            // And the ranked walk the method ran before agrees.
+            let ranked = g.ranked_pagerank(
+                &seeds,
+                &PprParams::default(),
+                &Ranked { nodes: e as usize..(e + p) as usize, n: 10 },
+            );
+            let mut r: Vec<(usize, f64)> = (0..p as usize).map(|i| (i, ranked.scores[e as usize + i])).collect();
+            r.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+            assert_eq!(r[..10].iter().map(|x| x.0).collect::<Vec<_>>(), want_ids);
+        }
+    }
+
+    #[test]
+    fn ties_and_uncovered_input_go_to_the_full_walk() {
+        // Entities 0 - 1, passage 2 on entity 0, passage 3 on entity 1: mirror images.
+        let g = PprGraph::from_edges(4, &[(0, 1, 1.0), (2, 0, 1.0), (3, 1, 1.0)]);
+        let v = Matrix::from_flat(2, vec![0.6, 0.8, 0.8, 0.6]);
+        let response = PassageResponse::compute(&g, 2, &v, 0.5).unwrap();
+        // Equal dense scores and mirrored entity seeds: the two passages tie.
+        let query = [0.6f32, 0.6];
+        let dense = v.dots(&query);
+        assert_eq!(dense[0], dense[1]);
+        let seeds = [(0u32, 1.0), (1, 1.0)];
+        let q = SplitQuery { entity_seeds: &seeds, dense: &dense, query: &query, passage_weight: 0.05, damping: 0.5 };
+        assert!(ranked_passages(&g, &response, &q, 1).is_none(), "tied passages are not proven apart");
+        // Break the tie: passage 2 (index 0) first.
+        let seeds = [(0u32, 1.0), (1, 0.5)];
+        let q = SplitQuery { entity_seeds: &seeds, ..q };
+        assert_eq!(ranked_passages(&g, &response, &q, 1).unwrap().top[0].0, 0);
+
+        let (e, p, dim) = (50u32, 30u32, 8);
+        let g = graph(e, p);
+        let v = vectors(p as usize, dim);
+        let response = PassageResponse::compute(&g, e as usize, &v, 0.5).unwrap();
+        let query = vec![0.1f32; dim];
+        let dense = v.dots(&query);
+        let q =
+            SplitQuery { entity_seeds: &[(3, 1.0)], dense: &dense, query: &query, passage_weight: 0.05, damping: 0.5 };
+        assert!(ranked_passages(&g, &response, &q, 5).is_some());
+        let mut nan = dense.clone();
+        nan[3] = f32::NAN;
+        let q = SplitQuery { dense: &nan, ..q };
+        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "NaN scores go to the walk");
+        let q = SplitQuery { dense: &dense[..10], ..q };
+        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "scores for some passages only");
+    }
+
+    #[test]
+    fn proven_top_needs_every_gap_covered() {
+        let scores = [5.0, 4.0, 3.9, 1.0];
+        let tight = |_: usize| 0.01;
+        assert_eq!(proven_top(4, 3, &|i| scores[i], &tight), Some(vec![0, 1, 2]));
+        let loose = |i: usize| if i == 3 { 3.0 } else { 0.01 };
+        assert_eq!(proven_top(4, 3, &|i| scores[i], &loose), None, "passage 3 might pass passage 2");
+        assert_eq!(proven_top(4, 2, &|i| scores[i], &|_| 0.06), None, "1 and 2 overlap");
+    }
+}
