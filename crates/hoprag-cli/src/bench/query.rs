@@ -144,7 +144,7 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
     );
     if report.background_s >= 0.01 {
         println!(
-            "(after the warm-up pass, waited {:.1} s for the graph's background precomputation)",
+            "(graph loaded and its query-time precomputation done in {:.1} s, before the warm-up pass)",
             report.background_s
         );
     }

@@ -39,8 +39,8 @@ const PRECOMPUTE_WORK_LIMIT: f64 = 3e10;
 
 /// The push starts at this threshold on `residual / degree`, relative to the seeds' mass,
 /// and divides it by [`PUSH_STEP`] until the ranking is proven.
-const PUSH_START: f64 = 1e-6;
-const PUSH_STEP: f64 = 16.0;
+const PUSH_START: f64 = 1e-4;
+const PUSH_STEP: f64 = 8.0;
 const PUSH_FLOOR: f64 = 1e-14;
 
 /// `S` applied to the passage seeds, on the passage nodes.
