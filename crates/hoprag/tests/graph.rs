@@ -251,3 +251,46 @@ fn a_statement_in_many_passages_is_one_fact_and_graphs_from_before_facts_still_l
     let err = EntityGraph::load(dir.path(), embedder.dim()).expect_err("refused").to_string();
     assert!(err.contains("triples.f32") || err.contains("graph.json"), "{err}");
 }
+
+#[test]
+fn the_split_walk_ranks_as_the_full_walk_once_prepared() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine_with_graph(dir.path());
+    // The reference: the full walk, run to convergence (not stopped once ranked), so that
+    // its scores are the fixed point's.
+    let mut config = engine.config.clone();
+    config.ppr.ppr.split = false;
+    config.ppr.ppr.stop_when_ranked = false;
+    config.ppr.ppr.tolerance = 1e-13;
+    let full = engine.with_config(config);
+    engine.prepare().unwrap();
+    let (split, walk) = (engine.retriever("ppr").unwrap(), full.retriever("ppr").unwrap());
+    let questions = [
+        "Who founded the company that built Varn Light?",
+        "Where was the founder of Ardent Ironworks born?",
+        "Zephyr Quarry",
+        "What river runs past the city where the lighthouse keeper was born?",
+    ];
+    let mut used = 0;
+    for text in questions {
+        for k in [3, 10] {
+            let q = Query::new(text);
+            let (a, b) = (split.retrieve(&q, k).unwrap(), walk.retrieve(&q, k).unwrap());
+            let ids = |r: &hoprag::retrieve::Retrieval| r.hits.iter().map(|h| h.passage).collect::<Vec<_>>();
+            assert_eq!(ids(&a), ids(&b), "{text} at k = {k}");
+            // The split's scores are proven within `bound` of the fixed point (the ranking
+            // needs no more), plus the f32 of a hit's score.
+            let step = a.trace.steps.iter().find(|s| s.name == "ppr").unwrap();
+            if step.detail["split"] == true {
+                used += 1;
+                let bound = step.detail["bound"].as_f64().unwrap();
+                for (x, y) in a.hits.iter().zip(&b.hits) {
+                    let (x, y) = (x.score as f64, y.score as f64);
+                    assert!((x - y).abs() <= bound + 1e-6 * y.abs(), "{text}: {x} vs {y}, bound {bound}");
+                }
+            }
+            assert!(b.trace.steps.iter().all(|s| s.detail.get("split").is_none()), "split off: the full walk only");
+        }
+    }
+    assert!(used >= questions.len(), "the split walk answered {used} of {} queries", 2 * questions.len());
+}

@@ -199,7 +199,7 @@ fn split_walk(
             split.as_ref().map(|s| s.top.iter().map(|&(p, x)| (p, x as f32)).filter(|x| x.1 > 0.0).collect());
         let detail = match (&split, &list) {
             (Some(s), Some(l)) => {
-                json!({"split": true, "pushes": s.pushes, "residual": s.residual, "passages": l.len(),
+                json!({"split": true, "pushes": s.pushes, "residual": s.residual, "bound": s.bound, "passages": l.len(),
                                          "top": list_detail(l)})
             }
             _ => json!({"split": false, "reason": "the bounds did not separate the ranking; the full walk follows"}),
