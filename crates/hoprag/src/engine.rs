@@ -339,7 +339,7 @@ impl Engine {
                 config.ppr.dense_guard =
                     if name == "auto" { self.config.auto.dense_guard } else { self.config.auto_llm.0.dense_guard };
                 // The graph loads here, not in the engine made for the choice, so that the
-                // two share it and its background work (`wait_for_background_work`).
+                // two share it and what it computes on first use.
                 if self.graph_kind() != GraphKind::None {
                     self.graph()?;
                 }
@@ -396,17 +396,14 @@ impl Engine {
         Ok(Expansion::new(base, triples, self.index.clone(), self.embedder.clone(), p, self.config.hybrid))
     }
 
-    /// Builds now, and waits for, what the graph methods otherwise build in the background
-    /// from their first query on (the split walk's passage response), so that a batch of
-    /// queries (an evaluation, a benchmark) runs in the steady state from its first query.
-    /// Nothing without a graph.
+    /// Builds now what the graph methods otherwise build in their first query (the split
+    /// walk's passage response), so that timing a batch of queries (a benchmark) starts in
+    /// the steady state. Nothing without a graph.
     pub fn prepare(&self) -> Result<()> {
         if self.graph_kind() == GraphKind::None || !self.config.ppr.ppr.split {
             return Ok(());
         }
-        let graph = self.graph()?;
-        graph.passage_response(self.index.vectors(), self.config.ppr.ppr.damping);
-        graph.wait_for_passage_response();
+        self.graph()?.passage_response(self.index.vectors(), self.config.ppr.ppr.damping);
         Ok(())
     }
 

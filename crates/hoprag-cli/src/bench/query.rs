@@ -47,7 +47,7 @@ struct Report {
     total_p90_ms: f64,
     mean_ms: f64,
     /// Seconds to load the graph and run its query-time precomputation, before timing.
-    background_s: f64,
+    prepare_s: f64,
     /// Per traced step: its p50 and p99, and its share of the summed time.
     steps: Vec<Step>,
 }
@@ -70,11 +70,11 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
     if texts.is_empty() {
         anyhow::bail!("{}: no questions", args.dataset.display());
     }
-    // What the graph methods build in the background from their first query on is built
-    // first: the timed passes measure the steady state.
+    // What the graph methods build in their first query is built first, and timed apart:
+    // the passes measure the steady state.
     let prepared = Instant::now();
     engine.prepare()?;
-    let background_s = prepared.elapsed().as_secs_f64();
+    let prepare_s = prepared.elapsed().as_secs_f64();
     // Warm-up: the graph's query-time structures load on first use, caches fill.
     let mut ran = None;
     for t in &texts {
@@ -130,7 +130,7 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
         total_ms: percentiles(total),
         total_p90_ms,
         mean_ms,
-        background_s,
+        prepare_s,
         steps,
     };
     if ctx.json {
@@ -142,10 +142,10 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
         "{}{ran}: {} questions × {} passes, k = {}, one query at a time",
         report.method, report.questions, report.repeat, report.k
     );
-    if report.background_s >= 0.01 {
+    if report.prepare_s >= 0.01 {
         println!(
             "(graph loaded and its query-time precomputation done in {:.1} s, before the warm-up pass)",
-            report.background_s
+            report.prepare_s
         );
     }
     println!(

@@ -81,15 +81,6 @@ pub fn evaluate_queries(
     options: &EvalOptions,
     progress: &dyn Progress,
 ) -> Result<EvalReport> {
-    // What the graph methods build in the background is built first: every question runs
-    // as a warm server would answer it, whatever their number.
-    let walks = |m: &String| {
-        let name = crate::engine::parse_method_spec(m).map(|s| s.0).unwrap_or_default();
-        matches!(name, "ppr" | "phasegraph" | "auto" | "auto_llm" | "auto-llm")
-    };
-    if methods.iter().any(walks) {
-        engine.prepare()?;
-    }
     let mut ks = options.ks.clone();
     ks.sort_unstable();
     ks.dedup();

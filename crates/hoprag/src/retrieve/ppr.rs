@@ -81,9 +81,9 @@ impl Default for PprMethodParams {
 /// seeded.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn graph_scores(
-    ctx: &Arc<GraphContext>,
+    ctx: &GraphContext,
     embedder: &dyn Embedder,
-    passages: &Arc<Matrix>,
+    passages: &Matrix,
     query: &Query,
     embedding: &[f32],
     dense: Option<&[f32]>,
@@ -111,7 +111,11 @@ pub(crate) fn graph_scores(
     let dense = match dense {
         Some(d) => Some(d),
         None if params.passage_node_weight > 0.0 && passages.rows() > 0 => {
-            owned = passages.dots(embedding);
+            owned = trace.step("dense scores", || {
+                let d = passages.dots(embedding);
+                let detail = json!({"passages": d.len()});
+                Ok((d, detail))
+            })?;
             Some(owned.as_slice())
         }
         None => None,
@@ -171,8 +175,8 @@ pub(crate) fn graph_scores(
 /// runs the full walk.
 #[allow(clippy::too_many_arguments)]
 fn split_walk(
-    ctx: &Arc<GraphContext>,
-    passages: &Arc<Matrix>,
+    ctx: &GraphContext,
+    passages: &Matrix,
     embedding: &[f32],
     dense: &[f32],
     entity_seeds: &[(u32, f64)],
