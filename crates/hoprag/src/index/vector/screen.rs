@@ -3,14 +3,23 @@
 //! rule out are scored again in full precision.
 //!
 //! Scoring a query against every triple of a graph (HippoRAG 2's fact matching) reads the
-//! whole f32 matrix, 194 MB on the 2wiki graph, and is bound by memory bandwidth. The
-//! int8 codes are a quarter of that, and multiply as integers (32 products per AVX2
-//! instruction). Row `r` is stored as `s_r · c_r` with `s_r = max|row_r| / 127`, the query
-//! as `s_q · c_q` the same way; each coordinate is off by at most half its scale, so the
-//! screened score `s_r s_q (c_r · c_q)` is within `(|q|₁ s_r + |s_r c_r|₁ s_q) / 2` of the
-//! exact one (plus float rounding, covered by a margin). A row whose upper bound is below
-//! the lower bound of `n` other rows cannot be among the best `n`; the rest are scored
-//! exactly, so the result is the one an exact scan gives, to the bit.
+//! whole f32 matrix, 194 MB on the 2wiki graph. The int8 codes are a quarter of that, and
+//! multiply as integers (32 products per AVX2 instruction, four rows at a time against
+//! one load of the query).
+//!
+//! Row `x` is stored as `x̂ = s · c` (integer codes `c`, `s = max |x| / 127`), the query
+//! `q` as `q̂ = s_q · c_q`; with `e = x − x̂` and `e_q = q − q̂`,
+//! `x · q = x̂ · q̂ + x̂ · e_q + e · q`, and each error term is bounded twice over
+//! (Cauchy–Schwarz and Hölder), by norms measured when the codes are made:
+//! `|x̂ · e_q| ≤ min(|x̂|₂ |e_q|₂, |x̂|₁ |e_q|∞)`, `|e · q| ≤ min(|e|₂ |q|₂, |e|∞ |q|₁)`.
+//! Float rounding in either score is covered by a margin.
+//!
+//! A row whose upper bound is below the lower bound of `n` other rows cannot be among the
+//! best `n`, nor the lowest row if its lower bound is above another's upper bound; the
+//! rest are scored exactly, so the result is the one an exact scan gives, to the bit.
+//!
+//! (A 4-bit first stage was tried: on the 2wiki facts its proven bound, about 0.11 for
+//! unit rows, let a third of the rows through to the next stage.)
 
 use rayon::prelude::*;
 
@@ -20,14 +29,114 @@ use super::{exact, Matrix};
 /// vectors is below 1e-5); generous, as it only widens the set rescored.
 const ROUNDING: f32 = 1e-4;
 
+/// Coordinates per lane of codes; rows are padded with zero codes to whole lanes.
+const LANE: usize = 32;
+
+/// 32 codes, aligned, so that the kernel reads them as one vector register with a plain
+/// load (the unaligned-load helper's precondition checks cost more than the products in
+/// a debug build).
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Lane([i8; LANE]);
+
+/// What bounds the error of one quantised vector `v̂ = scale · c`, `e = v − v̂`; norms
+/// rounded up.
+#[derive(Debug, Clone, Copy, Default)]
+struct Norms {
+    /// NaN for a vector that is not finite (its codes are zero).
+    scale: f32,
+    hat_l2: f32,
+    hat_l1: f32,
+    err_l2: f32,
+    err_max: f32,
+}
+
+/// `v ≈ scale · codes`, `scale = max |v| / 127`; zero codes for a zero vector or one that
+/// is not finite.
+fn quantize(v: &[f32], codes: &mut [i8]) -> Norms {
+    codes.fill(0);
+    if v.iter().any(|x| !x.is_finite()) {
+        return Norms { scale: f32::NAN, ..Norms::default() };
+    }
+    let max = v.iter().fold(0f32, |a, &x| a.max(x.abs()));
+    if max == 0.0 {
+        return Norms::default();
+    }
+    let scale = max / 127.0;
+    for (c, &x) in codes.iter_mut().zip(v) {
+        *c = (x / scale).round().clamp(-127.0, 127.0) as i8;
+    }
+    let (mut hat_l2, mut hat_l1, mut err_l2, mut err_max) = (0f64, 0f64, 0f64, 0f64);
+    for (&x, &c) in v.iter().zip(codes.iter()) {
+        let hat = scale as f64 * c as f64;
+        let err = (x as f64 - hat).abs();
+        hat_l2 += hat * hat;
+        hat_l1 += hat.abs();
+        err_l2 += err * err;
+        err_max = err_max.max(err);
+    }
+    // Rounded up: the relative rounding of the f64 sums and of the cast is far below this.
+    let up = |x: f64| (x * (1.0 + 1e-6)) as f32;
+    Norms { scale, hat_l2: up(hat_l2.sqrt()), hat_l1: up(hat_l1), err_l2: up(err_l2.sqrt()), err_max: up(err_max) }
+}
+
+/// Codes in lanes, zero-padded.
+fn lanes(codes: &[i8], out: &mut [Lane]) {
+    for (lane, chunk) in out.iter_mut().zip(codes.chunks(LANE)) {
+        lane.0[..chunk.len()].copy_from_slice(chunk);
+    }
+}
+
+/// The query's codes and what bounds its error.
+struct QueryCodes {
+    lanes: Vec<Lane>,
+    norms: Norms,
+    l2: f32,
+    l1: f32,
+}
+
+impl QueryCodes {
+    fn new(query: &[f32]) -> QueryCodes {
+        let mut codes = vec![0i8; query.len()];
+        let norms = quantize(query, &mut codes);
+        let mut out = vec![Lane::default(); query.len().div_ceil(LANE)];
+        lanes(&codes, &mut out);
+        let (l2, l1) = query.iter().fold((0f64, 0f64), |(l2, l1), &x| (l2 + (x as f64).powi(2), l1 + (x as f64).abs()));
+        let up = |x: f64| (x * (1.0 + 1e-6)) as f32;
+        QueryCodes { lanes: out, norms, l2: up(l2.sqrt()), l1: up(l1) }
+    }
+
+    /// The interval that holds the exact score of a row with these norms, whose codes
+    /// have integer inner product `dot` with the query's.
+    #[inline]
+    fn interval(&self, dot: i32, row: &Norms) -> (f32, f32) {
+        // |dot| ≤ 127² · dim < 2^24 below 1,000 dimensions: exact in f32; the two
+        // products round by 2^-23 relative at most, inside the margin.
+        let approx = dot as f32 * row.scale * self.norms.scale;
+        let query_share = (row.hat_l2 * self.norms.err_l2).min(row.hat_l1 * self.norms.err_max);
+        let row_share = (row.err_l2 * self.l2).min(row.err_max * self.l1);
+        let bound = (query_share + row_share) * (1.0 + 1e-3) + ROUNDING;
+        match approx.is_finite() {
+            true => (approx - bound, approx + bound),
+            false => (f32::NEG_INFINITY, f32::INFINITY),
+        }
+    }
+}
+
 /// The int8 copy of a matrix's rows.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Screen {
     dim: usize,
-    codes: Vec<i8>,
-    scales: Vec<f32>,
-    /// `|s_r c_r|₁`, for the query's share of the error bound.
-    l1: Vec<f32>,
+    /// Lanes per row.
+    stride: usize,
+    codes: Vec<Lane>,
+    norms: Vec<Norms>,
+}
+
+impl std::fmt::Debug for Screen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screen").field("dim", &self.dim).field("rows", &self.rows()).finish()
+    }
 }
 
 /// The rows an exact scan would find, scored exactly.
@@ -45,24 +154,24 @@ pub struct Extremes {
 
 impl Screen {
     pub fn new(m: &Matrix) -> Screen {
-        let dim = m.dim().max(1);
-        let mut codes = vec![0i8; m.as_flat().len()];
-        let mut scales = vec![0f32; m.rows()];
-        codes
-            .par_chunks_mut(dim)
-            .zip(m.as_flat().par_chunks(dim))
-            .zip(scales.par_iter_mut())
-            .for_each(|((code, row), scale)| *scale = quantize(row, code));
-        let l1 = codes
-            .par_chunks(dim)
-            .zip(&scales)
-            .map(|(c, s)| s * c.iter().map(|&x| x.unsigned_abs() as f32).sum::<f32>())
-            .collect();
-        Screen { dim, codes, scales, l1 }
+        let dim = m.dim();
+        let stride = dim.div_ceil(LANE);
+        let mut codes = vec![Lane::default(); m.rows() * stride];
+        let mut norms = vec![Norms::default(); m.rows()];
+        if stride > 0 {
+            codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
+                || vec![0i8; dim],
+                |buf, (r, (out, n))| {
+                    *n = quantize(m.row(r as u32), buf);
+                    lanes(buf, out);
+                },
+            );
+        }
+        Screen { dim, stride, codes, norms }
     }
 
     pub fn rows(&self) -> usize {
-        self.scales.len()
+        self.norms.len()
     }
 
     /// The best `n` rows of `m` (the matrix this screen was made from) by inner product
@@ -70,79 +179,110 @@ impl Screen {
     /// what scoring every row in f32 gives.
     pub fn extremes(&self, m: &Matrix, query: &[f32], n: usize) -> Extremes {
         assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
+        assert_eq!(query.len(), self.dim, "query dimension");
         let rows = self.rows();
-        let exact_score = |r: usize| exact::dot(m.row(r as u32), query);
         // A query that is not finite cannot be bounded: score every row exactly.
-        let l1: f32 = query.iter().map(|x| x.abs()).sum();
-        if rows == 0 || !l1.is_finite() {
+        if rows == 0 || query.iter().any(|x| !x.is_finite()) {
             let all = m.dots(query);
             return Extremes::from_exact((0..rows as u32).zip(all).collect(), n, rows);
         }
-        let mut query_codes = vec![0i8; query.len()];
-        let query_scale = quantize(query, &mut query_codes);
-        let approx = self.dots(&query_codes, query_scale);
-        let bound = |r: usize| (l1 * self.scales[r] + self.l1[r] * query_scale) * 0.5 * (1.0 + 1e-3) + ROUNDING;
-        // Each row's exact score lies in [lower, upper]. Rows that are not finite cannot be
-        // bounded: they get the widest interval, so they are scored exactly and vouch for
-        // no threshold.
-        let (lower, upper): (Vec<f32>, Vec<f32>) = (0..rows)
-            .map(|r| match approx[r].is_finite() {
-                true => (approx[r] - bound(r), approx[r] + bound(r)),
-                false => (f32::NEG_INFINITY, f32::INFINITY),
-            })
-            .unzip();
-        // A row is a candidate for the top when its upper bound reaches the n-th best
-        // lower bound (at least the best row, whose exact score is the maximum), and for
-        // the minimum when its lower bound reaches under the smallest upper bound.
-        let head = n.max(1);
-        let nth_lower = if head >= rows {
-            f32::NEG_INFINITY
-        } else {
-            let mut l = lower.clone();
-            let (_, nth, _) = l.select_nth_unstable_by(head - 1, |a, b| b.total_cmp(a));
-            *nth
-        };
-        let min_upper = upper.iter().copied().fold(f32::INFINITY, f32::min);
-        let candidates: Vec<u32> =
-            (0..rows).filter(|&r| upper[r] >= nth_lower || lower[r] <= min_upper).map(|r| r as u32).collect();
-        let scored = candidates.iter().map(|&r| (r, exact_score(r as usize))).collect();
-        Extremes::from_exact(scored, n, candidates.len())
-    }
-
-    /// Screened inner products with the quantised query, in row order.
-    fn dots(&self, query_codes: &[i8], query_scale: f32) -> Vec<f32> {
-        let mut out = vec![0f32; self.rows()];
-        let dim = self.dim;
-        out.par_chunks_mut(exact::ROWS_PER_TASK)
-            .zip(self.codes.par_chunks(exact::ROWS_PER_TASK * dim))
+        let q = QueryCodes::new(query);
+        let mut intervals = vec![(0f32, 0f32); rows];
+        // Each task keeps its own best lower bounds, so that no pass sorts all rows.
+        let (best, min_upper) = intervals
+            .par_chunks_mut(exact::ROWS_PER_TASK)
             .enumerate()
-            .for_each(|(chunk, (scores, codes))| {
-                let base = chunk * exact::ROWS_PER_TASK;
-                for (i, (s, code)) in scores.iter_mut().zip(codes.chunks_exact(dim)).enumerate() {
-                    *s = dot_i8(code, query_codes) as f32 * self.scales[base + i] * query_scale;
+            .map(|(chunk, out)| {
+                let first = chunk * exact::ROWS_PER_TASK;
+                let mut dots = [0i32; exact::ROWS_PER_TASK];
+                let dots = &mut dots[..out.len()];
+                dot_rows(
+                    &self.codes[first * self.stride..(first + out.len()) * self.stride],
+                    self.stride,
+                    &q.lanes,
+                    dots,
+                );
+                for ((slot, &dot), norms) in out.iter_mut().zip(dots.iter()).zip(&self.norms[first..]) {
+                    *slot = q.interval(dot, norms);
                 }
-            });
-        out
+                // Apart from the loop above, which then vectorises.
+                let mut best = BestLower::new(n);
+                out.iter().for_each(|i| best.offer(i.0));
+                let min_upper = out.iter().map(|i| i.1).fold(f32::INFINITY, f32::min);
+                (best, min_upper)
+            })
+            .reduce(
+                || (BestLower::new(n), f32::INFINITY),
+                |(mut a, ma), (b, mb)| {
+                    a.merge(b);
+                    (a, ma.min(mb))
+                },
+            );
+        let nth_lower = best.nth();
+        // A row may be among the best when its upper bound reaches the n-th best lower
+        // bound (the best row, whose score is the maximum, always is), and the lowest when
+        // its lower bound reaches under the smallest upper bound.
+        let candidates: Vec<u32> = intervals
+            .par_chunks(exact::ROWS_PER_TASK)
+            .enumerate()
+            .flat_map_iter(|(chunk, part)| {
+                let first = chunk * exact::ROWS_PER_TASK;
+                part.iter()
+                    .enumerate()
+                    .filter(move |(_, &(lo, hi))| hi >= nth_lower || lo <= min_upper)
+                    .map(move |(i, _)| (first + i) as u32)
+            })
+            .collect();
+        let rescored = candidates.len();
+        let scored = candidates.into_iter().map(|r| (r, exact::dot(m.row(r), query))).collect();
+        Extremes::from_exact(scored, n, rescored)
     }
 }
 
-/// `v ≈ scale · codes` with `scale = max|v| / 127`; returns the scale: 0 for a zero
-/// vector, NaN for one with a value that is not finite (codes 0 for both).
-fn quantize(v: &[f32], codes: &mut [i8]) -> f32 {
-    if v.iter().any(|x| !x.is_finite()) {
-        codes.fill(0);
-        return f32::NAN;
+/// The `n`-th largest of the values offered (−∞ when fewer than `n`, `n` at least 1),
+/// keeping only the values above the `n`-th largest seen so far: most offers are one
+/// comparison.
+struct BestLower {
+    n: usize,
+    kept: Vec<f32>,
+    floor: f32,
+}
+
+impl BestLower {
+    fn new(n: usize) -> Self {
+        BestLower { n: n.max(1), kept: Vec::new(), floor: f32::NEG_INFINITY }
     }
-    let max = v.iter().fold(0f32, |a, &x| a.max(x.abs()));
-    if max == 0.0 {
-        codes.fill(0);
-        return 0.0;
+
+    #[inline]
+    fn offer(&mut self, x: f32) {
+        if x > self.floor {
+            self.kept.push(x);
+            if self.kept.len() >= 4 * self.n {
+                self.shrink();
+            }
+        }
     }
-    let scale = max / 127.0;
-    for (c, &x) in codes.iter_mut().zip(v) {
-        *c = (x / scale).round().clamp(-127.0, 127.0) as i8;
+
+    /// Keeps the `n` largest; the smallest of them becomes the floor.
+    fn shrink(&mut self) {
+        if self.kept.len() >= self.n {
+            self.kept.select_nth_unstable_by(self.n - 1, |a, b| b.total_cmp(a));
+            self.kept.truncate(self.n);
+            self.floor = self.kept[self.n - 1];
+        }
     }
-    scale
+
+    fn merge(&mut self, other: BestLower) {
+        other.kept.into_iter().for_each(|x| self.offer(x));
+    }
+
+    fn nth(mut self) -> f32 {
+        self.shrink();
+        match self.kept.len() >= self.n {
+            true => self.floor,
+            false => f32::NEG_INFINITY,
+        }
+    }
 }
 
 impl Extremes {
@@ -157,38 +297,70 @@ impl Extremes {
     }
 }
 
-/// `Σ a[i] · b[i]` in exact integer arithmetic (|codes| ≤ 127, so 384 products fit an
-/// i32 many times over).
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+/// `out[r] = Σ c_r · c_q` for consecutive rows of `stride` lanes, in exact integer
+/// arithmetic (|codes| ≤ 127, so a row's products fit an i32 many times over).
+fn dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+    assert!(rows.len() >= out.len() * stride && query.len() >= stride);
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_avx2_fma() {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { dot_i8_avx2(a, b) };
+        // SAFETY: the CPU has AVX2; the slices are as long as asserted.
+        return unsafe { avx2::dot_rows(rows, stride, query, out) };
     }
-    a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
+    dot_rows_portable(rows, stride, query, out)
 }
 
-/// Thirty-two products a step: `maddubs` multiplies unsigned by signed bytes, so `a`'s
-/// sign moves onto `b` first (|a| · sign(a)·b = a·b); pairs of products (at most
-/// 2 · 127², no saturation) are summed to i16, then to i32.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
-    use std::arch::x86_64::*;
-    let n = a.len().min(b.len());
-    let whole = n / 32 * 32;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_si256();
-    for i in (0..whole).step_by(32) {
-        let x = _mm256_loadu_si256(a.as_ptr().add(i) as *const __m256i);
-        let y = _mm256_loadu_si256(b.as_ptr().add(i) as *const __m256i);
-        let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+fn dot_rows_portable(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(stride)) {
+        *o = row.iter().zip(query).flat_map(|(a, b)| a.0.iter().zip(&b.0)).map(|(&x, &y)| x as i32 * y as i32).sum();
     }
-    let mut lanes = [0i32; 8];
-    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc);
-    let tail: i32 = a[whole..n].iter().zip(&b[whole..n]).map(|(&x, &y)| x as i32 * y as i32).sum();
-    lanes.iter().sum::<i32>() + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::Lane;
+    use std::arch::x86_64::*;
+
+    /// Thirty-two products a step: `maddubs` multiplies unsigned by signed bytes, so the
+    /// row's sign moves onto the query first (|a| · sign(a)·b = a·b); pairs of products
+    /// (at most 2 · 127², no saturation) are summed to i16, then to i32. Four rows share
+    /// each load of the query.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+        let ones = _mm256_set1_epi16(1);
+        // SAFETY (every load): a Lane is 32 bytes aligned to 32, and the caller checked
+        // that `rows` holds `out.len()` rows of `stride` lanes and `query` `stride` lanes.
+        let load = |p: *const Lane| *(p as *const __m256i);
+        let step = |acc: __m256i, x: __m256i, y: __m256i| {
+            let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones))
+        };
+        let (rp, qp) = (rows.as_ptr(), query.as_ptr());
+        let whole = out.len() / 4 * 4;
+        for r in (0..whole).step_by(4) {
+            let base = rp.add(r * stride);
+            let mut acc = [_mm256_setzero_si256(); 4];
+            for j in 0..stride {
+                let y = load(qp.add(j));
+                for (k, a) in acc.iter_mut().enumerate() {
+                    *a = step(*a, load(base.add(k * stride + j)), y);
+                }
+            }
+            // Horizontal sums of the four accumulators at once.
+            let s = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            let s: [i32; 4] = std::mem::transmute(s);
+            out[r..r + 4].copy_from_slice(&s);
+        }
+        for (r, o) in out.iter_mut().enumerate().skip(whole) {
+            let base = rp.add(r * stride);
+            let mut acc = _mm256_setzero_si256();
+            for j in 0..stride {
+                acc = step(acc, load(base.add(j)), load(qp.add(j)));
+            }
+            let lanes: [i32; 8] = std::mem::transmute(acc);
+            *o = lanes.iter().sum();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -218,34 +390,71 @@ mod tests {
 
     #[test]
     fn screening_finds_exactly_what_a_full_scan_finds() {
-        let m = unit_rows(5000, 64, 42);
-        let screen = Screen::new(&m);
-        for q in 0..20u32 {
-            // Queries near a row (a clear winner) and mixtures (a crowded top).
-            let mut query = m.row(q * 97).to_vec();
-            if q % 2 == 1 {
-                query.iter_mut().zip(m.row(q * 31 + 5)).for_each(|(a, b)| *a += b);
-                crate::embed::l2_normalize(&mut query);
-            }
-            for n in [1, 5, 64] {
-                let all = m.dots(&query);
-                let want = crate::rank::top(&all, n);
-                let got = screen.extremes(&m, &query, n);
-                assert_eq!(got.top, want, "query {q}, n {n}");
-                assert_eq!(got.min, all.iter().copied().reduce(f32::min));
-                assert_eq!(got.max, all.iter().copied().reduce(f32::max));
-                assert!(got.rescored < 5000 / 4, "the screen should rule out most rows: {}", got.rescored);
+        // 100 dimensions: a partial lane, padded; 5001 rows: a partial group of four.
+        for (rows, dim) in [(5000, 64), (5001, 100)] {
+            let m = unit_rows(rows, dim, 42);
+            let screen = Screen::new(&m);
+            for q in 0..20u32 {
+                // Queries near a row (a clear winner) and mixtures (a crowded top).
+                let mut query = m.row(q * 97).to_vec();
+                if q % 2 == 1 {
+                    query.iter_mut().zip(m.row(q * 31 + 5)).for_each(|(a, b)| *a += b);
+                    crate::embed::l2_normalize(&mut query);
+                }
+                for n in [1, 5, 64] {
+                    let all = m.dots(&query);
+                    let want = crate::rank::top(&all, n);
+                    let got = screen.extremes(&m, &query, n);
+                    assert_eq!(got.top, want, "dim {dim}, query {q}, n {n}");
+                    assert_eq!(got.min, all.iter().copied().reduce(f32::min));
+                    assert_eq!(got.max, all.iter().copied().reduce(f32::max));
+                    assert!(got.rescored < rows / 4, "the screen should rule out most rows: {}", got.rescored);
+                }
             }
         }
     }
 
     #[test]
-    fn integer_dot_is_exact_at_the_extremes() {
-        for len in [0, 5, 32, 77, 384] {
-            let a: Vec<i8> = (0..len).map(|i| if i % 3 == 0 { 127 } else { ((i * 37) % 255 - 127) as i8 }).collect();
-            let b: Vec<i8> = (0..len).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
-            let want: i32 = a.iter().zip(&b).map(|(&x, &y)| x as i32 * y as i32).sum();
-            assert_eq!(dot_i8(&a, &b), want, "length {len}");
+    fn every_bound_holds_for_every_row() {
+        let m = unit_rows(2000, 100, 7);
+        let screen = Screen::new(&m);
+        for q in 0..10u32 {
+            let query: Vec<f32> = m.row(q * 13).iter().zip(m.row(q * 7 + 1)).map(|(a, b)| a - 0.5 * b).collect();
+            let codes = QueryCodes::new(&query);
+            let mut dots = vec![0i32; m.rows()];
+            dot_rows(&screen.codes, screen.stride, &codes.lanes, &mut dots);
+            for (r, exact) in m.dots(&query).into_iter().enumerate() {
+                let (lo, hi) = codes.interval(dots[r], &screen.norms[r]);
+                assert!(lo <= exact && exact <= hi, "row {r}: {exact} not in [{lo}, {hi}]");
+                // And the bound is far tighter than the scores it separates.
+                assert!(hi - lo < 0.05, "row {r}: [{lo}, {hi}]");
+            }
+        }
+    }
+
+    #[test]
+    fn integer_dots_are_exact_at_the_extremes_and_match_the_portable_ones() {
+        for (rows, dim) in [(1usize, 1usize), (1, 5), (4, 32), (7, 77), (9, 384)] {
+            let stride = dim.div_ceil(LANE);
+            let code = |r: usize, i: usize| match (r + i) % 3 {
+                0 => 127i8,
+                1 => -127,
+                _ => ((r * 31 + i * 37) % 255) as u8 as i8,
+            };
+            let (mut m, mut q) = (vec![Lane::default(); rows * stride], vec![Lane::default(); stride]);
+            let qc: Vec<i8> = (0..dim).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
+            lanes(&qc, &mut q);
+            let mut want = vec![0i32; rows];
+            for r in 0..rows {
+                let rc: Vec<i8> = (0..dim).map(|i| code(r, i).max(-127)).collect();
+                lanes(&rc, &mut m[r * stride..(r + 1) * stride]);
+                want[r] = rc.iter().zip(&qc).map(|(&x, &y)| x as i32 * y as i32).sum();
+            }
+            let (mut got, mut portable) = (vec![0i32; rows], vec![0i32; rows]);
+            dot_rows(&m, stride, &q, &mut got);
+            dot_rows_portable(&m, stride, &q, &mut portable);
+            assert_eq!(got, want, "{rows} rows of {dim}");
+            assert_eq!(portable, want, "{rows} rows of {dim}");
         }
     }
 
@@ -274,5 +483,20 @@ mod tests {
         let got = Screen::new(&m).extremes(&m, &[1.0, 0.0], 10);
         assert_eq!(got.top, vec![(1, 0.6), (0, 0.0)]);
         assert_eq!((got.min, got.max), (Some(0.0), Some(0.6)));
+        let got = Screen::new(&m).extremes(&m, &[0.0, 0.0], 1);
+        assert_eq!((got.min, got.max), (Some(0.0), Some(0.0)), "a zero query scores every row 0");
+    }
+
+    #[test]
+    fn the_nth_best_lower_bound_survives_shrinks_and_merges() {
+        let values: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32).collect();
+        for n in [1, 3, 64, 999, 1000, 1001] {
+            let (mut a, mut b) = (BestLower::new(n), BestLower::new(n));
+            values[..400].iter().for_each(|&x| a.offer(x));
+            values[400..].iter().for_each(|&x| b.offer(x));
+            a.merge(b);
+            let want = if n <= 1000 { 1000.0 - n as f32 } else { f32::NEG_INFINITY };
+            assert_eq!(a.nth(), want, "n {n}");
+        }
     }
 }
