@@ -113,19 +113,22 @@ fn offer(heap: &mut BinaryHeap<Scored>, k: usize, i: PassageIdx, s: f32) {
     }
 }
 
-#[inline]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight independent accumulators let the compiler vectorise without -ffast-math.
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
-            acc[j] += x[j] * y[j];
+crate::simd::multiversion! {
+    /// Eight independent accumulators let the compiler vectorise without -ffast-math (one
+    /// AVX2 register where the CPU has it, two SSE registers otherwise: the same sums in
+    /// the same order either way, so the same result to the bit).
+    pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let mut acc = [0.0f32; 8];
+        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+        let (ra, rb) = (ca.remainder(), cb.remainder());
+        for (x, y) in ca.zip(cb) {
+            for j in 0..8 {
+                acc[j] += x[j] * y[j];
+            }
         }
+        let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+        acc.iter().sum::<f32>() + tail
     }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 impl VectorIndex for ExactIndex {

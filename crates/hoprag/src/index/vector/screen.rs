@@ -193,19 +193,7 @@ impl Screen {
             .par_chunks_mut(exact::ROWS_PER_TASK)
             .enumerate()
             .map(|(chunk, out)| {
-                let first = chunk * exact::ROWS_PER_TASK;
-                let mut dots = [0i32; exact::ROWS_PER_TASK];
-                let dots = &mut dots[..out.len()];
-                dot_rows(
-                    &self.codes[first * self.stride..(first + out.len()) * self.stride],
-                    self.stride,
-                    &q.lanes,
-                    dots,
-                );
-                for ((slot, &dot), norms) in out.iter_mut().zip(dots.iter()).zip(&self.norms[first..]) {
-                    *slot = q.interval(dot, norms);
-                }
-                // Apart from the loop above, which then vectorises.
+                self.fill(chunk * exact::ROWS_PER_TASK, &q, out);
                 let mut best = BestLower::new(n);
                 out.iter().for_each(|i| best.offer(i.0));
                 let min_upper = out.iter().map(|i| i.1).fold(f32::INFINITY, f32::min);
@@ -236,6 +224,34 @@ impl Screen {
         let rescored = candidates.len();
         let scored = candidates.into_iter().map(|r| (r, exact::dot(m.row(r), query))).collect();
         Extremes::from_exact(scored, n, rescored)
+    }
+}
+
+impl Screen {
+    /// For every row, an interval that holds its exact inner product with `query`;
+    /// `None` for a query that is not finite (no bound holds).
+    pub fn intervals(&self, query: &[f32]) -> Option<Vec<(f32, f32)>> {
+        assert_eq!(query.len(), self.dim, "query dimension");
+        if query.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let q = QueryCodes::new(query);
+        let mut out = vec![(0f32, 0f32); self.rows()];
+        out.par_chunks_mut(exact::ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(chunk, out)| self.fill(chunk * exact::ROWS_PER_TASK, &q, out));
+        Some(out)
+    }
+
+    /// The intervals of rows `first..first + out.len()` (at most a task's worth).
+    fn fill(&self, first: usize, q: &QueryCodes, out: &mut [(f32, f32)]) {
+        let mut dots = [0i32; exact::ROWS_PER_TASK];
+        let dots = &mut dots[..out.len()];
+        dot_rows(&self.codes[first * self.stride..(first + out.len()) * self.stride], self.stride, &q.lanes, dots);
+        // Apart from the kernel, so that this loop vectorises.
+        for ((slot, &dot), norms) in out.iter_mut().zip(dots.iter()).zip(&self.norms[first..]) {
+            *slot = q.interval(dot, norms);
+        }
     }
 }
 
@@ -430,6 +446,20 @@ mod tests {
                 assert!(hi - lo < 0.05, "row {r}: [{lo}, {hi}]");
             }
         }
+    }
+
+    #[test]
+    fn intervals_hold_every_row_and_refuse_a_query_that_is_not_finite() {
+        let m = unit_rows(3000, 100, 11);
+        let screen = Screen::new(&m);
+        let query = m.row(5).to_vec();
+        let got = screen.intervals(&query).unwrap();
+        for (r, exact) in m.dots(&query).into_iter().enumerate() {
+            assert!(got[r].0 <= exact && exact <= got[r].1, "row {r}");
+        }
+        let mut bad = query.clone();
+        bad[3] = f32::NAN;
+        assert!(screen.intervals(&bad).is_none());
     }
 
     #[test]
