@@ -394,7 +394,9 @@ struct Push<'a> {
     steps: &'a Steps,
     damping: f64,
     nodes: Vec<Node>,
-    /// Nodes whose residual was ever set.
+    /// Nodes whose residual was ever set, once each (a node with no estimate and no
+    /// residual, not queued, has never been), so that their residuals sum to the mass
+    /// left unpushed, not more.
     touched: Vec<u32>,
     queue: std::collections::VecDeque<u32>,
     pushes: usize,
@@ -410,7 +412,7 @@ impl<'a> Push<'a> {
 
     fn seed(&mut self, u: usize, mass: f64) {
         let node = &mut self.nodes[u];
-        if node.residual == 0.0 && !node.queued {
+        if node.residual == 0.0 && node.estimate == 0.0 && !node.queued {
             self.touched.push(u as u32);
         }
         node.residual += mass;
@@ -438,7 +440,7 @@ impl<'a> Push<'a> {
             self.work += steps.len();
             for &(v, p) in steps {
                 let node = &mut self.nodes[v as usize];
-                if node.residual == 0.0 && !node.queued {
+                if node.residual == 0.0 && node.estimate == 0.0 && !node.queued {
                     self.touched.push(v);
                 }
                 node.residual += d * r * p as f64;

@@ -340,6 +340,8 @@ mod avx2 {
     /// row's sign moves onto the query first (|a| · sign(a)·b = a·b); pairs of products
     /// (at most 2 · 127², no saturation) are summed to i16, then to i32. Four rows share
     /// each load of the query.
+    const PREFETCH_ROWS: usize = 16;
+
     #[target_feature(enable = "avx2")]
     pub unsafe fn dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
         let ones = _mm256_set1_epi16(1);
@@ -352,8 +354,20 @@ mod avx2 {
         };
         let (rp, qp) = (rows.as_ptr(), query.as_ptr());
         let whole = out.len() / 4 * 4;
+        let end = rp.wrapping_add(rows.len()) as *const i8;
         for r in (0..whole).step_by(4) {
             let base = rp.add(r * stride);
+            // The rows a few groups ahead, with the non-temporal hint: on AMD's cores the
+            // lines then skip L2, and so the L3 that L2's evictions fill, so that a scan
+            // of 48 MB of codes read once does not also write each line into L3 (on the
+            // 2wiki facts the scan took 0.2–0.5 ms less, in turn with and without it).
+            let ahead = base.wrapping_add(PREFETCH_ROWS * stride) as *const i8;
+            for line in (0..4 * stride * 32).step_by(64) {
+                let p = ahead.wrapping_add(line);
+                if p < end {
+                    _mm_prefetch::<_MM_HINT_NTA>(p);
+                }
+            }
             let mut acc = [_mm256_setzero_si256(); 4];
             for j in 0..stride {
                 let y = load(qp.add(j));
