@@ -278,14 +278,14 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         // Plus the f64 rounding of the sums above.
         (part, bound + 1e-12 * part.abs())
     };
-    let mut passage_half: Vec<(f64, f64)> = response
-        .screen
-        .intervals(q.query)?
+    let screened = response.screen.intervals(q.query)?;
+    let mut passage_half: Vec<(f64, f64)> = screened
         .iter()
         .enumerate()
         .map(|(p, &(lo, hi))| passage(p, (lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0))
         .collect();
-    let mut exact = vec![false; np];
+    // What the screen adds to each passage's bound; 0 once its dot product is exact.
+    let mut screen_error: Vec<f64> = screened.iter().map(|&(lo, hi)| w * a.abs() * (hi as f64 - lo as f64) / 2.0).collect();
 
     // The entity half, pushed until the bounds separate the ranking.
     let mut push = Push::new(graph, &response.steps, d);
@@ -313,12 +313,17 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             score[p] = estimate + passage_half[p].0;
             slack[p] = error + passage_half[p].1;
         }
-        // The passages that may be among the best `n` get their exact dot product: a
-        // refined interval lies inside the screened one, so the others stay out.
+        // The passages that may be among the best `n` get their exact dot product (a
+        // refined interval lies inside the screened one, so the others stay out), once
+        // the screen's share of their bound is no longer small beside the push's: the
+        // first coarse pushes leave every passage in reach of the top.
         let nth_lower = nth_largest(score.iter().zip(&slack).map(|(s, e)| s - e).collect(), n);
         for p in 0..np {
-            if !exact[p] && score[p] + slack[p] >= nth_lower {
-                exact[p] = true;
+            if screen_error[p] > 0.0
+                && score[p] + slack[p] >= nth_lower
+                && screen_error[p] * PUSH_STEP >= entity_part(p).1
+            {
+                screen_error[p] = 0.0;
                 passage_half[p] = passage(p, dot_f64(response.response.row(p as PassageIdx), q.query), 0.0);
                 let (estimate, error) = entity_part(p);
                 score[p] = estimate + passage_half[p].0;
