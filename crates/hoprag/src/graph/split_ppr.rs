@@ -285,7 +285,8 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         .map(|(p, &(lo, hi))| passage(p, (lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0))
         .collect();
     // What the screen adds to each passage's bound; 0 once its dot product is exact.
-    let mut screen_error: Vec<f64> = screened.iter().map(|&(lo, hi)| w * a.abs() * (hi as f64 - lo as f64) / 2.0).collect();
+    let mut screen_error: Vec<f64> =
+        screened.iter().map(|&(lo, hi)| w * a.abs() * (hi as f64 - lo as f64) / 2.0).collect();
 
     // The entity half, pushed until the bounds separate the ranking.
     let mut push = Push::new(graph, &response.steps, d);
