@@ -15,9 +15,10 @@
 //! same ranking, and the same scores once `κ` is applied.
 //!
 //! Both halves carry proven error bounds (the precomputation's convergence and f32
-//! storage; the push's residual mass, and `ε · deg(v)` per node on an undirected graph),
-//! and a ranking is returned only once the bounds separate the passages asked for; else
-//! the caller runs the full walk. Tied passages are never separated this way, so a tie
+//! storage, and, until a passage's product with the query is taken exactly, the int8
+//! screen's interval for it; the push's residual mass, and `ε · deg(v)` per node on an
+//! undirected graph), and a ranking is returned only once the bounds separate the
+//! passages asked for; else the caller runs the full walk. Tied passages are never separated this way, so a tie
 //! always goes to the full walk.
 
 use super::ppr::PprGraph;
