@@ -65,6 +65,70 @@ pub fn top(scores: &[f32], n: usize) -> Vec<(u32, f32)> {
     list
 }
 
+/// The `n`-th largest of the values offered (−∞'s stand-in, `T::lowest()`, when fewer
+/// than `n`; `n` at least 1; NaN never counts), keeping only the values above the `n`-th
+/// largest seen so far, so that most offers are one comparison; partial results merge
+/// (one per parallel task).
+pub struct NthLargest<T> {
+    n: usize,
+    kept: Vec<T>,
+    floor: T,
+}
+
+/// Scores with a least value, below every number.
+pub trait Bounded: Score + PartialOrd {
+    fn lowest() -> Self;
+}
+
+impl Bounded for f32 {
+    fn lowest() -> Self {
+        f32::NEG_INFINITY
+    }
+}
+
+impl Bounded for f64 {
+    fn lowest() -> Self {
+        f64::NEG_INFINITY
+    }
+}
+
+impl<T: Bounded> NthLargest<T> {
+    pub fn new(n: usize) -> Self {
+        NthLargest { n: n.max(1), kept: Vec::new(), floor: T::lowest() }
+    }
+
+    #[inline]
+    pub fn offer(&mut self, x: T) {
+        if x > self.floor {
+            self.kept.push(x);
+            if self.kept.len() >= 4 * self.n {
+                self.shrink();
+            }
+        }
+    }
+
+    /// Keeps the `n` largest; the smallest of them becomes the floor.
+    fn shrink(&mut self) {
+        if self.kept.len() >= self.n {
+            self.kept.select_nth_unstable_by(self.n - 1, |a, b| desc(*a, *b));
+            self.kept.truncate(self.n);
+            self.floor = self.kept[self.n - 1];
+        }
+    }
+
+    pub fn merge(&mut self, other: NthLargest<T>) {
+        other.kept.into_iter().for_each(|x| self.offer(x));
+    }
+
+    pub fn get(mut self) -> T {
+        self.shrink();
+        match self.kept.len() >= self.n {
+            true => self.floor,
+            false => T::lowest(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +156,18 @@ mod tests {
         let mut hits = vec![(3u32, f32::NAN), (2, 0.1), (1, 0.1), (0, 0.0)];
         sort_hits(&mut hits);
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![1, 2, 0, 3]);
+    }
+
+    #[test]
+    fn the_nth_largest_survives_shrinks_and_merges() {
+        let values: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32).collect();
+        for n in [1, 3, 64, 999, 1000, 1001] {
+            let (mut a, mut b) = (NthLargest::new(n), NthLargest::new(n));
+            values[..400].iter().for_each(|&x| a.offer(x));
+            values[400..].iter().for_each(|&x| b.offer(x));
+            a.merge(b);
+            let want = if n <= 1000 { 1000.0 - n as f32 } else { f32::NEG_INFINITY };
+            assert_eq!(a.get(), want, "n {n}");
+        }
     }
 }

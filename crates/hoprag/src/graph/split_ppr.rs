@@ -18,12 +18,13 @@
 //! storage, and, until a passage's product with the query is taken exactly, the int8
 //! screen's interval for it; the push's residual mass, and `ε · deg(v)` per node on an
 //! undirected graph), and a ranking is returned only once the bounds separate the
-//! passages asked for; else the caller runs the full walk. Tied passages are never separated this way, so a tie
-//! always goes to the full walk.
+//! passages asked for; else the caller runs the full walk. Tied passages are never
+//! separated this way, so a tie always goes to the full walk.
 
 use super::ppr::PprGraph;
 use crate::corpus::PassageIdx;
 use crate::index::{Matrix, Screen};
+use crate::rank::NthLargest;
 
 /// Columns of the precomputation walked together: 32 f64 per node keep the two iterates
 /// of a 50,000-node graph in the L3 cache.
@@ -279,15 +280,18 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         // Plus the f64 rounding of the sums above.
         (part, bound + 1e-12 * part.abs())
     };
-    let screened = response.screen.intervals(q.query)?;
-    let mut passage_half: Vec<(f64, f64)> = screened
+    // Each passage's half from the screen's interval (its midpoint, the half-width added
+    // to the bound), and what the screen adds to the bound: 0 once the product is exact.
+    let (mut passage_half, mut screen_error): (Vec<(f64, f64)>, Vec<f64>) = response
+        .screen
+        .intervals(q.query)?
         .iter()
         .enumerate()
-        .map(|(p, &(lo, hi))| passage(p, (lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0))
-        .collect();
-    // What the screen adds to each passage's bound; 0 once its dot product is exact.
-    let mut screen_error: Vec<f64> =
-        screened.iter().map(|&(lo, hi)| w * a.abs() * (hi as f64 - lo as f64) / 2.0).collect();
+        .map(|(p, &(lo, hi))| {
+            let (mid, half) = ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
+            (passage(p, mid, half), w * a.abs() * half)
+        })
+        .unzip();
 
     // The entity half, pushed until the bounds separate the ranking.
     let mut push = Push::new(graph, &response.steps, d);
@@ -306,30 +310,27 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             return None;
         }
         let residual = push.residual();
-        let entity_part = |p: usize| {
-            let node = &push.nodes[e + p];
-            (node.estimate, residual.min(eps * node.degree))
-        };
+        // Passage p's score and slack: the push's estimate and bound plus its half.
+        let entity_error = |p: usize| residual.min(eps * push.nodes[e + p].degree);
+        let total = |p: usize, half: (f64, f64)| (push.nodes[e + p].estimate + half.0, entity_error(p) + half.1);
         for p in 0..np {
-            let (estimate, error) = entity_part(p);
-            score[p] = estimate + passage_half[p].0;
-            slack[p] = error + passage_half[p].1;
+            (score[p], slack[p]) = total(p, passage_half[p]);
         }
         // The passages that may be among the best `n` get their exact dot product (a
         // refined interval lies inside the screened one, so the others stay out), once
         // the screen's share of their bound is no longer small beside the push's: the
         // first coarse pushes leave every passage in reach of the top.
-        let nth_lower = nth_largest(score.iter().zip(&slack).map(|(s, e)| s - e).collect(), n);
+        let mut lower = NthLargest::new(n);
+        score.iter().zip(&slack).for_each(|(s, e)| lower.offer(s - e));
+        let nth_lower = lower.get();
         for p in 0..np {
             if screen_error[p] > 0.0
                 && score[p] + slack[p] >= nth_lower
-                && screen_error[p] * PUSH_STEP >= entity_part(p).1
+                && screen_error[p] * PUSH_STEP >= entity_error(p)
             {
                 screen_error[p] = 0.0;
                 passage_half[p] = passage(p, dot_f64(response.response.row(p as PassageIdx), q.query), 0.0);
-                let (estimate, error) = entity_part(p);
-                score[p] = estimate + passage_half[p].0;
-                slack[p] = error + passage_half[p].1;
+                (score[p], slack[p]) = total(p, passage_half[p]);
             }
         }
         if let Some(order) = proven_top(&score, &slack, n) {
@@ -364,14 +365,6 @@ fn proven_top(score: &[f64], slack: &[f64], n: usize) -> Option<Vec<usize>> {
         above = above.max(score[p] + slack[p]);
     }
     Some(head.to_vec())
-}
-
-/// The `n`-th largest of `values` (−∞ when there are fewer; NaN last).
-fn nth_largest(mut values: Vec<f64>, n: usize) -> f64 {
-    if n == 0 || n > values.len() {
-        return f64::NEG_INFINITY;
-    }
-    *values.select_nth_unstable_by(n - 1, |a, b| crate::rank::desc(*a, *b)).1
 }
 
 /// `Σ_c row[c] · q[c]` in f64 (the products of two f32 are exact in f64).
@@ -418,11 +411,19 @@ impl<'a> Push<'a> {
     }
 
     fn seed(&mut self, u: usize, mass: f64) {
-        let node = &mut self.nodes[u];
+        self.add(u as u32, mass);
+    }
+
+    /// Adds residual mass to node `u`, listing it the first time; the node, for the
+    /// caller to queue.
+    #[inline]
+    fn add(&mut self, u: u32, mass: f64) -> &mut Node {
+        let node = &mut self.nodes[u as usize];
         if node.residual == 0.0 && node.estimate == 0.0 && !node.queued {
-            self.touched.push(u as u32);
+            self.touched.push(u);
         }
         node.residual += mass;
+        node
     }
 
     /// Pushes until every residual is at most `eps · degree` (zero on dangling nodes).
@@ -443,14 +444,11 @@ impl<'a> Push<'a> {
             node.estimate += (1.0 - d) * r;
             self.pushes += 1;
             // A dangling node has no steps: S loses what reaches it.
-            let steps = self.steps.from(u as usize);
+            let steps: &'a Steps = self.steps;
+            let steps = steps.from(u as usize);
             self.work += steps.len();
             for &(v, p) in steps {
-                let node = &mut self.nodes[v as usize];
-                if node.residual == 0.0 && node.estimate == 0.0 && !node.queued {
-                    self.touched.push(v);
-                }
-                node.residual += d * r * p as f64;
+                let node = self.add(v, d * r * p as f64);
                 if !node.queued && above(node) {
                     node.queued = true;
                     self.queue.push_back(v);

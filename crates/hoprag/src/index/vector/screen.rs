@@ -24,6 +24,7 @@
 use rayon::prelude::*;
 
 use super::{exact, Matrix};
+use crate::rank::NthLargest;
 
 /// Slack for float rounding in either score (|error| of a 384-term f32 dot of unit
 /// vectors is below 1e-5); generous, as it only widens the set rescored.
@@ -75,9 +76,14 @@ fn quantize(v: &[f32], codes: &mut [i8]) -> Norms {
         err_l2 += err * err;
         err_max = err_max.max(err);
     }
-    // Rounded up: the relative rounding of the f64 sums and of the cast is far below this.
-    let up = |x: f64| (x * (1.0 + 1e-6)) as f32;
+    let up = round_up;
     Norms { scale, hat_l2: up(hat_l2.sqrt()), hat_l1: up(hat_l1), err_l2: up(err_l2.sqrt()), err_max: up(err_max) }
+}
+
+/// A norm summed in f64, as an f32 no smaller: the relative rounding of the sums and of
+/// the cast is far below the margin.
+fn round_up(x: f64) -> f32 {
+    (x * (1.0 + 1e-6)) as f32
 }
 
 /// Codes in lanes, zero-padded.
@@ -102,8 +108,7 @@ impl QueryCodes {
         let mut out = vec![Lane::default(); query.len().div_ceil(LANE)];
         lanes(&codes, &mut out);
         let (l2, l1) = query.iter().fold((0f64, 0f64), |(l2, l1), &x| (l2 + (x as f64).powi(2), l1 + (x as f64).abs()));
-        let up = |x: f64| (x * (1.0 + 1e-6)) as f32;
-        QueryCodes { lanes: out, norms, l2: up(l2.sqrt()), l1: up(l1) }
+        QueryCodes { lanes: out, norms, l2: round_up(l2.sqrt()), l1: round_up(l1) }
     }
 
     /// The interval that holds the exact score of a row with these norms, whose codes
@@ -180,33 +185,27 @@ impl Screen {
     pub fn extremes(&self, m: &Matrix, query: &[f32], n: usize) -> Extremes {
         assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
         assert_eq!(query.len(), self.dim, "query dimension");
-        let rows = self.rows();
         // A query that is not finite cannot be bounded: score every row exactly.
-        if rows == 0 || query.iter().any(|x| !x.is_finite()) {
+        let Some(intervals) = self.intervals(query) else {
             let all = m.dots(query);
-            return Extremes::from_exact((0..rows as u32).zip(all).collect(), n, rows);
-        }
-        let q = QueryCodes::new(query);
-        let mut intervals = vec![(0f32, 0f32); rows];
+            return Extremes::from_exact((0..all.len() as u32).zip(all).collect(), n, self.rows());
+        };
         // Each task keeps its own best lower bounds, so that no pass sorts all rows.
         let (best, min_upper) = intervals
-            .par_chunks_mut(exact::ROWS_PER_TASK)
-            .enumerate()
-            .map(|(chunk, out)| {
-                self.fill(chunk * exact::ROWS_PER_TASK, &q, out);
-                let mut best = BestLower::new(n);
-                out.iter().for_each(|i| best.offer(i.0));
-                let min_upper = out.iter().map(|i| i.1).fold(f32::INFINITY, f32::min);
-                (best, min_upper)
+            .par_chunks(exact::ROWS_PER_TASK)
+            .map(|part| {
+                let mut best = NthLargest::new(n);
+                part.iter().for_each(|i| best.offer(i.0));
+                (best, part.iter().map(|i| i.1).fold(f32::INFINITY, f32::min))
             })
             .reduce(
-                || (BestLower::new(n), f32::INFINITY),
+                || (NthLargest::new(n), f32::INFINITY),
                 |(mut a, ma), (b, mb)| {
                     a.merge(b);
                     (a, ma.min(mb))
                 },
             );
-        let nth_lower = best.nth();
+        let nth_lower = best.get();
         // A row may be among the best when its upper bound reaches the n-th best lower
         // bound (the best row, whose score is the maximum, always is), and the lowest when
         // its lower bound reaches under the smallest upper bound.
@@ -225,9 +224,7 @@ impl Screen {
         let scored = candidates.into_iter().map(|r| (r, exact::dot(m.row(r), query))).collect();
         Extremes::from_exact(scored, n, rescored)
     }
-}
 
-impl Screen {
     /// For every row, an interval that holds its exact inner product with `query`;
     /// `None` for a query that is not finite (no bound holds).
     pub fn intervals(&self, query: &[f32]) -> Option<Vec<(f32, f32)>> {
@@ -251,52 +248,6 @@ impl Screen {
         // Apart from the kernel, so that this loop vectorises.
         for ((slot, &dot), norms) in out.iter_mut().zip(dots.iter()).zip(&self.norms[first..]) {
             *slot = q.interval(dot, norms);
-        }
-    }
-}
-
-/// The `n`-th largest of the values offered (−∞ when fewer than `n`, `n` at least 1),
-/// keeping only the values above the `n`-th largest seen so far: most offers are one
-/// comparison.
-struct BestLower {
-    n: usize,
-    kept: Vec<f32>,
-    floor: f32,
-}
-
-impl BestLower {
-    fn new(n: usize) -> Self {
-        BestLower { n: n.max(1), kept: Vec::new(), floor: f32::NEG_INFINITY }
-    }
-
-    #[inline]
-    fn offer(&mut self, x: f32) {
-        if x > self.floor {
-            self.kept.push(x);
-            if self.kept.len() >= 4 * self.n {
-                self.shrink();
-            }
-        }
-    }
-
-    /// Keeps the `n` largest; the smallest of them becomes the floor.
-    fn shrink(&mut self) {
-        if self.kept.len() >= self.n {
-            self.kept.select_nth_unstable_by(self.n - 1, |a, b| b.total_cmp(a));
-            self.kept.truncate(self.n);
-            self.floor = self.kept[self.n - 1];
-        }
-    }
-
-    fn merge(&mut self, other: BestLower) {
-        other.kept.into_iter().for_each(|x| self.offer(x));
-    }
-
-    fn nth(mut self) -> f32 {
-        self.shrink();
-        match self.kept.len() >= self.n {
-            true => self.floor,
-            false => f32::NEG_INFINITY,
         }
     }
 }
@@ -529,18 +480,5 @@ mod tests {
         assert_eq!((got.min, got.max), (Some(0.0), Some(0.6)));
         let got = Screen::new(&m).extremes(&m, &[0.0, 0.0], 1);
         assert_eq!((got.min, got.max), (Some(0.0), Some(0.0)), "a zero query scores every row 0");
-    }
-
-    #[test]
-    fn the_nth_best_lower_bound_survives_shrinks_and_merges() {
-        let values: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32).collect();
-        for n in [1, 3, 64, 999, 1000, 1001] {
-            let (mut a, mut b) = (BestLower::new(n), BestLower::new(n));
-            values[..400].iter().for_each(|&x| a.offer(x));
-            values[400..].iter().for_each(|&x| b.offer(x));
-            a.merge(b);
-            let want = if n <= 1000 { 1000.0 - n as f32 } else { f32::NEG_INFINITY };
-            assert_eq!(a.nth(), want, "n {n}");
-        }
     }
 }
