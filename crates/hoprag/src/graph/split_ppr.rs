@@ -55,6 +55,14 @@ pub struct PassageResponse {
     /// Its int8 copy: a query scores every row within a proven interval in a quarter of
     /// the memory traffic, and only the rows that compete for the top in f64.
     screen: Screen,
+    /// The passage vectors' int8 copy (every row of the matrix the response was computed
+    /// from): the dense ranking and the range of the dense scores, exactly, without
+    /// reading the f32 vectors.
+    passage_screen: Screen,
+    /// `Σ v_p` over the graph's passages, and over its dangling ones: the sums of the
+    /// passage seeds, by linearity, from the range of the dense scores alone.
+    vector_sum: Vec<f64>,
+    dangling_sum: Vec<f64>,
     /// `(S 1)_p`.
     constant: Vec<f64>,
     /// The L2 norm of each row of `response`, for the f32 storage bound.
@@ -190,7 +198,14 @@ impl PassageResponse {
             .map(|r| r.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt())
             .collect();
         let screen = Screen::new(&response);
-        let dangling = (0..passages as u32).filter(|&p| graph.is_dangling(entities + p as usize)).collect();
+        let dangling: Vec<u32> = (0..passages as u32).filter(|&p| graph.is_dangling(entities + p as usize)).collect();
+        let sum = |rows: &mut dyn Iterator<Item = u32>| {
+            let mut sum = vec![0f64; dim];
+            rows.for_each(|p| sum.iter_mut().zip(vectors.row(p)).for_each(|(s, &v)| *s += v as f64));
+            sum
+        };
+        let (vector_sum, dangling_sum) = (sum(&mut (0..passages as u32)), sum(&mut dangling.iter().copied()));
+        let passage_screen = Screen::new(vectors);
         let steps = Steps::new(graph);
         Some(PassageResponse {
             entities,
@@ -198,6 +213,9 @@ impl PassageResponse {
             dim,
             response,
             screen,
+            passage_screen,
+            vector_sum,
+            dangling_sum,
             constant,
             norms,
             column_error,
@@ -210,6 +228,11 @@ impl PassageResponse {
     pub fn passages(&self) -> usize {
         self.passages
     }
+
+    /// The passage vectors' int8 screen (index::Screen), for exact dense rankings.
+    pub fn passage_screen(&self) -> &Screen {
+        &self.passage_screen
+    }
 }
 
 /// What a split walk found.
@@ -221,16 +244,18 @@ pub struct SplitRanking {
     pub pushes: usize,
     /// The residual mass left unpushed.
     pub residual: f64,
-    /// How far any returned score may be from the walk's fixed point.
+    /// How far any returned score may be from the fixed point of the full walk from the
+    /// caller's seeds.
     pub bound: f64,
 }
 
 /// The seeds of one query, as [`crate::retrieve::ppr`] builds them: entity nodes with
-/// weights, and every passage `p < dense.len()` with `passage_weight · x_p`.
+/// weights, and every graph passage with `passage_weight · x_p`, its dense score min-max
+/// normalised.
 pub struct SplitQuery<'a> {
     pub entity_seeds: &'a [(u32, f64)],
-    /// The query's dense score of each graph passage.
-    pub dense: &'a [f32],
+    /// The lowest and highest dense score over the graph's passages.
+    pub dense_range: (f32, f32),
     pub query: &'a [f32],
     pub passage_weight: f64,
     pub damping: f64,
@@ -241,18 +266,20 @@ pub struct SplitQuery<'a> {
 /// one this split covers (the caller then runs the full walk).
 pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery, n: usize) -> Option<SplitRanking> {
     let (e, np, d) = (response.entities, response.passages, q.damping);
-    if q.dense.len() != np || q.query.len() != response.dim || q.passage_weight <= 0.0 || n == 0 {
+    let (lo, hi) = q.dense_range;
+    if q.query.len() != response.dim || q.passage_weight <= 0.0 || n == 0 || !lo.is_finite() || !hi.is_finite() {
         return None;
     }
-    if q.dense.iter().any(|s| !s.is_finite()) || q.entity_seeds.iter().any(|s| !s.1.is_finite()) {
+    if q.entity_seeds.iter().any(|s| !s.1.is_finite()) {
         return None;
     }
-    // The passage seeds, x_p = a · s_p + b, as the walk's caller computes them.
-    let (lo, hi) = q.dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+    // The passage seeds, x_p = a · s_p + b, as the walk's caller computes them; their
+    // sums by linearity, from the sums of the vectors. (They scale every score alike, so
+    // their rounding, unlike the caller's per-passage one, moves no passage's rank.)
     let (a, b) = if hi > lo { (1.0 / (hi - lo) as f64, -(lo as f64) / (hi - lo) as f64) } else { (0.0, 1.0) };
-    let x = |p: usize| if hi > lo { ((q.dense[p] - lo) / (hi - lo)) as f64 } else { 1.0 };
+    let x_sum = |vectors: &[f64], count: usize| (a * dot_f64_f64(vectors, q.query) + b * count as f64).max(0.0);
     let entity_mass: f64 = q.entity_seeds.iter().map(|s| s.1.max(0.0)).sum();
-    let passage_mass: f64 = q.passage_weight * (0..np).map(x).sum::<f64>();
+    let passage_mass: f64 = q.passage_weight * x_sum(&response.vector_sum, np);
     let total = entity_mass + passage_mass;
     if total <= 0.0 || !total.is_finite() {
         return None;
@@ -261,7 +288,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     // Dangling reset mass, for κ.
     let dangling_entities: f64 =
         q.entity_seeds.iter().filter(|s| graph.is_dangling(s.0 as usize)).map(|s| s.1.max(0.0)).sum::<f64>() / total;
-    let dangling_passages: f64 = response.dangling.iter().map(|&p| x(p as usize)).sum::<f64>() * w;
+    let dangling_passages: f64 = x_sum(&response.dangling_sum, response.dangling.len()) * w;
     let kappa = 1.0 / (1.0 - d * (dangling_entities + dangling_passages));
 
     // The passage half, with its bound: f32 storage (relative 2^-24 per entry, so at most
@@ -334,7 +361,10 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             }
         }
         if let Some(order) = proven_top(&score, &slack, n) {
-            let bound = order.iter().map(|&p| kappa * slack[p]).fold(0.0, f64::max);
+            // Plus how far the sums above may be from the caller's sum of its f32 seeds
+            // (each seed's rounding, and its dense score's, a few units of 2^-24 of the
+            // range): it scales every score alike, by well under 1e-5.
+            let bound = order.iter().map(|&p| kappa * (slack[p] + 1e-5 * score[p].abs())).fold(0.0, f64::max);
             let top = order.into_iter().map(|p| (p as PassageIdx, kappa * score[p])).collect();
             return Some(SplitRanking { top, pushes: push.pushes, residual, bound });
         }
@@ -378,6 +408,11 @@ fn dot_f64(row: &[f32], q: &[f32]) -> f64 {
         }
     }
     lanes.iter().sum::<f64>() + tail
+}
+
+/// `Σ v[c] · q[c]` in f64.
+fn dot_f64_f64(v: &[f64], q: &[f32]) -> f64 {
+    v.iter().zip(q).map(|(&a, &b)| a * b as f64).sum()
 }
 
 /// One node's state in the push; what a step to the node reads and writes, together.
@@ -494,6 +529,11 @@ mod tests {
         Matrix::from_flat(dim, data)
     }
 
+    /// The lowest and highest of the scores.
+    fn range(dense: &[f32]) -> (f32, f32) {
+        dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &s| (l.min(s), h.max(s)))
+    }
+
     #[test]
     fn the_split_walk_ranks_as_the_full_walk_converged() {
         let (e, p, dim) = (300u32, 200u32, 24);
@@ -507,14 +547,14 @@ mod tests {
             let entity_seeds = [(trial * 3 % (e - 1), 1.0), ((trial * 41 + 5) % (e - 1), 0.4), (e - 1, 0.2)];
             let q = SplitQuery {
                 entity_seeds: &entity_seeds,
-                dense: &dense,
+                dense_range: range(&dense),
                 query: &query,
                 passage_weight: 0.05,
                 damping: 0.5,
             };
             let got = ranked_passages(&g, &response, &q, 10).unwrap_or_else(|| panic!("trial {trial}: no ties here"));
             // The full walk from the same seeds, run to convergence.
-            let (lo, hi) = dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &s| (l.min(s), h.max(s)));
+            let (lo, hi) = range(&dense);
             let mut seeds: Vec<(u32, f64)> = entity_seeds.to_vec();
             seeds.extend(dense.iter().enumerate().map(|(i, &s)| (e + i as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)));
             let full = g.personalized_pagerank(
@@ -560,7 +600,13 @@ mod tests {
         let dense = v.dots(&query);
         assert_eq!(dense[0], dense[1]);
         let seeds = [(0u32, 1.0), (1, 1.0)];
-        let q = SplitQuery { entity_seeds: &seeds, dense: &dense, query: &query, passage_weight: 0.05, damping: 0.5 };
+        let q = SplitQuery {
+            entity_seeds: &seeds,
+            dense_range: range(&dense),
+            query: &query,
+            passage_weight: 0.05,
+            damping: 0.5,
+        };
         assert!(ranked_passages(&g, &response, &q, 1).is_none(), "tied passages are not proven apart");
         // Break the tie: passage 2 (index 0) first.
         let seeds = [(0u32, 1.0), (1, 0.5)];
@@ -573,15 +619,17 @@ mod tests {
         let response = PassageResponse::compute(&g, e as usize, &v, 0.5).unwrap();
         let query = vec![0.1f32; dim];
         let dense = v.dots(&query);
-        let q =
-            SplitQuery { entity_seeds: &[(3, 1.0)], dense: &dense, query: &query, passage_weight: 0.05, damping: 0.5 };
+        let (lo, hi) = range(&dense);
+        let q = SplitQuery {
+            entity_seeds: &[(3, 1.0)],
+            dense_range: (lo, hi),
+            query: &query,
+            passage_weight: 0.05,
+            damping: 0.5,
+        };
         assert!(ranked_passages(&g, &response, &q, 5).is_some());
-        let mut nan = dense.clone();
-        nan[3] = f32::NAN;
-        let q = SplitQuery { dense: &nan, ..q };
-        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "NaN scores go to the walk");
-        let q = SplitQuery { dense: &dense[..10], ..q };
-        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "scores for some passages only");
+        let q = SplitQuery { dense_range: (f32::NAN, hi), ..q };
+        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "a range that is not finite goes to the walk");
     }
 
     #[test]

@@ -75,10 +75,19 @@ impl Default for PprMethodParams {
     }
 }
 
+/// The query's dense scores, as far as the caller has them.
+#[derive(Clone, Copy)]
+pub(crate) enum Dense<'a> {
+    /// Every passage's.
+    All(&'a [f32]),
+    /// Only the lowest and the highest, over every passage: all the split walk needs; the
+    /// full walk computes the scores.
+    Range(f32, f32),
+}
+
 /// Passages scored by PPR from the query's facts (and mentions) and the passages' dense
-/// scores (`dense`: every passage's, when the caller has them; else computed here), best
-/// first (at most `depth`, zero-mass passages left out); `None` when no entity could be
-/// seeded.
+/// scores (`dense`: what the caller has; else computed here), best first (at most
+/// `depth`, zero-mass passages left out); `None` when no entity could be seeded.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn graph_scores(
     ctx: &GraphContext,
@@ -86,7 +95,7 @@ pub(crate) fn graph_scores(
     passages: &Matrix,
     query: &Query,
     embedding: &[f32],
-    dense: Option<&[f32]>,
+    dense: Option<Dense<'_>>,
     params: &PprMethodParams,
     depth: usize,
     trace: &mut Trace,
@@ -107,16 +116,18 @@ pub(crate) fn graph_scores(
     let e = g.entities.len();
     let graph_passages = g.passage_entities.len();
     let mut weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
-    let owned;
+    let dense_scores = |trace: &mut Trace| {
+        trace.step("dense scores", || {
+            let d = passages.dots(embedding);
+            let detail = json!({"passages": d.len()});
+            Ok((d, detail))
+        })
+    };
+    let mut owned = None;
     let dense = match dense {
         Some(d) => Some(d),
         None if params.passage_node_weight > 0.0 && passages.rows() > 0 => {
-            owned = trace.step("dense scores", || {
-                let d = passages.dots(embedding);
-                let detail = json!({"passages": d.len()});
-                Ok((d, detail))
-            })?;
-            Some(owned.as_slice())
+            Some(Dense::All(owned.insert(dense_scores(trace)?).as_slice()))
         }
         None => None,
     };
@@ -125,6 +136,13 @@ pub(crate) fn graph_scores(
             return Ok(Some(list));
         }
     }
+    // The full walk seeds every passage with its score.
+    let mut owned = None;
+    let dense = match dense {
+        Some(Dense::Range(..)) => Some(owned.insert(dense_scores(trace)?).as_slice()),
+        Some(Dense::All(all)) => Some(all),
+        None => None,
+    };
     if let Some(dense) = dense.filter(|_| params.passage_node_weight > 0.0) {
         trace.step("passage seeds", || {
             let n = graph_passages.min(dense.len());
@@ -178,7 +196,7 @@ fn split_walk(
     ctx: &GraphContext,
     passages: &Matrix,
     embedding: &[f32],
-    dense: &[f32],
+    dense: Dense<'_>,
     entity_seeds: &[(u32, f64)],
     params: &PprMethodParams,
     depth: usize,
@@ -187,12 +205,24 @@ fn split_walk(
     let Some(response) = ctx.passage_response(passages, params.ppr.damping) else {
         return Ok(None);
     };
-    if params.passage_node_weight <= 0.0 || dense.len() < response.passages() {
+    let dense_range = match dense {
+        Dense::All(all) if all.len() >= response.passages() => {
+            let graph_passages = &all[..response.passages()];
+            if graph_passages.iter().any(|s| !s.is_finite()) {
+                return Ok(None);
+            }
+            graph_passages.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)))
+        }
+        // A range over more passages than the graph's is not theirs.
+        Dense::Range(lo, hi) if passages.rows() == response.passages() => (lo, hi),
+        _ => return Ok(None),
+    };
+    if params.passage_node_weight <= 0.0 {
         return Ok(None);
     }
     let query = SplitQuery {
         entity_seeds,
-        dense: &dense[..response.passages()],
+        dense_range,
         query: embedding,
         passage_weight: params.passage_node_weight,
         damping: params.ppr.damping,
@@ -253,6 +283,31 @@ impl Ppr {
     }
 }
 
+/// The dense scores the guard and the walk use: the best `depth`, the range, and every
+/// score unless the int8 screen gave the other two.
+struct DenseScores {
+    top: Vec<(PassageIdx, f32)>,
+    range: (f32, f32),
+    all: Option<Vec<f32>>,
+}
+
+impl Ppr {
+    fn dense_scores(&self, q: &[f32], depth: usize) -> DenseScores {
+        let p = &self.params;
+        let split = p.ppr.split && p.passage_scoring == PassageScoring::PassageNode && p.passage_node_weight > 0.0;
+        let response = split.then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
+        if let Some(r) = response.filter(|r| r.passages() == self.passages.rows()) {
+            let found = r.passage_screen().extremes(&self.passages, q, depth);
+            if let (Some(lo), Some(hi)) = (found.min, found.max) {
+                return DenseScores { top: found.top, range: (lo, hi), all: None };
+            }
+        }
+        let all = self.passages.dots(q);
+        let range = all.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+        DenseScores { top: crate::rank::top(&all, depth), range, all: Some(all) }
+    }
+}
+
 impl Retriever for Ppr {
     fn name(&self) -> &str {
         "ppr"
@@ -262,23 +317,29 @@ impl Retriever for Ppr {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let p = &self.params;
-        // The guard needs the dense ranking; the passage seeds need every dense score:
-        // one pass over the passage vectors serves both.
-        let all = match p.dense_guard.is_on() && self.passages.rows() > 0 {
+        // The guard needs the dense ranking, and the passage seeds every dense score, or,
+        // for the split walk, only their range: one pass over the passage vectors serves
+        // both, or over their int8 screen (exact; a quarter of the bytes) when the split
+        // walk will run.
+        let depth = p.dense_guard.depth.max(k);
+        let dense = match p.dense_guard.is_on() && self.passages.rows() > 0 {
             true => Some(trace.step("dense scores", || {
-                let d = self.passages.dots(&q);
-                let detail = json!({"passages": d.len()});
+                let d = self.dense_scores(&q, depth);
+                let detail = json!({"passages": self.passages.rows(), "screened": d.all.is_none()});
                 Ok((d, detail))
             })?),
             false => None,
         };
         let embedder = self.embedder.as_ref();
-        let graph = graph_scores(&self.graph, embedder, &self.passages, query, &q, all.as_deref(), p, k, &mut trace)?;
-        let list = match (graph, all) {
-            (Some(list), Some(all)) => trace.step("dense guard", || {
-                let dense = crate::rank::top(&all, p.dense_guard.depth.max(k));
-                let out = backfill(guard(&list, &dense, &p.dense_guard), &dense, k);
-                let guarded = p.dense_guard.guarded(&dense).len();
+        let arg = dense.as_ref().map(|d| match &d.all {
+            Some(all) => Dense::All(all),
+            None => Dense::Range(d.range.0, d.range.1),
+        });
+        let graph = graph_scores(&self.graph, embedder, &self.passages, query, &q, arg, p, k, &mut trace)?;
+        let list = match (graph, dense) {
+            (Some(list), Some(dense)) => trace.step("dense guard", || {
+                let out = backfill(guard(&list, &dense.top, &p.dense_guard), &dense.top, k);
+                let guarded = p.dense_guard.guarded(&dense.top).len();
                 let detail = json!({"params": p.dense_guard, "guarded": guarded, "top": list_detail(&out)});
                 Ok((out, detail))
             })?,
