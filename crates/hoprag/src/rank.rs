@@ -28,6 +28,11 @@ impl Score for f64 {
     }
 }
 
+/// The lowest and the highest of `scores`, NaN ignored; `(∞, −∞)` when there is none.
+pub fn range(scores: &[f32]) -> (f32, f32) {
+    scores.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)))
+}
+
 /// Best first: higher scores before lower ones, every NaN after every number.
 pub fn desc<T: Score>(a: T, b: T) -> Ordering {
     match (a.is_nan_score(), b.is_nan_score()) {

@@ -277,7 +277,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     // sums by linearity, from the sums of the vectors. (They scale every score alike, so
     // their rounding, unlike the caller's per-passage one, moves no passage's rank.)
     let (a, b) = if hi > lo { (1.0 / (hi - lo) as f64, -(lo as f64) / (hi - lo) as f64) } else { (0.0, 1.0) };
-    let x_sum = |vectors: &[f64], count: usize| (a * dot_f64_f64(vectors, q.query) + b * count as f64).max(0.0);
+    let x_sum = |vectors: &[f64], count: usize| (a * dot_f64(vectors, q.query) + b * count as f64).max(0.0);
     let entity_mass: f64 = q.entity_seeds.iter().map(|s| s.1.max(0.0)).sum();
     let passage_mass: f64 = q.passage_weight * x_sum(&response.vector_sum, np);
     let total = entity_mass + passage_mass;
@@ -397,22 +397,18 @@ fn proven_top(score: &[f64], slack: &[f64], n: usize) -> Option<Vec<usize>> {
     Some(head.to_vec())
 }
 
-/// `Σ_c row[c] · q[c]` in f64 (the products of two f32 are exact in f64).
-fn dot_f64(row: &[f32], q: &[f32]) -> f64 {
+/// `Σ_c row[c] · q[c]` in f64 (the products of an f32 or f64 with an f32 are exact, or
+/// rounded once, in f64).
+fn dot_f64<T: Copy + Into<f64>>(row: &[T], q: &[f32]) -> f64 {
     let mut lanes = [0f64; 8];
     let (rc, qc) = (row.chunks_exact(8), q.chunks_exact(8));
-    let tail: f64 = rc.remainder().iter().zip(qc.remainder()).map(|(&a, &b)| a as f64 * b as f64).sum();
+    let tail: f64 = rc.remainder().iter().zip(qc.remainder()).map(|(&a, &b)| a.into() * b as f64).sum();
     for (r, v) in rc.zip(qc) {
         for ((l, &a), &b) in lanes.iter_mut().zip(r).zip(v) {
-            *l += a as f64 * b as f64;
+            *l += a.into() * b as f64;
         }
     }
     lanes.iter().sum::<f64>() + tail
-}
-
-/// `Σ v[c] · q[c]` in f64.
-fn dot_f64_f64(v: &[f64], q: &[f32]) -> f64 {
-    v.iter().zip(q).map(|(&a, &b)| a * b as f64).sum()
 }
 
 /// One node's state in the push; what a step to the node reads and writes, together.
@@ -501,6 +497,7 @@ impl<'a> Push<'a> {
 mod tests {
     use super::*;
     use crate::graph::ppr::{PprParams, Ranked};
+    use crate::rank::range;
 
     /// Entities 0..e on a ring with chords, passages e..e+p each linked to three entities,
     /// one dangling entity and one passage with no entity.
@@ -527,11 +524,6 @@ mod tests {
             })
             .collect();
         Matrix::from_flat(dim, data)
-    }
-
-    /// The lowest and highest of the scores.
-    fn range(dense: &[f32]) -> (f32, f32) {
-        dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &s| (l.min(s), h.max(s)))
     }
 
     #[test]

@@ -146,10 +146,7 @@ pub(crate) fn graph_scores(
     if let Some(dense) = dense.filter(|_| params.passage_node_weight > 0.0) {
         trace.step("passage seeds", || {
             let n = graph_passages.min(dense.len());
-            let (lo, hi) = dense[..n]
-                .iter()
-                .filter(|s| !s.is_nan())
-                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+            let (lo, hi) = crate::rank::range(&dense[..n]);
             for (p, &s) in dense[..n].iter().enumerate() {
                 let x = if hi > lo { ((s - lo) / (hi - lo)) as f64 } else { 1.0 };
                 if x > 0.0 {
@@ -211,7 +208,7 @@ fn split_walk(
             if graph_passages.iter().any(|s| !s.is_finite()) {
                 return Ok(None);
             }
-            graph_passages.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)))
+            crate::rank::range(graph_passages)
         }
         // A range over more passages than the graph's is not theirs.
         Dense::Range(lo, hi) if passages.rows() == response.passages() => (lo, hi),
@@ -281,30 +278,37 @@ impl Ppr {
     ) -> Self {
         Ppr { graph, passages, vectors, embedder, params }
     }
-}
 
-/// The dense scores the guard and the walk use: the best `depth`, the range, and every
-/// score unless the int8 screen gave the other two.
-struct DenseScores {
-    top: Vec<(PassageIdx, f32)>,
-    range: (f32, f32),
-    all: Option<Vec<f32>>,
-}
-
-impl Ppr {
-    fn dense_scores(&self, q: &[f32], depth: usize) -> DenseScores {
+    /// The best `depth` dense passages, for the guard, and what the walk needs of the
+    /// dense scores: from the passages' int8 screen when the split walk will run (exact;
+    /// every score only if the walk falls back to the full one), else every score.
+    fn dense_scores(&self, q: &[f32], depth: usize) -> (Vec<(PassageIdx, f32)>, DenseScores) {
         let p = &self.params;
         let split = p.ppr.split && p.passage_scoring == PassageScoring::PassageNode && p.passage_node_weight > 0.0;
         let response = split.then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
         if let Some(r) = response.filter(|r| r.passages() == self.passages.rows()) {
             let found = r.passage_screen().extremes(&self.passages, q, depth);
             if let (Some(lo), Some(hi)) = (found.min, found.max) {
-                return DenseScores { top: found.top, range: (lo, hi), all: None };
+                return (found.top, DenseScores::Range(lo, hi));
             }
         }
         let all = self.passages.dots(q);
-        let range = all.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)));
-        DenseScores { top: crate::rank::top(&all, depth), range, all: Some(all) }
+        (crate::rank::top(&all, depth), DenseScores::All(all))
+    }
+}
+
+/// [`Dense`], owned.
+enum DenseScores {
+    All(Vec<f32>),
+    Range(f32, f32),
+}
+
+impl DenseScores {
+    fn view(&self) -> Dense<'_> {
+        match self {
+            DenseScores::All(all) => Dense::All(all),
+            &DenseScores::Range(lo, hi) => Dense::Range(lo, hi),
+        }
     }
 }
 
@@ -325,21 +329,19 @@ impl Retriever for Ppr {
         let dense = match p.dense_guard.is_on() && self.passages.rows() > 0 {
             true => Some(trace.step("dense scores", || {
                 let d = self.dense_scores(&q, depth);
-                let detail = json!({"passages": self.passages.rows(), "screened": d.all.is_none()});
+                let detail =
+                    json!({"passages": self.passages.rows(), "screened": matches!(d.1, DenseScores::Range(..))});
                 Ok((d, detail))
             })?),
             false => None,
         };
         let embedder = self.embedder.as_ref();
-        let arg = dense.as_ref().map(|d| match &d.all {
-            Some(all) => Dense::All(all),
-            None => Dense::Range(d.range.0, d.range.1),
-        });
-        let graph = graph_scores(&self.graph, embedder, &self.passages, query, &q, arg, p, k, &mut trace)?;
+        let walk_dense = dense.as_ref().map(|d| d.1.view());
+        let graph = graph_scores(&self.graph, embedder, &self.passages, query, &q, walk_dense, p, k, &mut trace)?;
         let list = match (graph, dense) {
-            (Some(list), Some(dense)) => trace.step("dense guard", || {
-                let out = backfill(guard(&list, &dense.top, &p.dense_guard), &dense.top, k);
-                let guarded = p.dense_guard.guarded(&dense.top).len();
+            (Some(list), Some((top, _))) => trace.step("dense guard", || {
+                let out = backfill(guard(&list, &top, &p.dense_guard), &top, k);
+                let guarded = p.dense_guard.guarded(&top).len();
                 let detail = json!({"params": p.dense_guard, "guarded": guarded, "top": list_detail(&out)});
                 Ok((out, detail))
             })?,
