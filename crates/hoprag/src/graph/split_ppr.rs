@@ -526,6 +526,11 @@ mod tests {
         Matrix::from_flat(dim, data)
     }
 
+    /// A query with HippoRAG 2's passage weight and damping, its passages scored `dense`.
+    fn split_query<'a>(entity_seeds: &'a [(u32, f64)], dense: &[f32], query: &'a [f32]) -> SplitQuery<'a> {
+        SplitQuery { entity_seeds, dense_range: range(dense), query, passage_weight: 0.05, damping: 0.5 }
+    }
+
     #[test]
     fn the_split_walk_ranks_as_the_full_walk_converged() {
         let (e, p, dim) = (300u32, 200u32, 24);
@@ -537,13 +542,7 @@ mod tests {
             let dense = v.dots(&query);
             // Entity seeds, one of them the dangling entity (e - 1).
             let entity_seeds = [(trial * 3 % (e - 1), 1.0), ((trial * 41 + 5) % (e - 1), 0.4), (e - 1, 0.2)];
-            let q = SplitQuery {
-                entity_seeds: &entity_seeds,
-                dense_range: range(&dense),
-                query: &query,
-                passage_weight: 0.05,
-                damping: 0.5,
-            };
+            let q = split_query(&entity_seeds, &dense, &query);
             let got = ranked_passages(&g, &response, &q, 10).unwrap_or_else(|| panic!("trial {trial}: no ties here"));
             // The full walk from the same seeds, run to convergence.
             let (lo, hi) = range(&dense);
@@ -592,13 +591,7 @@ mod tests {
         let dense = v.dots(&query);
         assert_eq!(dense[0], dense[1]);
         let seeds = [(0u32, 1.0), (1, 1.0)];
-        let q = SplitQuery {
-            entity_seeds: &seeds,
-            dense_range: range(&dense),
-            query: &query,
-            passage_weight: 0.05,
-            damping: 0.5,
-        };
+        let q = split_query(&seeds, &dense, &query);
         assert!(ranked_passages(&g, &response, &q, 1).is_none(), "tied passages are not proven apart");
         // Break the tie: passage 2 (index 0) first.
         let seeds = [(0u32, 1.0), (1, 0.5)];
@@ -611,16 +604,9 @@ mod tests {
         let response = PassageResponse::compute(&g, e as usize, &v, 0.5).unwrap();
         let query = vec![0.1f32; dim];
         let dense = v.dots(&query);
-        let (lo, hi) = range(&dense);
-        let q = SplitQuery {
-            entity_seeds: &[(3, 1.0)],
-            dense_range: (lo, hi),
-            query: &query,
-            passage_weight: 0.05,
-            damping: 0.5,
-        };
+        let q = split_query(&[(3, 1.0)], &dense, &query);
         assert!(ranked_passages(&g, &response, &q, 5).is_some());
-        let q = SplitQuery { dense_range: (f32::NAN, hi), ..q };
+        let q = SplitQuery { dense_range: (f32::NAN, q.dense_range.1), ..q };
         assert!(ranked_passages(&g, &response, &q, 5).is_none(), "a range that is not finite goes to the walk");
     }
 

@@ -63,6 +63,14 @@ pub struct PprMethodParams {
     pub dense_guard: DenseGuard,
 }
 
+impl PprMethodParams {
+    /// Whether the walk runs split by linearity (graph::split_ppr): asked for, passages
+    /// ranked by their own nodes, and passage seeds to split off.
+    fn splits(&self) -> bool {
+        self.ppr.split && self.passage_scoring == PassageScoring::PassageNode && self.passage_node_weight > 0.0
+    }
+}
+
 impl Default for PprMethodParams {
     fn default() -> Self {
         PprMethodParams {
@@ -131,7 +139,7 @@ pub(crate) fn graph_scores(
         }
         None => None,
     };
-    if let (Some(dense), PassageScoring::PassageNode, true) = (dense, params.passage_scoring, params.ppr.split) {
+    if let Some(dense) = dense.filter(|_| params.splits()) {
         if let Some(list) = split_walk(ctx, passages, embedding, dense, &weights, params, depth, trace)? {
             return Ok(Some(list));
         }
@@ -214,9 +222,6 @@ fn split_walk(
         Dense::Range(lo, hi) if passages.rows() == response.passages() => (lo, hi),
         _ => return Ok(None),
     };
-    if params.passage_node_weight <= 0.0 {
-        return Ok(None);
-    }
     let query = SplitQuery {
         entity_seeds,
         dense_range,
@@ -284,8 +289,7 @@ impl Ppr {
     /// every score only if the walk falls back to the full one), else every score.
     fn dense_scores(&self, q: &[f32], depth: usize) -> (Vec<(PassageIdx, f32)>, DenseScores) {
         let p = &self.params;
-        let split = p.ppr.split && p.passage_scoring == PassageScoring::PassageNode && p.passage_node_weight > 0.0;
-        let response = split.then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
+        let response = p.splits().then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
         if let Some(r) = response.filter(|r| r.passages() == self.passages.rows()) {
             let found = r.passage_screen().extremes(&self.passages, q, depth);
             if let (Some(lo), Some(hi)) = (found.min, found.max) {
