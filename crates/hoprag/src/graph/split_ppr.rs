@@ -83,6 +83,11 @@ struct Steps {
     /// Node `u`'s steps are `edges[offsets[u]..offsets[u + 1]]`.
     offsets: Vec<usize>,
     edges: Vec<(u32, f32)>,
+    /// Push states of every node, kept between queries (one per query running at once):
+    /// making one anew, with each node's degree, cost 0.2 ms a query on the 2wiki graph,
+    /// while a query touches a few thousand of its 53,000 nodes, and resets only those.
+    states: std::sync::Mutex<Vec<Vec<Node>>>,
+    degrees: Vec<f64>,
 }
 
 impl Steps {
@@ -111,11 +116,27 @@ impl Steps {
                 }
             }
         }
-        Steps { offsets, edges }
+        let degrees = (0..n).map(|u| graph.degree(u)).collect();
+        Steps { offsets, edges, states: Default::default(), degrees }
     }
 
     fn from(&self, u: usize) -> &[(u32, f32)] {
         &self.edges[self.offsets[u]..self.offsets[u + 1]]
+    }
+
+    /// A push state with nothing pushed.
+    fn take_state(&self) -> Vec<Node> {
+        let kept = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        kept.unwrap_or_else(|| self.degrees.iter().map(|&degree| Node { degree, ..Node::default() }).collect())
+    }
+
+    /// Takes back a state whose `touched` nodes are the only ones pushed to.
+    fn give_back(&self, mut nodes: Vec<Node>, touched: &[u32]) {
+        for &u in touched {
+            let node = &mut nodes[u as usize];
+            *node = Node { degree: node.degree, ..Node::default() };
+        }
+        self.states.lock().unwrap_or_else(|e| e.into_inner()).push(nodes);
     }
 }
 
@@ -321,7 +342,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         .unzip();
 
     // The entity half, pushed until the bounds separate the ranking.
-    let mut push = Push::new(graph, &response.steps, d);
+    let mut push = Push::new(&response.steps, d);
     for &(s, weight) in q.entity_seeds {
         push.seed(s as usize, weight.max(0.0) / total);
     }
@@ -376,25 +397,34 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
 }
 
 /// The `n` best of `score` (ties by index), if every one of them is proven above all
-/// that follow it: each true value lies within `score ± slack`.
+/// that follow it: each true value lies within `score ± slack`. In linear passes (the
+/// n-th best score, the few at or above it, the bound of the rest): it runs a few times
+/// a query over every passage.
 fn proven_top(score: &[f64], slack: &[f64], n: usize) -> Option<Vec<usize>> {
-    let len = score.len();
-    let n = n.min(len);
-    let by_score = |a: &usize, b: &usize| crate::rank::desc(score[*a], score[*b]).then(a.cmp(b));
-    let mut order: Vec<usize> = (0..len).collect();
-    if n < len {
-        order.select_nth_unstable_by(n, by_score);
+    let n = n.min(score.len());
+    if n == 0 {
+        return Some(Vec::new());
     }
-    let (head, rest) = order.split_at_mut(n);
+    let by_score = |a: &usize, b: &usize| crate::rank::desc(score[*a], score[*b]).then(a.cmp(b));
+    let mut nth = NthLargest::new(n);
+    score.iter().for_each(|&s| nth.offer(s));
+    let floor = nth.get();
+    // Every passage below the n-th best score follows the n best (a NaN is kept: it
+    // sorts last, and only counts when there are fewer than n numbers).
+    let mut head: Vec<usize> = (0..score.len()).filter(|&p| score[p] >= floor || score[p].is_nan()).collect();
     head.sort_by(by_score);
-    let mut above = rest.iter().map(|&p| score[p] + slack[p]).fold(f64::NEG_INFINITY, f64::max);
+    head.truncate(n);
+    let last = head[n - 1];
+    let follows = |p: usize| score[p] < score[last] || by_score(&p, &last).is_gt();
+    let mut above =
+        (0..score.len()).filter(|&p| follows(p)).map(|p| score[p] + slack[p]).fold(f64::NEG_INFINITY, f64::max);
     for &p in head.iter().rev() {
         if score[p] - slack[p] <= above {
             return None;
         }
         above = above.max(score[p] + slack[p]);
     }
-    Some(head.to_vec())
+    Some(head)
 }
 
 /// `Σ_c row[c] · q[c]` in f64 (the products of an f32 or f64 with an f32 are exact, or
@@ -435,9 +465,15 @@ struct Push<'a> {
     work: usize,
 }
 
+impl Drop for Push<'_> {
+    fn drop(&mut self) {
+        self.steps.give_back(std::mem::take(&mut self.nodes), &self.touched);
+    }
+}
+
 impl<'a> Push<'a> {
-    fn new(graph: &PprGraph, steps: &'a Steps, damping: f64) -> Self {
-        let nodes = (0..graph.nodes()).map(|u| Node { degree: graph.degree(u), ..Node::default() }).collect();
+    fn new(steps: &'a Steps, damping: f64) -> Self {
+        let nodes = steps.take_state();
         Push { steps, damping, nodes, touched: Vec::new(), queue: Default::default(), pushes: 0, work: 0 }
     }
 
@@ -537,6 +573,7 @@ mod tests {
         let g = graph(e, p);
         let v = vectors(p as usize, dim);
         let response = PassageResponse::compute(&g, e as usize, &v, 0.5).expect("small graph");
+        let mut first = None;
         for trial in 0..8u32 {
             let query: Vec<f32> = (0..dim).map(|i| (((i as u32 * 31 + trial * 17) % 13) as f32 - 6.0) / 10.0).collect();
             let dense = v.dots(&query);
@@ -577,7 +614,13 @@ mod tests {
             let mut r: Vec<(usize, f64)> = (0..p as usize).map(|i| (i, ranked.scores[e as usize + i])).collect();
             r.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
             assert_eq!(r[..10].iter().map(|x| x.0).collect::<Vec<_>>(), want_ids);
+            first.get_or_insert((q.entity_seeds.to_vec(), query.clone(), dense.clone(), got));
         }
+        // The push state kept between queries starts clean: the first query again, after
+        // seven others, gives what it gave.
+        let (seeds, query, dense, want) = first.unwrap();
+        let again = ranked_passages(&g, &response, &split_query(&seeds, &dense, &query), 10).unwrap();
+        assert_eq!((again.top, again.pushes, again.residual), (want.top, want.pushes, want.residual));
     }
 
     #[test]
@@ -617,5 +660,9 @@ mod tests {
         let loose = [0.01, 0.01, 0.01, 3.0];
         assert_eq!(proven_top(&scores, &loose, 3), None, "passage 3 might pass passage 2");
         assert_eq!(proven_top(&scores, &[0.06; 4], 2), None, "1 and 2 overlap");
+        assert_eq!(proven_top(&[1.0, 3.0, 2.0, 0.5], &[0.1; 4], 4), Some(vec![1, 2, 0, 3]), "all of them");
+        assert_eq!(proven_top(&[1.0, 2.0, 2.0, 0.5], &[0.0; 4], 1), None, "a tie is never proven apart");
+        assert_eq!(proven_top(&[1.0, 2.0, 2.0, 0.5], &[0.0; 4], 3), None, "nor inside the head");
+        assert_eq!(proven_top(&scores, &[0.0; 4], 0), Some(vec![]));
     }
 }
