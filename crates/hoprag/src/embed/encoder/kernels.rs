@@ -122,6 +122,27 @@ impl SharedMut {
     }
 }
 
+/// What a projection applies to its outputs after the product: nothing, its bias, or
+/// its bias and GELU. The packed product applies it to each block as it stores it, on the
+/// thread that computed the block, instead of in a pass of its own on one thread.
+#[derive(Clone, Copy)]
+pub enum Epilogue<'a> {
+    None,
+    Bias(&'a [f32]),
+    BiasGelu(&'a [f32]),
+}
+
+impl Epilogue<'_> {
+    /// Applies to `x`, rows of `width` outputs starting at output column `first`.
+    pub fn apply(self, x: &mut [f32], first: usize, width: usize) {
+        match self {
+            Epilogue::None => {}
+            Epilogue::Bias(bias) => add_bias(x, &bias[first..first + width]),
+            Epilogue::BiasGelu(bias) => bias_gelu(x, &bias[first..first + width]),
+        }
+    }
+}
+
 multiversion! {
     /// `x = gelu(x + bias)` for every row of `x` (exact, erf-based GELU, as BERT's "gelu").
     pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {

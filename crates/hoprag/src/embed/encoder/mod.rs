@@ -25,7 +25,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use self::kernels::{SharedMut, View};
+use self::kernels::{Epilogue, SharedMut, View};
 pub use self::weights::{Arch, EncoderConfig};
 use self::weights::{Layer, Linear, Weights};
 use crate::error::{Error, Result};
@@ -159,18 +159,16 @@ impl Encoder {
         threads: usize,
     ) {
         let c = &self.config;
-        let (h, inter, eps) = (c.hidden, c.intermediate, c.layer_norm_eps);
-        project(x, &layer.qkv, &mut s.qkv, threads);
-        rows_par(threads, &mut s.qkv, 3 * h, |chunk| kernels::add_bias(chunk, &layer.qkv.bias));
+        let (h, eps) = (c.hidden, c.layer_norm_eps);
+        project(x, &layer.qkv, &mut s.qkv, threads, Epilogue::Bias(&layer.qkv.bias));
         self.attention(&s.qkv, &mut s.context, sequences, starts, threads);
-        project(&s.context, &layer.attention_out, &mut s.projected, threads);
+        project(&s.context, &layer.attention_out, &mut s.projected, threads, Epilogue::None);
         let norm = &layer.attention_norm;
         rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.attention_out.bias, &norm.gamma, &norm.beta, eps)
         });
-        project(x, &layer.ffn_in, &mut s.intermediate, threads);
-        rows_par(threads, &mut s.intermediate, inter, |chunk| kernels::bias_gelu(chunk, &layer.ffn_in.bias));
-        project(&s.intermediate, &layer.ffn_out, &mut s.projected, threads);
+        project(x, &layer.ffn_in, &mut s.intermediate, threads, Epilogue::BiasGelu(&layer.ffn_in.bias));
+        project(&s.intermediate, &layer.ffn_out, &mut s.projected, threads, Epilogue::None);
         let norm = &layer.output_norm;
         rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.ffn_out.bias, &norm.gamma, &norm.beta, eps)
@@ -218,13 +216,13 @@ impl Encoder {
     }
 }
 
-/// `x · W` into `dst`, for `x` of rows `w.inputs` wide (the bias is left to the fused
-/// pass that follows).
-fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize) {
+/// `epilogue(x · W)` into `dst`, for `x` of rows `w.inputs` wide (a bias the epilogue
+/// does not add is left to the fused pass that follows).
+fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize, epilogue: Epilogue) {
     let rows = x.len() / w.inputs;
     assert!(x.len() == rows * w.inputs && dst.len() >= rows * w.outputs, "activation buffers match the weights");
     if let Some(packed) = w.packed.as_ref().filter(|_| rows <= PACKED_MAX_ROWS) {
-        return packed.product(x, &mut dst[..rows * w.outputs], threads);
+        return packed.product(x, &mut dst[..rows * w.outputs], threads, epilogue);
     }
     // SAFETY: `x` holds `rows × inputs`, `dst` at least `rows × outputs`, `w.view()` is
     // the `[inputs, outputs]` weight; `dst` is a buffer of its own.
@@ -240,7 +238,8 @@ fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize) {
             1.0,
             threads,
         )
-    }
+    };
+    rows_par(threads, &mut dst[..rows * w.outputs], w.outputs, |chunk| epilogue.apply(chunk, 0, w.outputs));
 }
 
 /// Elements per chunk when a row-wise pass over `len` elements (rows of `width`) is
