@@ -162,5 +162,8 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
             100.0 * s.share
         );
     }
+    if report.steps.iter().map(|s| s.share).sum::<f64>() > 1.005 {
+        println!("  (steps that run side by side, as ppr's dense scores and entity linking, add up to more than 100%)");
+    }
     Ok(())
 }

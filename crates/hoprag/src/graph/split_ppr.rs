@@ -328,11 +328,18 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         // Plus the f64 rounding of the sums above.
         (part, bound + 1e-12 * part.abs())
     };
+    // The entity half, pushed until the bounds separate the ranking; its first round on
+    // one thread while the other screens the passages' half.
+    let mut push = Push::new(&response.steps, d);
+    for &(s, weight) in q.entity_seeds {
+        push.seed(s as usize, weight.max(0.0) / total);
+    }
+    let seed_mass = entity_mass / total;
+    let mut eps = PUSH_START * seed_mass.max(f64::MIN_POSITIVE);
+    let (intervals, ()) = rayon::join(|| response.screen.intervals(q.query), || push.run(eps));
     // Each passage's half from the screen's interval (its midpoint, the half-width added
     // to the bound), and what the screen adds to the bound: 0 once the product is exact.
-    let (mut passage_half, mut screen_error): (Vec<(f64, f64)>, Vec<f64>) = response
-        .screen
-        .intervals(q.query)?
+    let (mut passage_half, mut screen_error): (Vec<(f64, f64)>, Vec<f64>) = intervals?
         .iter()
         .enumerate()
         .map(|(p, &(lo, hi))| {
@@ -340,20 +347,11 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             (passage(p, mid, half), w * a.abs() * half)
         })
         .unzip();
-
-    // The entity half, pushed until the bounds separate the ranking.
-    let mut push = Push::new(&response.steps, d);
-    for &(s, weight) in q.entity_seeds {
-        push.seed(s as usize, weight.max(0.0) / total);
-    }
-    let seed_mass = entity_mass / total;
-    let mut eps = PUSH_START * seed_mass.max(f64::MIN_POSITIVE);
     // Past this many row entries the push costs what the full walk (15–25 passes over
     // every entry) would.
     let work_limit = (16 * graph.entries()).max(1 << 14);
     let (mut score, mut slack) = (vec![0f64; np], vec![0f64; np]);
     loop {
-        push.run(eps);
         if push.work > work_limit {
             return None;
         }
@@ -393,6 +391,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         if eps < PUSH_FLOOR * seed_mass.max(f64::MIN_POSITIVE) || residual == 0.0 {
             return None;
         }
+        push.run(eps);
     }
 }
 

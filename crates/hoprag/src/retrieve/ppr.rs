@@ -108,6 +108,22 @@ pub(crate) fn graph_scores(
     depth: usize,
     trace: &mut Trace,
 ) -> Result<Option<Vec<(PassageIdx, f32)>>> {
+    match entity_seeds(ctx, embedder, query, embedding, params, trace)? {
+        Some(seeds) => walk(ctx, passages, embedding, dense, seeds, params, depth, trace).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The query's entity seeds (node, weight) from its facts and mentions; `None` when no
+/// entity could be seeded.
+fn entity_seeds(
+    ctx: &GraphContext,
+    embedder: &dyn Embedder,
+    query: &Query,
+    embedding: &[f32],
+    params: &PprMethodParams,
+    trace: &mut Trace,
+) -> Result<Option<Vec<(u32, f64)>>> {
     let mentions = match params.link.ner {
         NerMode::Llm => Some(llm_mentions(ctx, query, trace)?),
         _ => None,
@@ -117,13 +133,25 @@ pub(crate) fn graph_scores(
         let detail = json!(linked);
         Ok((linked, detail))
     })?;
-    if seeds.is_empty() {
-        return Ok(None);
-    }
+    Ok((!seeds.is_empty()).then(|| seeds.iter().map(|s| (s.entity, s.weight)).collect()))
+}
+
+/// Passages scored by PPR from `weights` (the entity seeds; the passage seeds are added
+/// here), best first.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    ctx: &GraphContext,
+    passages: &Matrix,
+    embedding: &[f32],
+    dense: Option<Dense<'_>>,
+    mut weights: Vec<(u32, f64)>,
+    params: &PprMethodParams,
+    depth: usize,
+    trace: &mut Trace,
+) -> Result<Vec<(PassageIdx, f32)>> {
     let g = ctx.graph();
     let e = g.entities.len();
     let graph_passages = g.passage_entities.len();
-    let mut weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
     let dense_scores = |trace: &mut Trace| {
         trace.step("dense scores", || {
             let d = passages.dots(embedding);
@@ -141,7 +169,7 @@ pub(crate) fn graph_scores(
     };
     if let Some(dense) = dense.filter(|_| params.splits()) {
         if let Some(list) = split_walk(ctx, passages, embedding, dense, &weights, params, depth, trace)? {
-            return Ok(Some(list));
+            return Ok(list);
         }
     }
     // The full walk seeds every passage with its score.
@@ -164,7 +192,7 @@ pub(crate) fn graph_scores(
             Ok(((), json!({"passages": n, "weight": params.passage_node_weight})))
         })?;
     }
-    let list = trace.step("ppr", || {
+    trace.step("ppr", || {
         let r = match params.passage_scoring {
             // Only the passages' order is used: stop once it is proven.
             PassageScoring::PassageNode => {
@@ -188,8 +216,7 @@ pub(crate) fn graph_scores(
         let detail = json!({"iterations": r.iterations, "residual": r.residual, "ranked": r.ranked, "passages": scored.len(),
                             "top": list_detail(&scored)});
         Ok((scored, detail))
-    })?;
-    Ok(Some(list))
+    })
 }
 
 /// The walk split by linearity (graph::split_ppr): the passage seeds' part from the
@@ -287,18 +314,40 @@ impl Ppr {
     /// The best `depth` dense passages, for the guard, and what the walk needs of the
     /// dense scores: from the passages' int8 screen when the split walk will run (exact;
     /// every score only if the walk falls back to the full one), else every score.
-    fn dense_scores(&self, q: &[f32], depth: usize) -> (Vec<(PassageIdx, f32)>, DenseScores) {
+    fn dense_scores(&self, q: &[f32], depth: usize) -> DenseStep {
         let p = &self.params;
         let response = p.splits().then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
         if let Some(r) = response.filter(|r| r.passages() == self.passages.rows()) {
             let found = r.passage_screen().extremes(&self.passages, q, depth);
             if let (Some(lo), Some(hi)) = (found.min, found.max) {
-                return (found.top, DenseScores::Range(lo, hi));
+                return DenseStep { top: found.top, scores: DenseScores::Range(lo, hi) };
             }
         }
         let all = self.passages.dots(q);
-        (crate::rank::top(&all, depth), DenseScores::All(all))
+        DenseStep { top: crate::rank::top(&all, depth), scores: DenseScores::All(all) }
     }
+
+    /// The dense scores the guard and the walk need, when the guard is on: one pass over
+    /// the passage vectors serves both, or over their int8 screen (exact; a quarter of the
+    /// bytes) when the split walk will run.
+    fn dense_step(&self, q: &[f32], depth: usize, trace: &mut Trace) -> Result<Option<DenseStep>> {
+        if !self.params.dense_guard.is_on() || self.passages.rows() == 0 {
+            return Ok(None);
+        }
+        trace
+            .step("dense scores", || {
+                let d = self.dense_scores(q, depth);
+                let screened = matches!(d.scores, DenseScores::Range(..));
+                Ok((d, json!({"passages": self.passages.rows(), "screened": screened})))
+            })
+            .map(Some)
+    }
+}
+
+/// The dense step: the guard's best passages, and what the walk needs of the scores.
+struct DenseStep {
+    top: Vec<(PassageIdx, f32)>,
+    scores: DenseScores,
 }
 
 /// [`Dense`], owned.
@@ -325,25 +374,24 @@ impl Retriever for Ppr {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let p = &self.params;
-        // The guard needs the dense ranking, and the passage seeds every dense score, or,
-        // for the split walk, only their range: one pass over the passage vectors serves
-        // both, or over their int8 screen (exact; a quarter of the bytes) when the split
-        // walk will run.
-        let depth = p.dense_guard.depth.max(k);
-        let dense = match p.dense_guard.is_on() && self.passages.rows() > 0 {
-            true => Some(trace.step("dense scores", || {
-                let d = self.dense_scores(&q, depth);
-                let detail =
-                    json!({"passages": self.passages.rows(), "screened": matches!(d.1, DenseScores::Range(..))});
-                Ok((d, detail))
-            })?),
-            false => None,
-        };
+        // The dense step and the fact scan need only the query vector: they run side by
+        // side (the scan is bound by memory, the dense screen's selection and rescoring
+        // are not).
         let embedder = self.embedder.as_ref();
-        let walk_dense = dense.as_ref().map(|d| d.1.view());
-        let graph = graph_scores(&self.graph, embedder, &self.passages, query, &q, walk_dense, p, k, &mut trace)?;
+        let mut link_trace = Trace::default();
+        let (dense, seeds) = rayon::join(
+            || self.dense_step(&q, p.dense_guard.depth.max(k), &mut trace),
+            || entity_seeds(&self.graph, embedder, query, &q, p, &mut link_trace),
+        );
+        let (dense, seeds) = (dense?, seeds?);
+        trace.steps.append(&mut link_trace.steps);
+        let walk_dense = dense.as_ref().map(|d| d.scores.view());
+        let graph = match seeds {
+            Some(seeds) => Some(walk(&self.graph, &self.passages, &q, walk_dense, seeds, p, k, &mut trace)?),
+            None => None,
+        };
         let list = match (graph, dense) {
-            (Some(list), Some((top, _))) => trace.step("dense guard", || {
+            (Some(list), Some(DenseStep { top, .. })) => trace.step("dense guard", || {
                 let out = backfill(guard(&list, &top, &p.dense_guard), &top, k);
                 let guarded = p.dense_guard.guarded(&top).len();
                 let detail = json!({"params": p.dense_guard, "guarded": guarded, "top": list_detail(&out)});
