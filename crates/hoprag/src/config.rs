@@ -264,14 +264,17 @@ pub fn config_section(method: &str) -> &str {
 }
 
 /// Resolves a parameter name to a dotted path in the configuration: a full path is kept,
-/// a bare name must match exactly one leaf under the method's section.
+/// a dotted path under the method's section (`link.facts` for `ppr`, as the parameter
+/// list in errors names them) gets the section in front, and a bare name must match
+/// exactly one leaf under the section.
 pub fn resolve_param(config: &Value, method: &str, name: &str) -> Result<String> {
+    let method = config_section(method);
     if name.contains('.') {
-        return get(config, name)
-            .map(|_| name.to_string())
+        return [name.to_string(), format!("{method}.{name}")]
+            .into_iter()
+            .find(|path| get(config, path).is_some())
             .ok_or_else(|| Error::Config(format!("no setting {name:?}")));
     }
-    let method = config_section(method);
     let mut found = Vec::new();
     if let Some(section) = config.get(method) {
         leaves(section, method.to_string(), &mut found);

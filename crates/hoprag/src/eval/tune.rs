@@ -208,6 +208,10 @@ mod tests {
         // Methods that share a section find its parameters.
         assert_eq!(resolve_param(&v, "naive_ge", "base").unwrap(), "gear.base");
         assert_eq!(resolve_param(&v, "bridge_rag_b", "alpha").unwrap(), "bridge_rag.alpha");
+        // A dotted name: a full path, or one under the method's section.
+        assert_eq!(resolve_param(&v, "phasegraph", "phasegraph.fusion.alpha").unwrap(), "phasegraph.fusion.alpha");
+        assert_eq!(resolve_param(&v, "phasegraph", "fusion.alpha").unwrap(), "phasegraph.fusion.alpha");
+        assert!(resolve_param(&v, "phasegraph", "fusion.nope").is_err());
         let c = with_settings(
             &config,
             &[
