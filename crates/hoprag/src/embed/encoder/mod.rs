@@ -241,7 +241,10 @@ fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize, epilogue: Epi
             threads,
         )
     };
-    rows_par(threads, &mut dst[..rows * w.outputs], w.outputs, |chunk| epilogue.apply(chunk, 0, w.outputs));
+    // No pass (and no hand-off between threads) for an epilogue that does nothing.
+    if !matches!(epilogue, Epilogue::None) {
+        rows_par(threads, &mut dst[..rows * w.outputs], w.outputs, |chunk| epilogue.apply(chunk, 0, w.outputs));
+    }
 }
 
 /// Elements per chunk when a row-wise pass over `len` elements (rows of `width`) is
