@@ -28,6 +28,16 @@ impl Score for f64 {
     }
 }
 
+/// A score with the row it scores, ranked by the score alone.
+impl Score for (f32, u32) {
+    fn is_nan_score(self) -> bool {
+        self.0.is_nan()
+    }
+    fn total(self, other: Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
 /// The lowest and the highest of `scores`, NaN ignored; `(∞, −∞)` when there is none.
 pub fn range(scores: &[f32]) -> (f32, f32) {
     scores.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)))
@@ -97,6 +107,12 @@ impl Bounded for f64 {
     }
 }
 
+impl Bounded for (f32, u32) {
+    fn lowest() -> Self {
+        (f32::NEG_INFINITY, 0)
+    }
+}
+
 impl<T: Bounded> NthLargest<T> {
     pub fn new(n: usize) -> Self {
         NthLargest { n: n.max(1), kept: Vec::new(), floor: T::lowest() }
@@ -123,6 +139,12 @@ impl<T: Bounded> NthLargest<T> {
 
     pub fn merge(&mut self, other: NthLargest<T>) {
         other.kept.into_iter().for_each(|x| self.offer(x));
+    }
+
+    /// The `n` largest values offered (all of them when fewer), in no order.
+    pub fn into_largest(mut self) -> Vec<T> {
+        self.shrink();
+        self.kept
     }
 
     pub fn get(mut self) -> T {

@@ -221,21 +221,31 @@ impl Linker {
     /// their scores min-max normalised over all facts (HippoRAG 2's query-to-fact
     /// scores), best first.
     pub fn facts(&self, query_embedding: &[f32], n: usize) -> Vec<FactMatch> {
-        // Only the head is needed: a generous prefix, as case variants of a fact are skipped.
-        let found = self.facts.extremes(&self.graph.fact_vectors, query_embedding, (n * 8).max(64));
-        let (min, max) = (found.min.unwrap_or(0.0), found.max.unwrap_or(0.0));
-        let mut seen = std::collections::HashSet::new();
-        let mut out = Vec::new();
-        for (f, s) in found.top {
-            if out.len() == n {
-                break;
+        // Only the head is needed, and case variants of a fact are skipped: a short prefix
+        // first (the fewer rows asked for, the more the screen rules out), a longer one in
+        // the rare case that it holds too few distinct facts. The ranking is a total order,
+        // so a shorter head is a prefix of a longer one.
+        let mut head = 2 * n;
+        loop {
+            let found = self.facts.extremes(&self.graph.fact_vectors, query_embedding, head);
+            let (min, max) = (found.min.unwrap_or(0.0), found.max.unwrap_or(0.0));
+            let exhausted = found.top.len() < head;
+            let mut seen = std::collections::HashSet::new();
+            let mut out = Vec::new();
+            for (f, s) in found.top {
+                if out.len() == n {
+                    break;
+                }
+                if seen.insert(self.distinct[f as usize]) {
+                    let score = if max > min { ((s - min) / (max - min)) as f64 } else { 1.0 };
+                    out.push(FactMatch { triple: self.graph.fact_triple(f), score, similarity: s });
+                }
             }
-            if seen.insert(self.distinct[f as usize]) {
-                let score = if max > min { ((s - min) / (max - min)) as f64 } else { 1.0 };
-                out.push(FactMatch { triple: self.graph.fact_triple(f), score, similarity: s });
+            if out.len() == n || exhausted {
+                return out;
             }
+            head *= 8;
         }
-        out
     }
 
     fn linked(&self, e: u32, w: f64, via: &'static str, evidence: String, sim: f32, p: &LinkParams) -> LinkedEntity {

@@ -18,8 +18,14 @@
 //! best `n`, nor the lowest row if its lower bound is above another's upper bound; the
 //! rest are scored exactly, so the result is the one an exact scan gives, to the bit.
 //!
-//! (A 4-bit first stage was tried: on the 2wiki facts its proven bound, about 0.11 for
-//! unit rows, let a third of the rows through to the next stage.)
+//! Matrices too large for the cache get a first stage of 4-bit codes, half the int8
+//! codes' bytes. Its bound is loose (about 0.12 for unit rows), too loose to set its own
+//! threshold from its lower bounds (that lets most rows through), so the threshold comes
+//! from exact scores instead: the `n` rows with the best 4-bit estimates, and a few with
+//! the lowest, are scored in f32 first. Any `n` rows' exact scores bound the n-th best
+//! from below (and any row's, the lowest from above), so the rows whose 4-bit interval
+//! misses both cannot be among the best nor the lowest: on the 2wiki facts 3% go on to
+//! the int8 stage, and a hundred from there to f32.
 
 use rayon::prelude::*;
 
@@ -32,6 +38,24 @@ const ROUNDING: f32 = 1e-4;
 
 /// Coordinates per lane of codes; rows are padded with zero codes to whole lanes.
 const LANE: usize = 32;
+
+/// Int8 codes past this many bytes stream from memory on every query (a third of a
+/// 32 MB L3, which the query encoder's 21 MB of weights share): such a screen gets the
+/// 4-bit first stage.
+const COARSE_FROM_BYTES: usize = 12 << 20;
+
+/// Levels on each side of zero: int8 codes, and the first stage's 4-bit codes.
+const FINE_LEVELS: f32 = 127.0;
+const COARSE_LEVELS: f32 = 7.0;
+
+/// Scales tried for a 4-bit row, as fractions of `max |x| / 7`: the one with the least
+/// L2 error is kept, which clips a row's few largest coordinates (the bound is computed
+/// from the actual error, so it holds for any scale). On the 2wiki facts 0.8 narrows the
+/// bound by an eighth against no clipping.
+const COARSE_SHRINKS: [f32; 4] = [1.0, 0.9, 0.8, 0.7];
+
+/// The lowest 4-bit estimates scored exactly to bound the lowest score from above.
+const LOW_PROBES: usize = 16;
 
 /// 32 codes, aligned, so that the kernel reads them as one vector register with a plain
 /// load (the unaligned-load helper's precondition checks cost more than the products in
@@ -52,9 +76,10 @@ struct Norms {
     err_max: f32,
 }
 
-/// `v ≈ scale · codes`, `scale = max |v| / 127`; zero codes for a zero vector or one that
-/// is not finite.
-fn quantize(v: &[f32], codes: &mut [i8]) -> Norms {
+/// `v ≈ scale · codes`, `|codes| ≤ levels`, `scale = shrink · max |v| / levels` for the
+/// shrink in `shrinks` with the least L2 error (the first of equals); zero codes for a
+/// zero vector or one that is not finite.
+fn quantize(v: &[f32], codes: &mut [i8], levels: f32, shrinks: &[f32]) -> Norms {
     codes.fill(0);
     if v.iter().any(|x| !x.is_finite()) {
         return Norms { scale: f32::NAN, ..Norms::default() };
@@ -63,9 +88,16 @@ fn quantize(v: &[f32], codes: &mut [i8]) -> Norms {
     if max == 0.0 {
         return Norms::default();
     }
-    let scale = max / 127.0;
+    let code = |x: f32, scale: f32| (x / scale).round().clamp(-levels, levels);
+    let error = |scale: f32| v.iter().map(|&x| (x as f64 - (scale * code(x, scale)) as f64).powi(2)).sum::<f64>();
+    let scale = shrinks
+        .iter()
+        .map(|&s| s * max / levels)
+        .map(|scale| (scale, error(scale)))
+        .fold((f32::NAN, f64::INFINITY), |best, (scale, e)| if e < best.1 { (scale, e) } else { best })
+        .0;
     for (c, &x) in codes.iter_mut().zip(v) {
-        *c = (x / scale).round().clamp(-127.0, 127.0) as i8;
+        *c = code(x, scale) as i8;
     }
     let (mut hat_l2, mut hat_l1, mut err_l2, mut err_max) = (0f64, 0f64, 0f64, 0f64);
     for (&x, &c) in v.iter().zip(codes.iter()) {
@@ -93,9 +125,24 @@ fn lanes(codes: &[i8], out: &mut [Lane]) {
     }
 }
 
+/// 4-bit codes `c` (|c| ≤ 7) stored as `c + 8`, two to a byte: byte `j` of a row's lane
+/// `k` holds coordinate `64k + j` in its low half and `64k + 32 + j` in its high half, so
+/// that one mask or one shift lines either half up with a lane of the query's int8 codes.
+fn nibble_lanes(codes: &[i8], out: &mut [Lane]) {
+    let code = |i: usize| codes.get(i).map_or(8, |&c| (c + 8) as u8);
+    for (k, lane) in out.iter_mut().enumerate() {
+        for (j, byte) in lane.0.iter_mut().enumerate() {
+            *byte = (code(64 * k + j) | code(64 * k + 32 + j) << 4) as i8;
+        }
+    }
+}
+
 /// The query's codes and what bounds its error.
 struct QueryCodes {
+    /// Zero-padded to an even count, for the 4-bit rows' two halves.
     lanes: Vec<Lane>,
+    /// `Σ codes`: a 4-bit row's products are taken with `c + 8`.
+    sum: i32,
     norms: Norms,
     l2: f32,
     l1: f32,
@@ -104,11 +151,12 @@ struct QueryCodes {
 impl QueryCodes {
     fn new(query: &[f32]) -> QueryCodes {
         let mut codes = vec![0i8; query.len()];
-        let norms = quantize(query, &mut codes);
-        let mut out = vec![Lane::default(); query.len().div_ceil(LANE)];
+        let norms = quantize(query, &mut codes, FINE_LEVELS, &[1.0]);
+        let mut out = vec![Lane::default(); 2 * query.len().div_ceil(2 * LANE)];
         lanes(&codes, &mut out);
+        let sum = codes.iter().map(|&c| c as i32).sum();
         let (l2, l1) = query.iter().fold((0f64, 0f64), |(l2, l1), &x| (l2 + (x as f64).powi(2), l1 + (x as f64).abs()));
-        QueryCodes { lanes: out, norms, l2: round_up(l2.sqrt()), l1: round_up(l1) }
+        QueryCodes { lanes: out, sum, norms, l2: round_up(l2.sqrt()), l1: round_up(l1) }
     }
 
     /// The interval that holds the exact score of a row with these norms, whose codes
@@ -128,7 +176,7 @@ impl QueryCodes {
     }
 }
 
-/// The int8 copy of a matrix's rows.
+/// The int8 copy of a matrix's rows, and for a large matrix a 4-bit one.
 #[derive(Clone, Default)]
 pub struct Screen {
     dim: usize,
@@ -136,6 +184,75 @@ pub struct Screen {
     stride: usize,
     codes: Vec<Lane>,
     norms: Vec<Norms>,
+    coarse: Option<Coarse>,
+}
+
+/// The 4-bit first stage (see the module's comment).
+#[derive(Clone, Default)]
+struct Coarse {
+    /// Lanes per row, 64 coordinates each.
+    stride: usize,
+    codes: Vec<Lane>,
+    norms: Vec<Norms>,
+}
+
+impl Coarse {
+    fn new(m: &Matrix) -> Coarse {
+        let dim = m.dim();
+        let stride = dim.div_ceil(2 * LANE);
+        let mut codes = vec![Lane::default(); m.rows() * stride];
+        let mut norms = vec![Norms::default(); m.rows()];
+        if stride > 0 {
+            codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
+                || vec![0i8; dim],
+                |buf, (r, (out, n))| {
+                    *n = quantize(m.row(r as u32), buf, COARSE_LEVELS, &COARSE_SHRINKS);
+                    nibble_lanes(buf, out);
+                },
+            );
+        }
+        Coarse { stride, codes, norms }
+    }
+
+    /// Every row's interval, and the probes: the rows with the `n` best estimates (the
+    /// intervals' midpoints) and the [`LOW_PROBES`] lowest, found in the same pass.
+    fn intervals(&self, q: &QueryCodes, n: usize) -> (Vec<(f32, f32)>, Vec<u32>) {
+        let mut out = vec![(0f32, 0f32); self.norms.len()];
+        let fresh = || (NthLargest::new(n), NthLargest::new(LOW_PROBES));
+        let (best, lowest) = out
+            .par_chunks_mut(exact::ROWS_PER_TASK)
+            .enumerate()
+            // Folded per run of tasks a thread takes, not per task: see `bounds`.
+            .fold(fresh, |(mut best, mut lowest), (chunk, out)| {
+                let first = chunk * exact::ROWS_PER_TASK;
+                let mut dots = [0i32; exact::ROWS_PER_TASK];
+                let dots = &mut dots[..out.len()];
+                let rows = &self.codes[first * self.stride..(first + out.len()) * self.stride];
+                nibble_dot_rows(rows, self.stride, &q.lanes, dots);
+                for ((slot, &dot), norms) in out.iter_mut().zip(dots.iter()).zip(&self.norms[first..]) {
+                    *slot = q.interval(dot - 8 * q.sum, norms);
+                }
+                for (r, i) in out.iter().enumerate() {
+                    let row = (first + r) as u32;
+                    best.offer((estimate(i), row));
+                    lowest.offer((-estimate(i), row));
+                }
+                (best, lowest)
+            })
+            .reduce(fresh, |(mut a, mut b), (c, d)| {
+                a.merge(c);
+                b.merge(d);
+                (a, b)
+            });
+        let probes = best.into_largest().into_iter().chain(lowest.into_largest()).map(|(_, row)| row).collect();
+        (out, probes)
+    }
+}
+
+/// An interval's midpoint, the screen's estimate of the score; NaN for a row that is not
+/// finite, which no comparison picks (it passes every screen on its infinite interval).
+fn estimate(i: &(f32, f32)) -> f32 {
+    (i.0 + i.1) / 2.0
 }
 
 impl std::fmt::Debug for Screen {
@@ -158,7 +275,13 @@ pub struct Extremes {
 }
 
 impl Screen {
+    /// The int8 codes, and the 4-bit first stage for a matrix whose codes outgrow the
+    /// cache.
     pub fn new(m: &Matrix) -> Screen {
+        Screen::with_first_stage(m, m.rows() * m.dim() > COARSE_FROM_BYTES)
+    }
+
+    fn with_first_stage(m: &Matrix, coarse: bool) -> Screen {
         let dim = m.dim();
         let stride = dim.div_ceil(LANE);
         let mut codes = vec![Lane::default(); m.rows() * stride];
@@ -167,12 +290,13 @@ impl Screen {
             codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
                 || vec![0i8; dim],
                 |buf, (r, (out, n))| {
-                    *n = quantize(m.row(r as u32), buf);
+                    *n = quantize(m.row(r as u32), buf, FINE_LEVELS, &[1.0]);
                     lanes(buf, out);
                 },
             );
         }
-        Screen { dim, stride, codes, norms }
+        let coarse = coarse.then(|| Coarse::new(m));
+        Screen { dim, stride, codes, norms, coarse }
     }
 
     pub fn rows(&self) -> usize {
@@ -186,44 +310,26 @@ impl Screen {
         assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
         assert_eq!(query.len(), self.dim, "query dimension");
         // A query that is not finite cannot be bounded: score every row exactly.
-        let Some(intervals) = self.intervals(query) else {
+        if query.iter().any(|x| !x.is_finite()) {
             let all = m.dots(query);
             return Extremes::from_exact((0..all.len() as u32).zip(all).collect(), n, self.rows());
+        }
+        let q = QueryCodes::new(query);
+        let candidates = match &self.coarse {
+            None => {
+                let all = self.all_intervals(&q);
+                let (floor, ceiling) = bounds(&all, n);
+                within(&all, floor, ceiling)
+            }
+            Some(coarse) => {
+                let (first, probes) = coarse.intervals(&q, n);
+                let (floor, ceiling) = probe(m, query, &probes, n);
+                let rows = within(&first, floor, ceiling);
+                let fine = self.intervals_of(&rows, &q);
+                let (f, c) = bounds(&fine, n);
+                within(&fine, floor.max(f), ceiling.min(c)).into_iter().map(|i| rows[i as usize]).collect()
+            }
         };
-        // Each part keeps its own best lower bounds, so that no pass sorts all rows. One
-        // part per thread, not per scan task: a part's threshold starts from nothing, and
-        // reaching it (its first 4n bounds kept, then sorted down) costs a few
-        // microseconds a part (0.3 ms a query over the 2wiki facts in 1,024-row parts).
-        let part = intervals.len().div_ceil(rayon::current_num_threads()).max(1);
-        let (best, min_upper) = intervals
-            .par_chunks(part)
-            .map(|part| {
-                let mut best = NthLargest::new(n);
-                part.iter().for_each(|i| best.offer(i.0));
-                (best, part.iter().map(|i| i.1).fold(f32::INFINITY, f32::min))
-            })
-            .reduce(
-                || (NthLargest::new(n), f32::INFINITY),
-                |(mut a, ma), (b, mb)| {
-                    a.merge(b);
-                    (a, ma.min(mb))
-                },
-            );
-        let nth_lower = best.get();
-        // A row may be among the best when its upper bound reaches the n-th best lower
-        // bound (the best row, whose score is the maximum, always is), and the lowest when
-        // its lower bound reaches under the smallest upper bound.
-        let candidates: Vec<u32> = intervals
-            .par_chunks(part)
-            .enumerate()
-            .flat_map_iter(|(chunk, rows)| {
-                let first = chunk * part;
-                rows.iter()
-                    .enumerate()
-                    .filter(move |(_, &(lo, hi))| hi >= nth_lower || lo <= min_upper)
-                    .map(move |(i, _)| (first + i) as u32)
-            })
-            .collect();
         let rescored = candidates.len();
         // Scattered rows read from memory: both threads wait on them.
         let scored = candidates.into_par_iter().map(|r| (r, exact::dot(m.row(r), query))).collect();
@@ -237,12 +343,47 @@ impl Screen {
         if query.iter().any(|x| !x.is_finite()) {
             return None;
         }
-        let q = QueryCodes::new(query);
+        Some(self.all_intervals(&QueryCodes::new(query)))
+    }
+
+    fn all_intervals(&self, q: &QueryCodes) -> Vec<(f32, f32)> {
         let mut out = vec![(0f32, 0f32); self.rows()];
         out.par_chunks_mut(exact::ROWS_PER_TASK)
             .enumerate()
-            .for_each(|(chunk, out)| self.fill(chunk * exact::ROWS_PER_TASK, &q, out));
-        Some(out)
+            .for_each(|(chunk, out)| self.fill(chunk * exact::ROWS_PER_TASK, q, out));
+        out
+    }
+
+    /// The intervals of the given rows, in their order.
+    fn intervals_of(&self, rows: &[u32], q: &QueryCodes) -> Vec<(f32, f32)> {
+        // Rows scattered over the codes: each is a few cache lines read from memory, so
+        // tasks are small enough to keep both threads waiting on their own.
+        const ROWS_PER_TASK: usize = 128;
+        let mut out = vec![(0f32, 0f32); rows.len()];
+        // Rows this far ahead are asked for while the current one is scored.
+        const AHEAD: usize = 8;
+        out.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(|(out, rows)| {
+            for (i, (slot, &r)) in out.iter_mut().zip(rows).enumerate() {
+                if let Some(&next) = rows.get(i + AHEAD) {
+                    self.prefetch(next as usize);
+                }
+                let r = r as usize;
+                let mut dot = [0i32];
+                dot_rows(&self.codes[r * self.stride..(r + 1) * self.stride], self.stride, &q.lanes, &mut dot);
+                *slot = q.interval(dot[0], &self.norms[r]);
+            }
+        });
+        out
+    }
+
+    /// Asks for row `r`'s codes ahead of their use (a hint: no effect elsewhere).
+    #[inline]
+    fn prefetch(&self, r: usize) {
+        #[cfg(target_arch = "x86_64")]
+        for lane in self.codes[r * self.stride..(r + 1) * self.stride].iter().step_by(2) {
+            // SAFETY: a prefetch reads nothing, and SSE is part of x86_64.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(lane.0.as_ptr()) };
+        }
     }
 
     /// The intervals of rows `first..first + out.len()` (at most a task's worth).
@@ -255,6 +396,62 @@ impl Screen {
             *slot = q.interval(dot, norms);
         }
     }
+}
+
+/// A floor under the n-th best score and a ceiling over the lowest, from the intervals:
+/// the n-th best lower bound, and the least upper bound.
+fn bounds(intervals: &[(f32, f32)], n: usize) -> (f32, f32) {
+    // Each part keeps its own best lower bounds, so that no pass sorts all rows. One part
+    // per thread, not per scan task: a part's threshold starts from nothing, and reaching
+    // it (its first 4n bounds kept, then sorted down) costs a few microseconds a part
+    // (0.3 ms a query over the 2wiki facts in 1,024-row parts).
+    let part = intervals.len().div_ceil(rayon::current_num_threads()).max(1);
+    let (best, min_upper) = intervals
+        .par_chunks(part)
+        .map(|part| {
+            let mut best = NthLargest::new(n);
+            part.iter().for_each(|i| best.offer(i.0));
+            (best, part.iter().map(|i| i.1).fold(f32::INFINITY, f32::min))
+        })
+        .reduce(
+            || (NthLargest::new(n), f32::INFINITY),
+            |(mut a, ma), (b, mb)| {
+                a.merge(b);
+                (a, ma.min(mb))
+            },
+        );
+    (best.get(), min_upper)
+}
+
+/// The positions in `intervals` that may hold one of the `n` best scores or the lowest,
+/// given `floor`, at most the n-th best score, and `ceiling`, at least the lowest: a row
+/// whose upper bound is under the floor and lower bound over the ceiling is neither (the
+/// best row, whose score is the maximum, always passes, as the lowest does).
+fn within(intervals: &[(f32, f32)], floor: f32, ceiling: f32) -> Vec<u32> {
+    positions(intervals, |&(lo, hi)| hi >= floor || lo <= ceiling)
+}
+
+/// The positions of the intervals that `keep`, in order; in one part per thread (a
+/// filter over rayon's finest splits costs several times more).
+fn positions(intervals: &[(f32, f32)], keep: impl Fn(&(f32, f32)) -> bool + Sync) -> Vec<u32> {
+    let part = intervals.len().div_ceil(rayon::current_num_threads()).max(1);
+    intervals
+        .par_chunks(part)
+        .enumerate()
+        .flat_map_iter(|(chunk, rows)| {
+            let first = chunk * part;
+            rows.iter().enumerate().filter(|(_, i)| keep(i)).map(move |(i, _)| (first + i) as u32)
+        })
+        .collect()
+}
+
+/// A floor under the n-th best score and a ceiling over the lowest, from the exact scores
+/// of the `probes`: far tighter than the first stage's own bounds.
+fn probe(m: &Matrix, query: &[f32], probes: &[u32], n: usize) -> (f32, f32) {
+    let scores: Vec<f32> = probes.iter().map(|&r| exact::dot(m.row(r), query)).filter(|s| !s.is_nan()).collect();
+    let mut nth = NthLargest::new(n);
+    scores.iter().for_each(|&s| nth.offer(s));
+    (nth.get(), scores.iter().copied().fold(f32::INFINITY, f32::min))
 }
 
 impl Extremes {
@@ -284,6 +481,29 @@ fn dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
 fn dot_rows_portable(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
     for (o, row) in out.iter_mut().zip(rows.chunks_exact(stride)) {
         *o = row.iter().zip(query).flat_map(|(a, b)| a.0.iter().zip(&b.0)).map(|(&x, &y)| x as i32 * y as i32).sum();
+    }
+}
+
+/// `out[r] = Σ u_r · c_q` for consecutive 4-bit rows of `stride` lanes (`u = c + 8`, see
+/// [`nibble_lanes`]; `query` holds `2 · stride` lanes), exactly.
+fn nibble_dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+    assert!(rows.len() >= out.len() * stride && query.len() >= 2 * stride);
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2; the slices are as long as asserted.
+        return unsafe { avx2::nibble_dot_rows(rows, stride, query, out) };
+    }
+    nibble_dot_rows_portable(rows, stride, query, out)
+}
+
+fn nibble_dot_rows_portable(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(stride)) {
+        *o = row
+            .iter()
+            .zip(query.chunks_exact(2))
+            .flat_map(|(x, q)| x.0.iter().zip(q[0].0.iter().zip(&q[1].0)))
+            .map(|(&x, (&low, &high))| (x as u8 & 15) as i32 * low as i32 + (x as u8 >> 4) as i32 * high as i32)
+            .sum();
     }
 }
 
@@ -348,6 +568,56 @@ mod avx2 {
             *o = lanes.iter().sum();
         }
     }
+
+    /// The 4-bit rows' products: each byte's halves, masked and shifted into place, are
+    /// unsigned (0..=15) as `maddubs` wants them, against the query's two lanes of int8
+    /// codes; two pairs of products, at most 4 · 15 · 127, fit an i16. Four rows share
+    /// each load of the query, as above.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn nibble_dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+        let ones = _mm256_set1_epi16(1);
+        let mask = _mm256_set1_epi8(15);
+        // SAFETY (every load): as in `dot_rows`, with `query` holding `2 · stride` lanes.
+        let load = |p: *const Lane| *(p as *const __m256i);
+        let step = |acc: __m256i, x: __m256i, low: __m256i, high: __m256i| {
+            let a = _mm256_maddubs_epi16(_mm256_and_si256(x, mask), low);
+            let b = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x, 4), mask), high);
+            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(a, b), ones))
+        };
+        let (rp, qp) = (rows.as_ptr(), query.as_ptr());
+        let whole = out.len() / 4 * 4;
+        let end = rp.wrapping_add(rows.len()) as *const i8;
+        for r in (0..whole).step_by(4) {
+            let base = rp.add(r * stride);
+            let ahead = base.wrapping_add(PREFETCH_ROWS * stride) as *const i8;
+            for line in (0..4 * stride * 32).step_by(64) {
+                let p = ahead.wrapping_add(line);
+                if p < end {
+                    _mm_prefetch::<_MM_HINT_NTA>(p);
+                }
+            }
+            let mut acc = [_mm256_setzero_si256(); 4];
+            for j in 0..stride {
+                let (low, high) = (load(qp.add(2 * j)), load(qp.add(2 * j + 1)));
+                for (k, a) in acc.iter_mut().enumerate() {
+                    *a = step(*a, load(base.add(k * stride + j)), low, high);
+                }
+            }
+            let s = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            let s: [i32; 4] = std::mem::transmute(s);
+            out[r..r + 4].copy_from_slice(&s);
+        }
+        for (r, o) in out.iter_mut().enumerate().skip(whole) {
+            let base = rp.add(r * stride);
+            let mut acc = _mm256_setzero_si256();
+            for j in 0..stride {
+                acc = step(acc, load(base.add(j)), load(qp.add(2 * j)), load(qp.add(2 * j + 1)));
+            }
+            let lanes: [i32; 8] = std::mem::transmute(acc);
+            *o = lanes.iter().sum();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -375,30 +645,100 @@ mod tests {
         m
     }
 
+    /// The screen with and without its 4-bit first stage.
+    fn both_ways(m: &Matrix) -> [Screen; 2] {
+        [Screen::with_first_stage(m, false), Screen::with_first_stage(m, true)]
+    }
+
     #[test]
     fn screening_finds_exactly_what_a_full_scan_finds() {
-        // 100 dimensions: a partial lane, padded; 5001 rows: a partial group of four.
+        // 100 dimensions: a partial lane, padded (and an odd number of int8 lanes, so half
+        // of the last 4-bit lane is padding); 5001 rows: a partial group of four.
         for (rows, dim) in [(5000, 64), (5001, 100)] {
             let m = unit_rows(rows, dim, 42);
-            let screen = Screen::new(&m);
-            for q in 0..20u32 {
-                // Queries near a row (a clear winner) and mixtures (a crowded top).
-                let mut query = m.row(q * 97).to_vec();
-                if q % 2 == 1 {
-                    query.iter_mut().zip(m.row(q * 31 + 5)).for_each(|(a, b)| *a += b);
-                    crate::embed::l2_normalize(&mut query);
-                }
-                for n in [1, 5, 64] {
-                    let all = m.dots(&query);
-                    let want = crate::rank::top(&all, n);
-                    let got = screen.extremes(&m, &query, n);
-                    assert_eq!(got.top, want, "dim {dim}, query {q}, n {n}");
-                    assert_eq!(got.min, all.iter().copied().reduce(f32::min));
-                    assert_eq!(got.max, all.iter().copied().reduce(f32::max));
-                    assert!(got.rescored < rows / 4, "the screen should rule out most rows: {}", got.rescored);
+            for screen in both_ways(&m) {
+                let stage = if screen.coarse.is_some() { "4-bit, int8" } else { "int8" };
+                for q in 0..20u32 {
+                    // Queries near a row (a clear winner) and mixtures (a crowded top).
+                    let mut query = m.row(q * 97).to_vec();
+                    if q % 2 == 1 {
+                        query.iter_mut().zip(m.row(q * 31 + 5)).for_each(|(a, b)| *a += b);
+                        crate::embed::l2_normalize(&mut query);
+                    }
+                    for n in [1, 5, 64] {
+                        let all = m.dots(&query);
+                        let want = crate::rank::top(&all, n);
+                        let got = screen.extremes(&m, &query, n);
+                        assert_eq!(got.top, want, "{stage}: dim {dim}, query {q}, n {n}");
+                        assert_eq!(got.min, all.iter().copied().reduce(f32::min), "{stage}");
+                        assert_eq!(got.max, all.iter().copied().reduce(f32::max), "{stage}");
+                        assert!(got.rescored < rows / 4, "{stage}: most rows should be ruled out: {}", got.rescored);
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_first_stage_bound_holds_and_its_probes_bound_the_extremes() {
+        let m = unit_rows(3000, 100, 5);
+        let screen = Screen::with_first_stage(&m, true);
+        let coarse = screen.coarse.as_ref().unwrap();
+        for q in 0..10u32 {
+            let query: Vec<f32> = m.row(q * 13).iter().zip(m.row(q * 7 + 1)).map(|(a, b)| a - 0.5 * b).collect();
+            let codes = QueryCodes::new(&query);
+            let (first, ..) = coarse.intervals(&codes, 1);
+            let all = m.dots(&query);
+            for (r, &exact) in all.iter().enumerate() {
+                let (lo, hi) = first[r];
+                assert!(lo <= exact && exact <= hi, "row {r}: {exact} not in [{lo}, {hi}]");
+            }
+            for n in [1, 10] {
+                let (_, probes) = coarse.intervals(&codes, n);
+                assert_eq!(probes.len(), n + LOW_PROBES);
+                let (floor, ceiling) = probe(&m, &query, &probes, n);
+                let nth = crate::rank::top(&all, n)[n - 1].1;
+                let min = all.iter().copied().fold(f32::INFINITY, f32::min);
+                assert!(floor <= nth && floor > f32::NEG_INFINITY, "floor {floor}, n-th best {nth}");
+                assert!(ceiling >= min && ceiling < f32::INFINITY, "ceiling {ceiling}, lowest {min}");
+            }
+        }
+    }
+
+    #[test]
+    fn nibble_dots_are_exact_at_the_extremes_and_match_the_portable_ones() {
+        for (rows, dim) in [(1usize, 1usize), (1, 5), (4, 64), (7, 77), (9, 384), (5, 100)] {
+            let stride = dim.div_ceil(2 * LANE);
+            let code = |r: usize, i: usize| match (r + i) % 3 {
+                0 => 7i8,
+                1 => -7,
+                _ => ((r * 31 + i * 37) % 15) as i8 - 7,
+            };
+            let (mut m, mut q) = (vec![Lane::default(); rows * stride], vec![Lane::default(); 2 * stride]);
+            let qc: Vec<i8> = (0..dim).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
+            lanes(&qc, &mut q);
+            let q_sum: i32 = qc.iter().map(|&c| c as i32).sum();
+            let mut want = vec![0i32; rows];
+            for r in 0..rows {
+                let rc: Vec<i8> = (0..dim).map(|i| code(r, i)).collect();
+                nibble_lanes(&rc, &mut m[r * stride..(r + 1) * stride]);
+                want[r] = rc.iter().zip(&qc).map(|(&x, &y)| x as i32 * y as i32).sum();
+            }
+            let (mut got, mut portable) = (vec![0i32; rows], vec![0i32; rows]);
+            nibble_dot_rows(&m, stride, &q, &mut got);
+            nibble_dot_rows_portable(&m, stride, &q, &mut portable);
+            let got: Vec<i32> = got.iter().map(|d| d - 8 * q_sum).collect();
+            let portable: Vec<i32> = portable.iter().map(|d| d - 8 * q_sum).collect();
+            assert_eq!(got, want, "{rows} rows of {dim}");
+            assert_eq!(portable, want, "{rows} rows of {dim}");
+        }
+    }
+
+    #[test]
+    fn a_large_matrix_gets_the_first_stage_and_a_small_one_does_not() {
+        assert!(Screen::new(&unit_rows(100, 64, 3)).coarse.is_none());
+        let rows = COARSE_FROM_BYTES / 64 + 1;
+        assert!(Screen::new(&unit_rows(rows, 64, 3)).coarse.is_some());
     }
 
     #[test]
@@ -466,25 +806,31 @@ mod tests {
         m.push(&[0.6, 0.8]);
         m.push(&[f32::INFINITY, 0.0]);
         m.push(&[0.8, 0.6]);
-        let got = Screen::new(&m).extremes(&m, &[1.0, 0.0], 1);
-        assert_eq!(got.top, vec![(2, f32::INFINITY)]);
-        let got = Screen::new(&m).extremes(&m, &[0.0, 1.0], 2);
-        assert_eq!(got.top, vec![(1, 0.8), (3, 0.6)], "NaN scores are left out, as by an exact scan");
-        assert_eq!(got.min, Some(0.6));
+        for screen in both_ways(&m) {
+            let got = screen.extremes(&m, &[1.0, 0.0], 1);
+            assert_eq!(got.top, vec![(2, f32::INFINITY)]);
+            let got = screen.extremes(&m, &[0.0, 1.0], 2);
+            assert_eq!(got.top, vec![(1, 0.8), (3, 0.6)], "NaN scores are left out, as by an exact scan");
+            assert_eq!(got.min, Some(0.6));
+        }
     }
 
     #[test]
     fn empty_zero_and_oversized_requests() {
         let m = Matrix::new(8);
-        let got = Screen::new(&m).extremes(&m, &[0.0; 8], 5);
-        assert!(got.top.is_empty() && got.min.is_none());
+        for screen in both_ways(&m) {
+            let got = screen.extremes(&m, &[0.0; 8], 5);
+            assert!(got.top.is_empty() && got.min.is_none());
+        }
         let mut m = Matrix::new(2);
         m.push(&[0.0, 0.0]);
         m.push(&[0.6, 0.8]);
-        let got = Screen::new(&m).extremes(&m, &[1.0, 0.0], 10);
-        assert_eq!(got.top, vec![(1, 0.6), (0, 0.0)]);
-        assert_eq!((got.min, got.max), (Some(0.0), Some(0.6)));
-        let got = Screen::new(&m).extremes(&m, &[0.0, 0.0], 1);
-        assert_eq!((got.min, got.max), (Some(0.0), Some(0.0)), "a zero query scores every row 0");
+        for screen in both_ways(&m) {
+            let got = screen.extremes(&m, &[1.0, 0.0], 10);
+            assert_eq!(got.top, vec![(1, 0.6), (0, 0.0)]);
+            assert_eq!((got.min, got.max), (Some(0.0), Some(0.6)));
+            let got = screen.extremes(&m, &[0.0, 0.0], 1);
+            assert_eq!((got.min, got.max), (Some(0.0), Some(0.0)), "a zero query scores every row 0");
+        }
     }
 }
