@@ -294,3 +294,46 @@ fn the_split_walk_ranks_as_the_full_walk_once_prepared() {
     }
     assert!(used >= questions.len(), "the split walk answered {used} of {} queries", 2 * questions.len());
 }
+
+#[test]
+fn fact_matching_skips_case_variants_however_many_lead_the_ranking() {
+    use hoprag::graph::linking::Linker;
+    use hoprag::graph::{Extraction, Triple};
+    // Twelve case variants of one statement score alike (the embedder lowercases) and
+    // fill the short head the linker asks for first, so it must look further.
+    let triple = |passage: u32, s: &str, p: &str, o: &str| Triple {
+        passage,
+        subject: s.into(),
+        predicate: p.into(),
+        object: o.into(),
+    };
+    let mut extraction = Extraction::new(4);
+    let variants = ["Varn", "VARN", "varn", "VaRn", "vARN", "VArn", "vaRN", "VarN", "vArn", "vaRn", "varN", "VARn"];
+    for (i, v) in variants.iter().enumerate() {
+        extraction.triples.push(triple(i as u32 % 4, "Maud Corrigan", "was born in", v));
+    }
+    extraction.triples.push(triple(1, "Maud Corrigan", "founded", "Ardent Ironworks in Varn"));
+    extraction.triples.push(triple(2, "Dunhaven", "lies on", "the Varn estuary"));
+    extraction.triples.push(triple(3, "Ardent Ironworks", "closed in", "1947"));
+    let embedder = HashEmbedder::new();
+    let graph = Arc::new(EntityGraph::build(4, extraction, &embedder, &GraphOptions::default(), &Silent).unwrap());
+    let linker = Linker::new(graph.clone());
+    let query = embedder.embed_one("Where was Maud Corrigan born, in Varn?", hoprag::embed::TextKind::Query).unwrap();
+
+    // By brute force: every fact scored, best first (ties by fact), one per lowercase text.
+    let scores = graph.fact_vectors.dots(&query);
+    let mut order: Vec<u32> = (0..scores.len() as u32).collect();
+    order.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
+    let mut seen = std::collections::HashSet::new();
+    let want: Vec<u32> = order
+        .into_iter()
+        .filter(|&f| seen.insert(graph.triples[graph.fact_triple(f) as usize].text().to_lowercase()))
+        .map(|f| graph.fact_triple(f))
+        .collect();
+    for n in 1..=4 {
+        let got: Vec<u32> = linker.facts(&query, n).iter().map(|f| f.triple).collect();
+        assert_eq!(got, want[..n], "n = {n}");
+    }
+    assert_eq!(linker.facts(&query, 10).len(), 4, "four distinct statements in all");
+    assert!(linker.facts(&query, 0).is_empty());
+}

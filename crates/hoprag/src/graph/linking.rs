@@ -225,6 +225,9 @@ impl Linker {
         // first (the fewer rows asked for, the more the screen rules out), a longer one in
         // the rare case that it holds too few distinct facts. The ranking is a total order,
         // so a shorter head is a prefix of a longer one.
+        if n == 0 {
+            return Vec::new();
+        }
         let mut head = 2 * n;
         loop {
             let found = self.facts.extremes(&self.graph.fact_vectors, query_embedding, head);
