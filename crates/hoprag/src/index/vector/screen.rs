@@ -519,17 +519,60 @@ mod avx2 {
     /// each load of the query.
     const PREFETCH_ROWS: usize = 4;
 
+    /// A lane of 32 codes as a vector register.
+    ///
+    /// SAFETY: a Lane is 32 bytes aligned to 32; `p` must point into a live slice.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load(p: *const Lane) -> __m256i {
+        *(p as *const __m256i)
+    }
+
     #[target_feature(enable = "avx2")]
     pub unsafe fn dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
         let ones = _mm256_set1_epi16(1);
-        // SAFETY (every load): a Lane is 32 bytes aligned to 32, and the caller checked
-        // that `rows` holds `out.len()` rows of `stride` lanes and `query` `stride` lanes.
-        let load = |p: *const Lane| *(p as *const __m256i);
+        // SAFETY: the caller checked that `query` holds `stride` lanes.
+        let query_lane = |j: usize| load(query.as_ptr().add(j));
         let step = |acc: __m256i, x: __m256i, y: __m256i| {
             let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
             _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones))
         };
-        let (rp, qp) = (rows.as_ptr(), query.as_ptr());
+        by_rows(rows, stride, out, query_lane, step)
+    }
+
+    /// The 4-bit rows' products: each byte's halves, masked and shifted into place, are
+    /// unsigned (0..=15) as `maddubs` wants them, against the query's two lanes of int8
+    /// codes; two pairs of products, at most 4 · 15 · 127, fit an i16.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn nibble_dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
+        let ones = _mm256_set1_epi16(1);
+        let mask = _mm256_set1_epi8(15);
+        // SAFETY: the caller checked that `query` holds `2 · stride` lanes.
+        let query_lanes = |j: usize| (load(query.as_ptr().add(2 * j)), load(query.as_ptr().add(2 * j + 1)));
+        let step = |acc: __m256i, x: __m256i, (low, high): (__m256i, __m256i)| {
+            let a = _mm256_maddubs_epi16(_mm256_and_si256(x, mask), low);
+            let b = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x, 4), mask), high);
+            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(a, b), ones))
+        };
+        by_rows(rows, stride, out, query_lanes, step)
+    }
+
+    /// `out[r]` = the sum of `step` over row `r`'s lanes, for consecutive rows of `stride`
+    /// lanes: four rows share each query lane (`query(j)`, loaded once per group), their
+    /// lines fetched a few groups ahead.
+    ///
+    /// SAFETY: `rows` holds `out.len()` rows of `stride` lanes, and `query(j)` reads
+    /// within its slice for every `j < stride`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn by_rows<Q: Copy>(
+        rows: &[Lane],
+        stride: usize,
+        out: &mut [i32],
+        query: impl Fn(usize) -> Q,
+        step: impl Fn(__m256i, __m256i, Q) -> __m256i,
+    ) {
+        let rp = rows.as_ptr();
         let whole = out.len() / 4 * 4;
         let end = rp.wrapping_add(rows.len()) as *const i8;
         for r in (0..whole).step_by(4) {
@@ -548,7 +591,7 @@ mod avx2 {
             }
             let mut acc = [_mm256_setzero_si256(); 4];
             for j in 0..stride {
-                let y = load(qp.add(j));
+                let y = query(j);
                 for (k, a) in acc.iter_mut().enumerate() {
                     *a = step(*a, load(base.add(k * stride + j)), y);
                 }
@@ -563,57 +606,7 @@ mod avx2 {
             let base = rp.add(r * stride);
             let mut acc = _mm256_setzero_si256();
             for j in 0..stride {
-                acc = step(acc, load(base.add(j)), load(qp.add(j)));
-            }
-            let lanes: [i32; 8] = std::mem::transmute(acc);
-            *o = lanes.iter().sum();
-        }
-    }
-
-    /// The 4-bit rows' products: each byte's halves, masked and shifted into place, are
-    /// unsigned (0..=15) as `maddubs` wants them, against the query's two lanes of int8
-    /// codes; two pairs of products, at most 4 · 15 · 127, fit an i16. Four rows share
-    /// each load of the query, as above.
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn nibble_dot_rows(rows: &[Lane], stride: usize, query: &[Lane], out: &mut [i32]) {
-        let ones = _mm256_set1_epi16(1);
-        let mask = _mm256_set1_epi8(15);
-        // SAFETY (every load): as in `dot_rows`, with `query` holding `2 · stride` lanes.
-        let load = |p: *const Lane| *(p as *const __m256i);
-        let step = |acc: __m256i, x: __m256i, low: __m256i, high: __m256i| {
-            let a = _mm256_maddubs_epi16(_mm256_and_si256(x, mask), low);
-            let b = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x, 4), mask), high);
-            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(a, b), ones))
-        };
-        let (rp, qp) = (rows.as_ptr(), query.as_ptr());
-        let whole = out.len() / 4 * 4;
-        let end = rp.wrapping_add(rows.len()) as *const i8;
-        for r in (0..whole).step_by(4) {
-            let base = rp.add(r * stride);
-            let ahead = base.wrapping_add(PREFETCH_ROWS * stride) as *const i8;
-            for line in (0..4 * stride * 32).step_by(64) {
-                let p = ahead.wrapping_add(line);
-                if p < end {
-                    _mm_prefetch::<_MM_HINT_NTA>(p);
-                }
-            }
-            let mut acc = [_mm256_setzero_si256(); 4];
-            for j in 0..stride {
-                let (low, high) = (load(qp.add(2 * j)), load(qp.add(2 * j + 1)));
-                for (k, a) in acc.iter_mut().enumerate() {
-                    *a = step(*a, load(base.add(k * stride + j)), low, high);
-                }
-            }
-            let s = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            let s: [i32; 4] = std::mem::transmute(s);
-            out[r..r + 4].copy_from_slice(&s);
-        }
-        for (r, o) in out.iter_mut().enumerate().skip(whole) {
-            let base = rp.add(r * stride);
-            let mut acc = _mm256_setzero_si256();
-            for j in 0..stride {
-                acc = step(acc, load(base.add(j)), load(qp.add(2 * j)), load(qp.add(2 * j + 1)));
+                acc = step(acc, load(base.add(j)), query(j));
             }
             let lanes: [i32; 8] = std::mem::transmute(acc);
             *o = lanes.iter().sum();
