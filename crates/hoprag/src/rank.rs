@@ -128,6 +128,13 @@ impl<T: Bounded> NthLargest<T> {
         }
     }
 
+    /// A value every kept one is at least (the lowest until `n` are kept): an offer
+    /// at or below it is not kept.
+    #[inline]
+    pub fn floor(&self) -> &T {
+        &self.floor
+    }
+
     /// Keeps the `n` largest; the smallest of them becomes the floor.
     fn shrink(&mut self) {
         if self.kept.len() >= self.n {
