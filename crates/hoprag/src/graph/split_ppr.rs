@@ -359,8 +359,8 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     // The passages still in reach of the best `n`. A round's lower bounds never fall in
     // later rounds (the push only adds to estimates, and its residual and `eps` only
     // shrink), so a passage whose upper bound is under a round's n-th best lower bound is
-    // out of the best `n` for good: later rounds skip it (on the 2wiki graph, all but a
-    // few dozen of the 6,119 after the first round).
+    // out of the best `n` for good: later rounds skip it (on the 2wiki graph, 51
+    // questions, a median of 580 of the 6,119 passages are left after the first round).
     let mut live: Vec<usize> = (0..np).collect();
     loop {
         if push.work > work_limit {
