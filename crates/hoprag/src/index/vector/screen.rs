@@ -202,16 +202,7 @@ impl QueryCodes {
     /// have integer inner product `dot` with the query's.
     #[inline]
     fn interval(&self, dot: i32, row: &Norms) -> (f32, f32) {
-        // |dot| ≤ 127² · dim < 2^24 below 1,000 dimensions: exact in f32; the two
-        // products round by 2^-23 relative at most, inside the margin.
-        let approx = dot as f32 * row.scale * self.norms.scale;
-        let query_share = (row.hat_l2 * self.norms.err_l2).min(row.hat_l1 * self.norms.err_max);
-        let row_share = (row.err_l2 * self.l2).min(row.err_max * self.l1);
-        let bound = (query_share + row_share) * (1.0 + 1e-3) + ROUNDING;
-        match approx.is_finite() {
-            true => (approx - bound, approx + bound),
-            false => (f32::NEG_INFINITY, f32::INFINITY),
-        }
+        around(self.estimate(dot, row.scale), self.bound(row.hat_l2, row.hat_l1, row.err_l2, row.err_max))
     }
 
     /// [`QueryCodes::interval`] for rows `first..first + out.len()` (at most a task's
@@ -220,12 +211,11 @@ impl QueryCodes {
         let len = out.len();
         assert!(len <= exact::ROWS_PER_TASK, "a task's worth of rows at most");
         let column = |c: &'a [f32]| &c[first..first + len];
-        // The same arithmetic as `interval`, in the same order (the same bits), in two
-        // loops of plain arithmetic that vectorise: in one, the compiler branched around
-        // the bound for rows that are not finite, and kept the loop scalar (on the 2wiki
-        // facts that scalar loop took about a fifth of the first stage's time).
+        // The bounds and the intervals in two loops of plain arithmetic, which vectorise:
+        // in one, the compiler branched around the bound for rows that are not finite,
+        // and kept the loop scalar (on the 2wiki facts that scalar loop took about a fifth
+        // of the first stage's time).
         let mut bounds = [0f32; exact::ROWS_PER_TASK];
-        let q = &self.norms;
         for ((((b, &hat_l2), &hat_l1), &err_l2), &err_max) in bounds
             .iter_mut()
             .zip(column(&rows.hat_l2))
@@ -233,21 +223,39 @@ impl QueryCodes {
             .zip(column(&rows.err_l2))
             .zip(column(&rows.err_max))
         {
-            let query_share = (hat_l2 * q.err_l2).min(hat_l1 * q.err_max);
-            let row_share = (err_l2 * self.l2).min(err_max * self.l1);
-            *b = (query_share + row_share) * (1.0 + 1e-3) + ROUNDING;
+            *b = self.bound(hat_l2, hat_l1, err_l2, err_max);
         }
         for (((slot, &dot), &scale), &bound) in out.iter_mut().zip(&dots[..len]).zip(column(&rows.scale)).zip(&bounds) {
             // Wrapping: no overflow check, which also kept the loop scalar in the dev
-            // build (|dot| < 2^24).
-            let approx = dot.wrapping_sub(offset) as f32 * scale * q.scale;
-            let finite = approx.abs() < f32::INFINITY;
-            *slot = (
-                if finite { approx - bound } else { f32::NEG_INFINITY },
-                if finite { approx + bound } else { f32::INFINITY },
-            );
+            // build (|dot| < 2^24, see `estimate`).
+            *slot = around(self.estimate(dot.wrapping_sub(offset), scale), bound);
         }
     }
+
+    /// The score of a row of this `scale` whose codes have inner product `dot` with the
+    /// query's.
+    #[inline]
+    fn estimate(&self, dot: i32, scale: f32) -> f32 {
+        // |dot| ≤ 127² · dim < 2^24 below 1,000 dimensions: exact in f32; the two
+        // products round by 2^-23 relative at most, inside the margin.
+        dot as f32 * scale * self.norms.scale
+    }
+
+    /// How far the estimate of a row with these norms may be from its exact score.
+    #[inline]
+    fn bound(&self, hat_l2: f32, hat_l1: f32, err_l2: f32, err_max: f32) -> f32 {
+        let query_share = (hat_l2 * self.norms.err_l2).min(hat_l1 * self.norms.err_max);
+        let row_share = (err_l2 * self.l2).min(err_max * self.l1);
+        (query_share + row_share) * (1.0 + 1e-3) + ROUNDING
+    }
+}
+
+/// `estimate ± bound`; every number for an estimate that is not finite (no bound holds).
+#[inline]
+fn around(estimate: f32, bound: f32) -> (f32, f32) {
+    // Selects, not a branch, so that a loop of these vectorises.
+    let finite = estimate.abs() < f32::INFINITY;
+    (if finite { estimate - bound } else { f32::NEG_INFINITY }, if finite { estimate + bound } else { f32::INFINITY })
 }
 
 /// The int8 copy of a matrix's rows, and for a large matrix a 4-bit one.
