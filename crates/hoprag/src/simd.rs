@@ -27,6 +27,19 @@ macro_rules! multiversion {
 }
 pub(crate) use multiversion;
 
+/// Asks for the cache line at `item` ahead of its use, into every cache level: a hint,
+/// with no effect on other targets.
+#[inline(always)]
+pub(crate) fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing, and SSE is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((item as *const T).cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_avx2_fma() -> bool {
     use std::sync::OnceLock;

@@ -529,6 +529,16 @@ impl<'a> Push<'a> {
             let steps: &'a Steps = self.steps;
             let steps = steps.from(u as usize);
             self.work += steps.len();
+            // The states this push reaches, and the next push's steps, are asked for
+            // before they are read: a query's first touch of a node is a miss to memory
+            // (the fact scan before the walk evicts them), and the loop below, one node
+            // at a time, waits for each. On 2wiki (51 questions × 5, p50 of two runs each,
+            // in turn) the later rounds' pushes took 0.70 / 0.73 ms without, 0.57 / 0.58
+            // with; the first round 0.08 / 0.10 against 0.06 / 0.06.
+            steps.iter().filter_map(|&(v, _)| self.nodes.get(v as usize)).for_each(crate::simd::prefetch);
+            if let Some(next) = self.queue.front().and_then(|&u| self.steps.edges.get(self.steps.offsets[u as usize])) {
+                crate::simd::prefetch(next);
+            }
             for &(v, p) in steps {
                 let node = self.add(v, d * r * p as f64);
                 if !node.queued && above(node) {

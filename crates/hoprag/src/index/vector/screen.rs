@@ -464,11 +464,7 @@ impl Screen {
     /// Asks for row `r`'s codes ahead of their use (a hint: no effect elsewhere).
     #[inline]
     fn prefetch(&self, r: usize) {
-        #[cfg(target_arch = "x86_64")]
-        for lane in self.codes[r * self.stride..(r + 1) * self.stride].iter().step_by(2) {
-            // SAFETY: a prefetch reads nothing, and SSE is part of x86_64.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(lane.0.as_ptr()) };
-        }
+        self.codes[r * self.stride..(r + 1) * self.stride].iter().step_by(2).for_each(crate::simd::prefetch);
     }
 
     /// The intervals of rows `first..first + out.len()` (at most a task's worth).
