@@ -1,5 +1,6 @@
 //! Runtime dispatch to AVX2 + FMA code for the numeric loops (the encoder's element-wise
-//! passes, quantised vector screening), without building the whole crate for one CPU.
+//! passes, quantised vector screening), without building the whole crate for one CPU;
+//! and the one cache hint the scattered reads use.
 
 /// Compiles `$body` for the baseline target and for AVX2 + FMA and calls the best one
 /// the CPU has.

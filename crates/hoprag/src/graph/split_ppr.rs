@@ -530,9 +530,9 @@ impl<'a> Push<'a> {
             let steps = steps.from(u as usize);
             self.work += steps.len();
             // The states this push reaches, and the next push's steps, are asked for
-            // before they are read: a query's first touch of a node is a miss to memory
-            // (the fact scan before the walk evicts them), and the loop below, one node
-            // at a time, waits for each. On 2wiki (51 questions × 5, p50 of two runs each,
+            // before they are read: a query's first touch of a node looks like a miss to
+            // memory (the fact scan just before reads more than the cache keeps), and the
+            // loop below, one node at a time, would wait for each. On 2wiki (51 questions × 5, p50 of two runs each,
             // in turn) the later rounds' pushes took 0.70 / 0.73 ms without, 0.57 / 0.58
             // with; the first round 0.08 / 0.10 against 0.06 / 0.06.
             steps.iter().filter_map(|&(v, _)| self.nodes.get(v as usize)).for_each(crate::simd::prefetch);
