@@ -370,17 +370,18 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         // Passage p's score and slack: the push's estimate and bound plus its half.
         let entity_error = |p: usize| residual.min(eps * push.nodes[e + p].degree);
         let total = |p: usize, half: (f64, f64)| (push.nodes[e + p].estimate + half.0, entity_error(p) + half.1);
+        let mut lower = NthLargest::new(n);
         for &p in &live {
             (score[p], slack[p]) = total(p, passage_half[p]);
+            lower.offer(score[p] - slack[p]);
         }
+        let nth_lower = lower.get();
         // The passages that may be among the best `n` get their exact dot product (a
         // refined interval lies inside the screened one, so the others stay out), once
         // the screen's share of their bound is no longer small beside the push's: the
-        // first coarse pushes leave every passage in reach of the top.
-        let mut lower = NthLargest::new(n);
-        live.iter().for_each(|&p| lower.offer(score[p] - slack[p]));
-        let nth_lower = lower.get();
-        for &p in &live {
+        // first coarse pushes leave every passage in reach of the top. Those whose upper
+        // bound is under the n-th best lower bound leave `live`.
+        live.retain(|&p| {
             if screen_error[p] > 0.0
                 && score[p] + slack[p] >= nth_lower
                 && screen_error[p] * PUSH_STEP >= entity_error(p)
@@ -389,8 +390,6 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
                 passage_half[p] = passage(p, dot_f64(response.response.row(p as PassageIdx), q.query), 0.0);
                 (score[p], slack[p]) = total(p, passage_half[p]);
             }
-        }
-        live.retain(|&p| {
             let upper = score[p] + slack[p];
             // A NaN bound proves nothing: kept.
             upper >= nth_lower || upper.is_nan()
@@ -532,11 +531,12 @@ impl<'a> Push<'a> {
             // The states this push reaches, and the next push's steps, are asked for
             // before they are read: a query's first touch of a node looks like a miss to
             // memory (the fact scan just before reads more than the cache keeps), and the
-            // loop below, one node at a time, would wait for each. On 2wiki (51 questions × 5, p50 of two runs each,
-            // in turn) the later rounds' pushes took 0.70 / 0.73 ms without, 0.57 / 0.58
-            // with; the first round 0.08 / 0.10 against 0.06 / 0.06.
+            // loop below, one node at a time, would wait for each. On 2wiki (51 questions
+            // × 5, p50 of two runs each, in turn) the later rounds' pushes took 0.70 /
+            // 0.73 ms without, 0.57 / 0.58 with; the first round 0.08 / 0.10 against
+            // 0.06 / 0.06.
             steps.iter().filter_map(|&(v, _)| self.nodes.get(v as usize)).for_each(crate::simd::prefetch);
-            if let Some(next) = self.queue.front().and_then(|&u| self.steps.edges.get(self.steps.offsets[u as usize])) {
+            if let Some(next) = self.queue.front().and_then(|&u| self.steps.from(u as usize).first()) {
                 crate::simd::prefetch(next);
             }
             for &(v, p) in steps {

@@ -314,7 +314,8 @@ impl Coarse {
                 q.intervals(dots, 8 * q.sum, &self.norms, first, out);
                 // Most rows are below both floors: one comparison each rules them out.
                 for (r, i) in out.iter().enumerate() {
-                    let (high, low) = (estimate(i), -estimate(i));
+                    let high = estimate(i);
+                    let low = -high;
                     if high >= best.floor().0 {
                         best.offer((high, (first + r) as u32));
                     }
