@@ -376,3 +376,30 @@ fn bench_scale_adds_the_graph_to_an_index_built_earlier() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("holds other passages than --passages 1000 --seed 2"), "{}", stderr(&o));
 }
+
+/// `bench host`: rates that are ordered and positive, one re-read figure per size asked
+/// for, and a clear error for a size it cannot measure.
+#[test]
+fn bench_host_reports_the_cores_rates_and_each_buffer_size() {
+    let out = hoprag(&["bench", "host", "--windows", "3", "--sizes", "1,2", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON report");
+    for probe in ["fma_gmacs", "madd_i16_gmacs"] {
+        let spread = &report[probe];
+        if spread.is_null() {
+            // Only on a CPU without AVX2.
+            assert!(!cfg!(target_arch = "x86_64") || !std::is_x86_feature_detected!("avx2"), "{probe} missing");
+            continue;
+        }
+        let (p10, p50, p90) =
+            (spread["p10"].as_f64().unwrap(), spread["p50"].as_f64().unwrap(), spread["p90"].as_f64().unwrap());
+        assert!(0.0 < p10 && p10 <= p50 && p50 <= p90, "{probe}: {spread}");
+    }
+    let reread = report["reread"].as_array().unwrap();
+    assert_eq!(reread.iter().map(|r| r["mib"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2]);
+    assert!(reread.iter().all(|r| r["gb_per_s"].as_f64().unwrap() > 0.0), "{reread:?}");
+
+    let bad = hoprag(&["bench", "host", "--sizes", "1,0"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--sizes: 0 MiB"), "{}", stderr(&bad));
+}

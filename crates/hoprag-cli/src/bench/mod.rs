@@ -5,6 +5,7 @@ mod bridge;
 mod embed;
 mod gear;
 mod graph;
+mod host;
 mod index;
 mod llm;
 mod ppr;
@@ -50,6 +51,9 @@ enum BenchWhat {
     Scale(scale::ScaleBench),
     /// Local GGUF chat model speed: prompt processing and generation tokens/s.
     Llm(llm::LlmBench),
+    /// What one core of this machine gives now (multiply-adds, re-read speed by buffer
+    /// size), to read a latency beside.
+    Host(host::HostBench),
 }
 
 pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
@@ -64,6 +68,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Gear(a) => gear::run(ctx, a),
         BenchWhat::Llm(a) => llm::run(ctx, a),
         BenchWhat::Scale(a) => scale::run(ctx, a),
+        BenchWhat::Host(a) => host::run(ctx, a),
     }
 }
 
