@@ -4,8 +4,9 @@
 //! Why not `gemm` here: for a product with ~20 rows, `gemm` spends more time packing the
 //! weights into its panels than multiplying (43% against 32% of the encoder's samples on
 //! one question at a time), and it packs them anew on every call. Packed once, as f16,
-//! MiniLM's layers take 21 MB instead of 42, which stays in a 32 MB L3 cache from one
-//! question to the next instead of streaming from memory.
+//! MiniLM's layers take 21 MB instead of 42: half the bytes a question reads. They stay
+//! cached from one question to the next only where the process gets most of a 32 MB L3
+//! (a shared VM may get 12–16 MiB of it: `hoprag bench host`).
 //!
 //! The layout: the output columns in panels of [`PANEL`]; a panel is its `inputs` rows of
 //! `PANEL` halves, in order. A product runs panel by panel, [`MAX_ROWS`] rows of `x` at a
