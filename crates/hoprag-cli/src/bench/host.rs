@@ -5,8 +5,8 @@
 //! buffer, by its size, which shows how much of the cache this process really gets.
 //!
 //! The README's eighth latency round used it: while the query path slowed, the FMA units
-//! kept their full rate, and a buffer of 14 MiB or more re-read at little more than
-//! memory speed, though the CPU reports a 32 MB L3.
+//! mostly kept their full rate, and past 12–16 MiB (it changed from hour to hour) a
+//! buffer re-read at little more than memory speed, though the CPU reports a 32 MB L3.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -14,6 +14,7 @@ use std::time::Instant;
 use clap::Args;
 use serde::Serialize;
 
+use super::quantile;
 use crate::commands::Context;
 
 #[derive(Args)]
@@ -86,7 +87,7 @@ pub fn run(ctx: &Context, args: HostBench) -> anyhow::Result<()> {
 fn spread(windows: usize, kernel: fn(usize) -> f64) -> Spread {
     // Calibrate the window's length on a short run.
     let start = Instant::now();
-    let macs = kernel(10_000);
+    kernel(10_000);
     let per_step = start.elapsed().as_secs_f64() / 10_000.0;
     let steps = ((5e-3 / per_step.max(1e-12)) as usize).clamp(1_000, 100_000_000);
     let mut rates: Vec<f64> = (0..windows)
@@ -96,10 +97,8 @@ fn spread(windows: usize, kernel: fn(usize) -> f64) -> Spread {
             macs / start.elapsed().as_secs_f64() / 1e9
         })
         .collect();
-    black_box(macs);
     rates.sort_by(f64::total_cmp);
-    let at = |p: f64| rates[((p * (rates.len() - 1) as f64).round() as usize).min(rates.len() - 1)];
-    Spread { p10: at(0.1), p50: at(0.5), p90: at(0.9) }
+    Spread { p10: quantile(&rates, 0.1), p50: quantile(&rates, 0.5), p90: quantile(&rates, 0.9) }
 }
 
 /// GB/s of summing a buffer of `mib` MiB, median over at least 10 passes and 50 ms after
@@ -116,7 +115,7 @@ fn reread(mib: usize) -> f64 {
         rates.push(bytes / start.elapsed().as_secs_f64() / 1e9);
     }
     rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    quantile(&rates, 0.5)
 }
 
 /// The kernels: independent chains, so that the units' throughput is measured, not an

@@ -100,8 +100,12 @@ pub fn rss_mb() -> f64 {
 
 pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
     ms.sort_by(|a, b| hoprag::rank::asc(*a, *b));
-    let at = |p: f64| ms[((p * (ms.len() - 1) as f64).round() as usize).min(ms.len() - 1)];
-    Percentiles { p50: at(0.5), p99: at(0.99) }
+    Percentiles { p50: quantile(&ms, 0.5), p99: quantile(&ms, 0.99) }
+}
+
+/// The value at fraction `p` of a sorted, non-empty sample (the nearest rank).
+pub fn quantile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((p * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)]
 }
 
 /// xorshift64*: a deterministic generator so runs and peers see the same inputs.

@@ -12,7 +12,7 @@ use hoprag::retrieve::Query;
 use hoprag::Engine;
 use serde::Serialize;
 
-use super::{percentiles, Percentiles};
+use super::{percentiles, quantile, Percentiles};
 use crate::commands::Context;
 
 #[derive(Args)]
@@ -107,7 +107,7 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
     let mean_ms = sum / total.len() as f64;
     let mut sorted = total.clone();
     sorted.sort_by(|a, b| hoprag::rank::asc(*a, *b));
-    let total_p90_ms = sorted[((0.9 * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)];
+    let total_p90_ms = quantile(&sorted, 0.9);
     let steps: Vec<Step> = steps
         .into_iter()
         .map(|(name, ms)| {
