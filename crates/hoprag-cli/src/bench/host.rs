@@ -170,30 +170,31 @@ mod probes {
 
         const CHAINS: usize = 10;
 
+        /// `steps` rounds of `step` on each of ten chains from `start`, kept from being
+        /// optimised away; inlined, so `step` compiles with its caller's features.
+        #[inline(always)]
+        fn chains<V: Copy>(steps: usize, start: V, step: impl Fn(V) -> V) {
+            let mut acc = [start; CHAINS];
+            for _ in 0..steps {
+                for a in acc.iter_mut() {
+                    *a = step(*a);
+                }
+            }
+            black_box(acc);
+        }
+
         #[target_feature(enable = "avx2,fma")]
         pub unsafe fn fma(steps: usize) -> f64 {
             // a ← 0.999 a + 0.001 stays near 1: no overflow, no subnormals.
             let (g, h) = (_mm256_set1_ps(black_box(0.999)), _mm256_set1_ps(black_box(0.001)));
-            let mut acc = [_mm256_set1_ps(1.0); CHAINS];
-            for _ in 0..steps {
-                for a in acc.iter_mut() {
-                    *a = _mm256_fmadd_ps(*a, g, h);
-                }
-            }
-            black_box(acc);
+            chains(steps, _mm256_set1_ps(1.0), |a| _mm256_fmadd_ps(a, g, h));
             (steps * CHAINS * 8) as f64
         }
 
         #[target_feature(enable = "avx2")]
         pub unsafe fn madd_i16(steps: usize) -> f64 {
             let b = _mm256_set1_epi16(black_box(1));
-            let mut acc = [_mm256_set1_epi16(1); CHAINS];
-            for _ in 0..steps {
-                for a in acc.iter_mut() {
-                    *a = _mm256_madd_epi16(*a, b);
-                }
-            }
-            black_box(acc);
+            chains(steps, _mm256_set1_epi16(1), |a| _mm256_madd_epi16(a, b));
             (steps * CHAINS * 16) as f64
         }
 
