@@ -1,6 +1,6 @@
 //! The engine: an opened index, its embedder, and the methods that run on them.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::embed::{load_embedder, Embedder, EmbedderSpec, TextKind};
@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::graph::linking::{NerMode, NO_LLM_FOR_NER};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
+use crate::lazy::Lazy;
 use crate::llm::{self, Llm, LlmSource};
 use crate::regime::RegimeModel;
 use crate::retrieve::gear::Expansion;
@@ -29,7 +30,7 @@ pub struct Engine {
     llm: Option<Arc<dyn Llm>>,
     llm_source: LlmSource,
     /// The index's entity graph with its query-time structures, loaded on first use.
-    graph: OnceLock<std::result::Result<Option<Arc<GraphContext>>, String>>,
+    graph: Lazy<std::result::Result<Option<Arc<GraphContext>>, String>>,
 }
 
 /// Methods and a one-line description each, for `--help`, `hoprag methods` and errors.
@@ -136,7 +137,7 @@ impl Engine {
         index.check_embedder(embedder.as_ref())?;
         config.validate()?;
         let (llm, llm_source) = llm::from_config(&config.llm)?;
-        Ok(Engine { store, index, embedder, config, llm: Some(llm), llm_source, graph: OnceLock::new() })
+        Ok(Engine { store, index, embedder, config, llm: Some(llm), llm_source, graph: Lazy::new() })
     }
 
     /// The chat model of the LLM stages: the one [`Engine::with_llm`] gave, else the
@@ -217,7 +218,7 @@ impl Engine {
         if let Some(Ok(Some(loaded))) = self.graph.take() {
             let mut context = GraphContext::new(loaded.linker.graph.clone());
             context.linker.set_llm(self.llm.clone());
-            let _ = self.graph.set(Ok(Some(Arc::new(context))));
+            self.graph = Lazy::with_value(Ok(Some(Arc::new(context))));
         }
         self
     }
@@ -225,10 +226,7 @@ impl Engine {
     /// The same index, embedder, LLM and loaded graph under another configuration (for
     /// tuning: nothing is reloaded, and `config.llm` is not read again).
     pub fn with_config(&self, config: Config) -> Engine {
-        let graph = OnceLock::new();
-        if let Some(g) = self.graph.get() {
-            let _ = graph.set(g.clone());
-        }
+        let graph = self.graph.get().map_or_else(Lazy::new, |g| Lazy::with_value(g.clone()));
         Engine {
             store: self.store.clone(),
             index: self.index.clone(),
@@ -253,7 +251,7 @@ impl Engine {
             config: self.config.clone(),
             llm: self.llm.clone(),
             llm_source: self.llm_source.clone(),
-            graph: OnceLock::new(),
+            graph: Lazy::new(),
         })
     }
 
@@ -411,7 +409,7 @@ impl Engine {
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         // A graph that is there but cannot be read is damaged, not missing: the error
         // names the file and says how to rebuild it.
-        let loaded = self.graph.get_or_init(|| match self.store.load_graph(&self.index) {
+        let loaded = self.graph.get_or_compute(|| match self.store.load_graph(&self.index) {
             Ok(Some(g)) => {
                 let mut context = GraphContext::new(Arc::new(g));
                 context.linker.set_llm(self.llm.clone());

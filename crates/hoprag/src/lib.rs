@@ -34,6 +34,7 @@ pub mod fusion;
 pub mod graph;
 pub mod http;
 pub mod index;
+pub mod lazy;
 pub mod llama;
 pub mod llm;
 pub mod models;

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::PassageIdx;
 use crate::index::Matrix;
+use crate::lazy::{Lazy, LazyMap};
 
 /// A (subject, predicate, object) statement; it belongs to exactly one passage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,9 +218,9 @@ pub struct GraphContext {
     pub linker: linking::Linker,
     pub ppr: ppr::PprGraph,
     /// GEAR's triple index, built when a method first asks for it.
-    triples: std::sync::Mutex<Option<std::sync::Arc<TripleIndex>>>,
+    triples: Lazy<std::sync::Arc<TripleIndex>>,
     /// The walk of the passage seeds (split_ppr), computed when `ppr` first needs it.
-    passage_response: std::sync::Mutex<Option<(PassageResponseKey, PassageResponseState)>>,
+    passage_response: LazyMap<PassageResponseKey, PassageResponseState>,
 }
 
 /// What a passage response is for: the passage vectors (by address and size: one engine
@@ -240,26 +241,21 @@ impl GraphContext {
     }
 
     /// The passage seeds' walk for `passages`, computed on first use (callers meanwhile
-    /// wait for it) and then shared; `None` when the graph is too large for it to pay.
-    /// Computed in the query that first needs it, not in the background, so that every
-    /// query of an index takes the same path and gets the same scores, warm or not: the
-    /// first one pays it once (0.8 s on the musique graphs, 5.4 s on 2wiki's).
+    /// wait for it: see [`crate::lazy`]) and then shared; `None` when the graph is too
+    /// large for it to pay. Computed in the query that first needs it, not in the
+    /// background, so that every query of an index takes the same path and gets the same
+    /// scores, warm or not: the first one pays it once (0.8 s on the musique graphs, 5.4 s
+    /// on 2wiki's).
     pub fn passage_response(
         &self,
         passages: &crate::index::Matrix,
         damping: f64,
     ) -> Option<std::sync::Arc<split_ppr::PassageResponse>> {
         let key = (passages.as_flat().as_ptr() as usize, passages.rows(), damping.to_bits());
-        let mut slot = self.passage_response.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((k, response)) = slot.as_ref() {
-            if *k == key {
-                return response.clone();
-            }
-        }
         let e = self.graph().entities.len();
-        let response = split_ppr::PassageResponse::compute(&self.ppr, e, passages, damping).map(std::sync::Arc::new);
-        *slot = Some((key, response.clone()));
-        response
+        self.passage_response.get_or_compute(key, || {
+            split_ppr::PassageResponse::compute(&self.ppr, e, passages, damping).map(std::sync::Arc::new)
+        })
     }
 
     pub fn graph(&self) -> &EntityGraph {
@@ -267,14 +263,8 @@ impl GraphContext {
     }
 
     /// The triple index, built on first use (callers meanwhile wait for it rather than
-    /// build their own).
+    /// build their own; see [`crate::lazy`]).
     pub fn triple_index(&self, embedder: &dyn crate::embed::Embedder) -> crate::Result<std::sync::Arc<TripleIndex>> {
-        let mut slot = self.triples.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(index) = slot.as_ref() {
-            return Ok(index.clone());
-        }
-        let index = std::sync::Arc::new(TripleIndex::build(self.graph(), embedder)?);
-        *slot = Some(index.clone());
-        Ok(index)
+        self.triples.get_or_try_compute(|| TripleIndex::build(self.graph(), embedder).map(std::sync::Arc::new)).cloned()
     }
 }

@@ -2,7 +2,7 @@
 //! added), the limits, the worker slots and the metrics; and the operations behind
 //! the routes, free of HTTP.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
@@ -24,9 +24,8 @@ use crate::store::add_passages;
 const SERVER_WIDE: &[&str] = &["embedder", "llm"];
 
 pub struct AppState {
+    /// Swapped whole, without a lock: see [`AppState::serve_live`].
     engine: ArcSwap<Engine>,
-    /// Serialises index writers; readers never wait for it.
-    writer: Mutex<()>,
     /// One permit per retrieval allowed to run at once.
     workers: Arc<Semaphore>,
     pub settings: ServeSettings,
@@ -61,7 +60,6 @@ impl AppState {
         let token_digest = settings.token.as_deref().filter(|t| !t.is_empty()).map(|t| Sha256::digest(t).into());
         Ok(AppState {
             engine: ArcSwap::from_pointee(engine),
-            writer: Mutex::new(()),
             workers: Arc::new(Semaphore::new(settings.worker_count())),
             settings,
             metrics: Metrics::default(),
@@ -152,7 +150,7 @@ impl AppState {
     pub fn retrieve(&self, c: Checked) -> Result<RetrieveResponse, ApiError> {
         let retriever = c.engine.retriever(&c.method).map_err(|e| match e {
             // The method exists but cannot run on this index or configuration.
-            Error::Config(_) | Error::Index { .. } => ApiError::bad_request("method_unavailable", e.to_string()),
+            Error::Config(_) | Error::Index { .. } | Error::Unsupported(_) => ApiError::bad_request("method_unavailable", e.to_string()),
             e => ApiError::internal(e.to_string()),
         })?;
         let retrieval = retriever
@@ -184,14 +182,13 @@ impl AppState {
     }
 
     /// Adds passages to the index on disk (a new generation, published atomically) and
-    /// then serves it. Writers go one at a time; readers keep the engine they have.
-    /// Blocking: call it on the blocking pool.
+    /// then serves it. The store orders concurrent writers; readers keep the engine
+    /// they have. Blocking: call it on the blocking pool.
     pub fn add_passages(&self, request: AddPassagesRequest) -> Result<AddPassagesResponse, ApiError> {
         // All or nothing: a passage without text fails the request before anything is written.
         if let Some(i) = request.passages.iter().position(|p| p.text.trim().is_empty()) {
             return Err(ApiError::bad_request("invalid_request", format!("passages[{i}]: the text is empty")));
         }
-        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let engine = self.engine();
         // Duplicates and id clashes are found here, against the served index, so that
         // the report names entries by their place in the request; `add_passages` checks
@@ -212,7 +209,7 @@ impl AppState {
         )
         .map_err(|e| ApiError::internal(format!("adding passages: {e}")))?;
         if stats.passages_added > 0 {
-            self.reload(&engine).map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
+            self.serve_live().map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
         }
         let now = self.engine();
         let note = now.index.manifest.graph.as_ref().filter(|_| stats.passages_added > 0).map(|g| {
@@ -237,25 +234,31 @@ impl AppState {
     pub fn follow_store(&self) -> Result<bool> {
         let engine = self.engine();
         match engine.store.generation()? {
-            Some(live) if live != engine.index.generation() => {
-                let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-                let engine = self.engine();
-                if engine.index.generation() == live {
-                    return Ok(false);
-                }
-                self.reload(&engine)?;
-                Ok(true)
-            }
+            Some(live) if live != engine.index.generation() => self.serve_live(),
             _ => Ok(false),
         }
     }
 
-    /// Loads the store's live generation (with its graph) and serves it from now on.
-    fn reload(&self, engine: &Engine) -> Result<()> {
-        let next = engine.reload()?;
-        preload_graph(&next)?;
-        self.engine.store(Arc::new(next));
-        Ok(())
+    /// Loads the store's live generation (with its graph) and serves it from now on;
+    /// says whether it switched. No lock is held while loading (the graph's structures
+    /// are built on rayon): the loaded engine replaces the served one only if that is
+    /// still the one it was loaded after, so of two requests that load concurrently the
+    /// later generation is served either way.
+    fn serve_live(&self) -> Result<bool> {
+        loop {
+            let served = self.engine();
+            let Some(live) = served.store.generation()? else { return Ok(false) };
+            if live == served.index.generation() {
+                return Ok(false);
+            }
+            let next = Arc::new(served.reload()?);
+            preload_graph(&next)?;
+            let previous = self.engine.compare_and_swap(&served, next);
+            if Arc::ptr_eq(&previous, &served) {
+                return Ok(true);
+            }
+            // Another request swapped first: look again at what is live now.
+        }
     }
 
     pub fn render_metrics(&self) -> String {
@@ -271,6 +274,7 @@ pub fn generation_name(engine: &Engine) -> String {
 /// Loads the entity graph of an index that has one, so that requests (and engines made
 /// for their options, which share it) never load it themselves, and an engine keeps
 /// working after its generation's files are removed.
+
 fn preload_graph(engine: &Engine) -> Result<()> {
     if engine.index.manifest.graph.is_some() {
         engine.graph()?;

@@ -11,7 +11,7 @@ use crate::embed::{embed_passages, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
 use crate::index::{
-    checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
+    checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Index, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
 };
 use crate::progress::Progress;
 
@@ -118,6 +118,21 @@ pub fn add_passages(
     progress: &dyn Progress,
 ) -> Result<BuildStats> {
     let started = Instant::now();
+    // Embedded before the store's writer lock is taken, so that no lock is held while
+    // the encoder's threads work; what another writer published meanwhile is checked
+    // again under the lock below.
+    let seen_index = store.load()?;
+    seen_index.check_embedder(embedder)?;
+    let incoming = dedup_against(&seen_index, std::mem::take(&mut new.passages), &source, new);
+    let mut stats = BuildStats::default();
+    let texts: Vec<String> = incoming.iter().map(Passage::index_text).collect();
+    let vectors = if texts.is_empty() {
+        Vec::new()
+    } else {
+        timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, "embedding passages", progress))?
+    };
+    let dim = embedder.dim();
+
     let writer = store.writer()?;
     if writer.base().is_none() {
         return Err(super::no_index(store.location()));
@@ -125,23 +140,34 @@ pub fn add_passages(
     // Read under the lock: nobody can publish in between.
     let old = store.load()?;
     old.check_embedder(embedder)?;
-    let mut seen = Dedup::with_existing(old.passages());
-    let incoming = std::mem::take(&mut new.passages);
-    let mut kept = LoadedCorpus::default();
-    for (i, p) in incoming.into_iter().enumerate() {
-        kept.push(&mut seen, p, format!("{source} passage {i}"));
-    }
-    new.passages = kept.passages;
-    new.report.merge(kept.report);
-    let mut stats = BuildStats { passages_added: new.passages.len(), ..Default::default() };
+    let (passages, added) = if old.generation() == seen_index.generation() {
+        (incoming, vectors)
+    } else {
+        // Another writer published while these were embedded: keep only what is still
+        // new, with its vectors.
+        let mut seen = Dedup::with_existing(old.passages());
+        let mut kept = (Vec::new(), Vec::new());
+        for (p, row) in incoming.into_iter().zip(vectors.chunks_exact(dim)) {
+            let mut one = LoadedCorpus::default();
+            let location = format!("{source} passage {:?}", p.id);
+            one.push(&mut seen, p, location);
+            new.report.merge(one.report);
+            for p in one.passages {
+                kept.0.push(p);
+                kept.1.extend_from_slice(row);
+            }
+        }
+        kept
+    };
+    drop(seen_index);
+    new.passages = passages;
+    stats.passages_added = new.passages.len();
     if new.passages.is_empty() {
         stats.passages_total = old.len();
         stats.total_secs = started.elapsed().as_secs_f64();
         return Ok(stats);
     }
-    let texts: Vec<String> = new.passages.iter().map(Passage::index_text).collect();
-    let added = timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, "embedding passages", progress))?;
-    let added = Matrix::from_flat(embedder.dim(), added);
+    let added = Matrix::from_flat(dim, added);
 
     let mut all = old.passages().to_vec();
     all.extend(new.passages.iter().cloned());
@@ -160,6 +186,17 @@ pub fn add_passages(
     stats.total_secs = started.elapsed().as_secs_f64();
     stats.bytes_on_disk = store.size_bytes()?;
     Ok(stats)
+}
+
+/// `passages` less those `index` has already (reported in `report`), ids made unique.
+fn dedup_against(index: &Index, passages: Vec<Passage>, source: &str, report: &mut LoadedCorpus) -> Vec<Passage> {
+    let mut seen = Dedup::with_existing(index.passages());
+    let mut kept = LoadedCorpus::default();
+    for (i, p) in passages.into_iter().enumerate() {
+        kept.push(&mut seen, p, format!("{source} passage {i}"));
+    }
+    report.report.merge(kept.report);
+    kept.passages
 }
 
 /// Attaches `graph` (built from the store's live generation) to a new generation,

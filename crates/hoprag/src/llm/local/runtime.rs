@@ -3,7 +3,6 @@
 //! caller, and one context per model whose KV cache keeps the state after recent shared
 //! prompt prefixes.
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -21,6 +20,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use super::{first_stop, grammar, Finish, Generation, LocalModel, DEFAULT_MAX_TOKENS};
 use crate::error::{Error, Result};
+use crate::lazy::LazyMap;
 use crate::llm::{ChatRequest, ChatResponse, Llm, Role, Usage};
 
 /// Shared prompt prefixes (in tokens) whose state is kept: shorter ones cost little to
@@ -72,17 +72,10 @@ impl LocalLlm {
     /// method and stage that asks for the same file gets the same one. Its thread count
     /// is [`crate::threads::get`] at that first load.
     pub fn load(model: &LocalModel) -> Result<Arc<LocalLlm>> {
-        static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<LocalLlm>>>> = OnceLock::new();
-        let loaded = LOADED.get_or_init(Default::default);
+        static LOADED: OnceLock<LazyMap<PathBuf, Arc<LocalLlm>>> = OnceLock::new();
         let key = model.path.canonicalize().unwrap_or_else(|_| model.path.clone());
-        // Held while loading, so two threads never load one file twice.
-        let mut loaded = loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(llm) = loaded.get(&key) {
-            return Ok(llm.clone());
-        }
-        let llm = Arc::new(LocalLlm::load_uncached(model)?);
-        loaded.insert(key, llm.clone());
-        Ok(llm)
+        // Two threads never load one file twice; a failed load is tried again next time.
+        LOADED.get_or_init(LazyMap::new).get_or_try_compute(key, || LocalLlm::load_uncached(model).map(Arc::new))
     }
 
     fn load_uncached(model: &LocalModel) -> Result<LocalLlm> {
