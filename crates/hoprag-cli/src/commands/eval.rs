@@ -40,6 +40,11 @@ pub struct EvalArgs {
     /// and per question type, Holm–Bonferroni-adjusted over the methods.
     #[arg(long)]
     baseline: Option<String>,
+    /// Keep only questions of these types (the file's `type`; MuSiQue's hop count such
+    /// as `2hop`), e.g. `compositional,inference,bridge` for RegimeRouter's bridge-type
+    /// questions; applied before `--split` and `--limit`.
+    #[arg(long, value_delimiter = ',', value_name = "TYPE,..")]
+    types: Vec<String>,
     /// Evaluate only the first N questions.
     #[arg(long)]
     limit: Option<usize>,
@@ -92,6 +97,7 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     }
     let engine = Engine::open(store, config)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
+    retain_types(ctx, &mut questions, &args.types);
     if let Some(half) = args.split {
         half.retain(ctx, &mut questions, args.tune_share);
     }
@@ -181,6 +187,17 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     }
     print_report(&report, args.stages);
     Ok(())
+}
+
+/// Keeps the questions whose type is one of `types` (all of them when `types` is empty)
+/// and says how many; a question without a type is dropped by a filter.
+pub fn retain_types(ctx: &Context, questions: &mut Vec<hoprag::dataset::Question>, types: &[String]) {
+    if types.is_empty() {
+        return;
+    }
+    let before = questions.len();
+    questions.retain(|q| q.qtype.as_ref().is_some_and(|t| types.iter().any(|x| x == t)));
+    ctx.note(format!("--types {}: {} of {before} questions", types.join(","), questions.len()));
 }
 
 fn print_report(r: &EvalReport, stages: bool) {

@@ -32,6 +32,10 @@ pub struct TrainRouterArgs {
     /// Share of questions in the tune half.
     #[arg(long, default_value_t = 0.5, requires = "split")]
     tune_share: f64,
+    /// Train only on questions of these types (as `hoprag eval --types`), e.g.
+    /// `compositional,inference`: the paper trains on 2Wiki's bridge-type questions.
+    #[arg(long, value_delimiter = ',', value_name = "TYPE,..")]
+    types: Vec<String>,
     /// Cross-fitting folds.
     #[arg(long, default_value_t = 5)]
     folds: usize,
@@ -53,6 +57,7 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
     for (dir, file) in args.index.iter().zip(&args.dataset) {
         let engine = Engine::open(super::open_store(dir)?, ctx.config.clone())?;
         let (_, mut questions) = load_dataset(file)?;
+        super::eval::retain_types(ctx, &mut questions, &args.types);
         if let Some(half) = args.split {
             half.retain(ctx, &mut questions, args.tune_share);
         }
@@ -65,11 +70,15 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
         ));
         let texts: Vec<String> = resolved.questions.iter().map(|q| q.text.clone()).collect();
         let queries = engine.embed_queries(&texts, &ctx.progress)?;
+        let file_name = match args.types.as_slice() {
+            [] => file.display().to_string(),
+            t => format!("{} (types {})", file.display(), t.join(",")),
+        };
         let name = match args.split {
             Some(half) => {
-                format!("{}, {} half (MD5 split, tune share {})", file.display(), half.name(), args.tune_share)
+                format!("{file_name}, {} half (MD5 split, tune share {})", half.name(), args.tune_share)
             }
-            None => file.display().to_string(),
+            None => file_name,
         };
         loaded.push((engine, name, resolved, queries));
     }
@@ -114,5 +123,22 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
         pct(r.cross_fitted_union_share)
     );
     println!("the full model sends {} of the labelled training questions to Union", pct(r.full_union_share));
+    if let Some(d) = &r.diagnostics {
+        println!(
+            "always Union (α {}) on these questions: the next gold passage enters the pool's top 5 on {}, leaves it on \
+             {}; ranked higher on {}, lower on {}, the same on {}; the margin label agrees with \"Union ranks it \
+             higher\" on {}",
+            r.alpha,
+            d.union_into_top5,
+            d.union_out_of_top5,
+            d.union_rank_better,
+            d.union_rank_worse,
+            d.union_rank_same,
+            pct(d.margin_label_agrees_with_rank)
+        );
+        let show = |v: &[(String, f64)]| v.iter().map(|(n, a)| format!("{n} {a:.3}")).collect::<Vec<_>>().join(", ");
+        println!("feature AUC vs the margin label (0.5 = no signal): {}", show(&d.feature_auc));
+        println!("feature AUC vs \"Union brings it into the top 5\": {}", show(&d.feature_auc_top5_gain));
+    }
     Ok(())
 }

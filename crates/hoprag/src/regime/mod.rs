@@ -14,7 +14,7 @@ mod train;
 
 pub use features::{RouterFeatures, SentenceFeatures};
 pub use logistic::{LogisticRegression, DEFAULT_C};
-pub use train::{routes_both_ways, train, TrainingReport, TrainingSet};
+pub use train::{routes_both_ways, train, LabelDiagnostics, TrainingReport, TrainingSet};
 
 use std::path::Path;
 

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{sentence_features, RouterFeatures};
 use super::logistic::{LogisticRegression, DEFAULT_C};
-use super::{question_key, select, Classifiers, Fold, RegimeModel, FORMAT};
+use super::{question_key, rank_of, select, union_ranking, Classifiers, Fold, RegimeModel, FORMAT};
 use crate::corpus::PassageIdx;
 use crate::dataset::EvalQuestion;
 use crate::embed::{embed_all, Embedder, TextKind};
@@ -69,6 +69,56 @@ pub struct TrainingReport {
     /// Share of labelled questions the full model sends to Union.
     #[serde(default)]
     pub full_union_share: f64,
+    /// Where the signal is (or is not), measured on the labelled questions with the
+    /// full model's B_rel; absent from models trained before it was measured.
+    #[serde(default)]
+    pub diagnostics: Option<LabelDiagnostics>,
+}
+
+/// What the margin labels and the five features carry, measured on the training
+/// questions (the full model's B_rel, Union at the training α, the dense pool).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabelDiagnostics {
+    /// Union moves the target passage into / out of the top 5 of the pool
+    /// ("always Union" at R@5: the oracle router's headroom is `into_top5`).
+    pub union_into_top5: usize,
+    pub union_out_of_top5: usize,
+    /// Union ranks the target higher / lower / the same as Q (anywhere in the pool,
+    /// absent = one past its end).
+    pub union_rank_better: usize,
+    pub union_rank_worse: usize,
+    pub union_rank_same: usize,
+    /// Share of labelled questions whose margin label agrees with "Union ranks the
+    /// target higher than Q".
+    pub margin_label_agrees_with_rank: f64,
+    /// Area under the ROC curve of each router feature against the margin label (0.5:
+    /// no signal; below 0.5: signal the other way), in `RouterFeatures::NAMES` order.
+    pub feature_auc: Vec<(String, f64)>,
+    /// The same against "Union moves the target into the top 5" (what R@5 gains from).
+    pub feature_auc_top5_gain: Vec<(String, f64)>,
+}
+
+/// Mann–Whitney AUC of `x` for positives against negatives (ties count a half); 0.5
+/// when a class is empty.
+fn auc(x: &[f64], y: &[bool]) -> f64 {
+    let pos: Vec<f64> = x.iter().zip(y).filter(|p| *p.1).map(|p| *p.0).collect();
+    let neg: Vec<f64> = x.iter().zip(y).filter(|p| !*p.1).map(|p| *p.0).collect();
+    if pos.is_empty() || neg.is_empty() {
+        return 0.5;
+    }
+    let mut s = 0.0;
+    for a in &pos {
+        for b in &neg {
+            s += if a > b {
+                1.0
+            } else if a == b {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    s / (pos.len() * neg.len()) as f64
 }
 
 struct Item<'a> {
@@ -84,8 +134,16 @@ struct Item<'a> {
 
 /// A router example: features and label, or why there is none.
 enum RouterExample {
-    Labelled(RouterFeatures, bool),
+    Labelled(RouterFeatures, bool, RankOutcome),
     NoNextHop,
+}
+
+/// The target's 1-based rank in the pool under Q and under Union (one past the end when
+/// absent).
+#[derive(Clone, Copy)]
+struct RankOutcome {
+    q: usize,
+    union: usize,
 }
 
 /// Trains the full model and the cross-fitted fold models.
@@ -146,11 +204,11 @@ pub fn train(
         let selector = LogisticRegression::fit(&x, &y, DEFAULT_C)
             .map_err(|e| Error::Config(format!("{what}: sentence selector: {e}")))?;
         let trained: Vec<usize> = (0..items.len()).filter(|&i| train(i)).collect();
-        let examples = router_examples(&items, &trained, &selector, cache, progress)?;
+        let examples = router_examples(&items, &trained, &selector, alpha, cache, progress)?;
         let (x, y): (Vec<Vec<f64>>, Vec<bool>) = examples
             .into_iter()
             .filter_map(|e| match e {
-                RouterExample::Labelled(f, l) => Some((f.to_vec(), l)),
+                RouterExample::Labelled(f, l, _) => Some((f.to_vec(), l)),
                 _ => None,
             })
             .unzip();
@@ -164,8 +222,8 @@ pub fn train(
     for f in 0..folds {
         let classifiers = fit(&|i| items[i].fold != f, &mut cache, &format!("fold {}", f + 1))?;
         let held: Vec<usize> = (0..items.len()).filter(|&i| items[i].fold == f).collect();
-        for example in router_examples(&items, &held, &classifiers.selector, &mut cache, progress)? {
-            if let RouterExample::Labelled(features, label) = example {
+        for example in router_examples(&items, &held, &classifiers.selector, alpha, &mut cache, progress)? {
+            if let RouterExample::Labelled(features, label, _) = example {
                 let union = classifiers.route(&features) >= 0.5;
                 scored += 1;
                 correct += usize::from(union == label);
@@ -177,20 +235,22 @@ pub fn train(
     let full = fit(&|_| true, &mut cache, "full model")?;
 
     let all: Vec<usize> = (0..items.len()).collect();
-    for e in router_examples(&items, &all, &full.selector, &mut cache, progress)? {
+    let mut labelled = Vec::new();
+    for e in router_examples(&items, &all, &full.selector, alpha, &mut cache, progress)? {
         match e {
-            RouterExample::Labelled(_, true) => report.union_labels += 1,
-            RouterExample::Labelled(_, false) => report.q_labels += 1,
+            RouterExample::Labelled(f, l, r) => {
+                if l {
+                    report.union_labels += 1;
+                } else {
+                    report.q_labels += 1;
+                }
+                labelled.push((f, l, r));
+            }
             RouterExample::NoNextHop => report.unlabelled_no_next_hop += 1,
         }
     }
-    let features: Vec<RouterFeatures> = router_examples(&items, &all, &full.selector, &mut cache, progress)?
-        .into_iter()
-        .filter_map(|e| match e {
-            RouterExample::Labelled(f, _) => Some(f),
-            RouterExample::NoNextHop => None,
-        })
-        .collect();
+    report.diagnostics = Some(diagnose(&labelled));
+    let features: Vec<RouterFeatures> = labelled.iter().map(|e| e.0).collect();
     report.full_union_share = routes_both_ways(&full, &features)?;
     for examples in &selector_examples {
         report.selector_examples += examples.len();
@@ -246,6 +306,31 @@ fn selector_examples(item: &Item) -> (Vec<(Vec<f64>, bool)>, usize, usize) {
     (out, with, without)
 }
 
+/// Label and feature diagnostics over the labelled examples.
+fn diagnose(examples: &[(RouterFeatures, bool, RankOutcome)]) -> LabelDiagnostics {
+    let mut d = LabelDiagnostics::default();
+    let mut agree = 0;
+    for (_, label, r) in examples {
+        d.union_into_top5 += usize::from(r.union <= 5 && r.q > 5);
+        d.union_out_of_top5 += usize::from(r.q <= 5 && r.union > 5);
+        match r.union.cmp(&r.q) {
+            std::cmp::Ordering::Less => d.union_rank_better += 1,
+            std::cmp::Ordering::Greater => d.union_rank_worse += 1,
+            std::cmp::Ordering::Equal => d.union_rank_same += 1,
+        }
+        agree += usize::from(*label == (r.union < r.q));
+    }
+    d.margin_label_agrees_with_rank = agree as f64 / examples.len().max(1) as f64;
+    let margin: Vec<bool> = examples.iter().map(|e| e.1).collect();
+    let gain: Vec<bool> = examples.iter().map(|e| e.2.union <= 5 && e.2.q > 5).collect();
+    for (j, name) in RouterFeatures::NAMES.iter().enumerate() {
+        let x: Vec<f64> = examples.iter().map(|e| e.0.to_vec()[j]).collect();
+        d.feature_auc.push((name.to_string(), auc(&x, &margin)));
+        d.feature_auc_top5_gain.push((name.to_string(), auc(&x, &gain)));
+    }
+    d
+}
+
 /// The share of `features` the classifiers send to Union; an error when that is none
 /// or all of them: such a router routes nothing, whatever its training report says.
 pub fn routes_both_ways(classifiers: &Classifiers, features: &[RouterFeatures]) -> Result<f64> {
@@ -291,6 +376,7 @@ fn router_examples(
     items: &[Item],
     which: &[usize],
     selector: &LogisticRegression,
+    alpha: f32,
     cache: &mut EmbeddingCache,
     progress: &dyn Progress,
 ) -> Result<Vec<RouterExample>> {
@@ -316,9 +402,14 @@ fn router_examples(
             Ok((i, target, b_rel, bridge_text)) => {
                 let item = &items[i];
                 let vectors = item.index.vectors();
-                let s_b = margin(&cache.vectors[&b_rel], target, &item.pool, vectors);
+                let b_vec = &cache.vectors[&b_rel];
+                let s_b = margin(b_vec, target, &item.pool, vectors);
                 let s_q = margin(item.embedding, target, &item.pool, vectors);
-                RouterExample::Labelled(RouterFeatures::compute(item.text, &b_rel, bridge_text), s_b > s_q)
+                let ranks = RankOutcome {
+                    q: rank_of(&item.pool, target),
+                    union: rank_of(&union_ranking(&item.pool, b_vec, alpha, vectors), target),
+                };
+                RouterExample::Labelled(RouterFeatures::compute(item.text, &b_rel, bridge_text), s_b > s_q, ranks)
             }
         })
         .collect())

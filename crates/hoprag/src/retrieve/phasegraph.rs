@@ -10,6 +10,7 @@ use serde_json::json;
 use super::dense::{dense_search, query_embedding};
 use super::ppr::{graph_scores, PprMethodParams};
 use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
+use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
 use crate::error::Result;
 use crate::fusion::{fuse_two, FusionParams, Normalization, Operator, Temperature};
@@ -92,11 +93,26 @@ impl Retriever for PhaseGraph {
         let fused = trace.step("calibrated fusion", || {
             let f = fuse_two(vector, &graph, &p.fusion);
             let both = vector.iter().filter(|v| graph.iter().any(|g| g.0 == v.0)).count();
+            // What the graph changes in the top 5, with and without calibration: the
+            // measure of whether the fusion does anything at all (issue 35 found it
+            // equal to dense everywhere).
+            let raw = FusionParams { normalization: Normalization::None, operator: Operator::Linear, ..p.fusion };
             let d = json!({"params": p.fusion, "vector": vector.len(), "graph": graph.len(), "in_both": both,
+                           "top5": top5_effect(vector, &f), "top5_uncalibrated": top5_effect(vector, &fuse_two(vector, &graph, &raw)),
                            "top": list_detail(&f)});
             Ok((f, d))
         })?;
         let fused = backfill(fused, &dense, k);
         Ok(Retrieval { hits: hits(fused), trace })
     }
+}
+
+/// How a fused top 5 differs from the vector list's: passages that only the graph
+/// brought in, and vector passages it moved into (or out of) the top 5.
+fn top5_effect(vector: &[(PassageIdx, f32)], fused: &[(PassageIdx, f32)]) -> serde_json::Value {
+    let v5: Vec<PassageIdx> = vector.iter().take(5).map(|x| x.0).collect();
+    let f5: Vec<PassageIdx> = fused.iter().take(5).map(|x| x.0).collect();
+    let graph_only = f5.iter().filter(|p| !vector.iter().any(|v| v.0 == **p)).count();
+    let promoted = f5.iter().filter(|p| !v5.contains(p) && vector.iter().any(|v| v.0 == **p)).count();
+    json!({"graph_only": graph_only, "promoted_from_vector": promoted, "changed": f5 != v5})
 }
