@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 LIMIT=${1:-5}
 OUT=${OUT:-/tmp/bridge-abc}
 mkdir -p "$OUT"
-cargo build --quiet -p hoprag-cli
+bash scripts/llm-build-deps.sh
+cargo build --quiet -p hoprag-cli --features local-llm
 H=./target/debug/hoprag
 for name in hotpot musique; do
   case $name in

@@ -12,7 +12,8 @@ N=${2:-3}
 M=${3:-5}
 OUT=${OUT:-/tmp/llm-offline}
 H=./target/debug/hoprag
-cargo build --quiet -p hoprag-cli
+bash scripts/llm-build-deps.sh
+cargo build --quiet -p hoprag-cli --features local-llm
 mkdir -p "$OUT/musique"
 python3 scripts/llm_slice.py make "$OUT/musique" "$N"
 for src in gpt heuristic llm; do

@@ -29,7 +29,9 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     numpy pytest pandas langchain-core llama-index-core
 
-cargo build --quiet -p hoprag-cli -p hoprag-py
+# HOPRAG_CARGO_FEATURES: the features scripts/test.sh builds with, so that this build is
+# the same one.
+cargo build --quiet -p hoprag-cli -p hoprag-py ${HOPRAG_CARGO_FEATURES:+--features "$HOPRAG_CARGO_FEATURES"}
 PKG=crates/hoprag-py/python
 # The stable-ABI name CPython looks for; a copy, not a link, so a later build does not
 # change a running interpreter's module under it.

@@ -5,14 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# llama.cpp (the local LLM) is built from source: its build needs cmake, and bindgen
-# needs libclang. Installed here when missing (Debian packages; CI runs as root).
-if ! command -v cmake >/dev/null || ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.]'; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq cmake libclang-dev >/dev/null
-fi
+# The tests cover the in-process LLM runtime too (the `local-llm` feature: llama.cpp,
+# built from source with cmake and bindgen's libclang, installed here when missing).
+# One feature set for every cargo call below, so that nothing is compiled twice.
+export HOPRAG_CARGO_FEATURES="hoprag-cli/local-llm,hoprag-py/local-llm"
+bash scripts/llm-build-deps.sh
 
 # trec_eval's own code, which a CLI test reads hoprag's TREC runs with (Debian packages
 # no trec_eval).
@@ -27,7 +24,7 @@ bash scripts/postgres.sh start "$PG_DIR" >"$PG_LOG" 2>&1 &
 PG_START=$!
 
 # The CLI and the Python extension in one build: one feature set, shared artifacts.
-cargo build --quiet -p hoprag-cli -p hoprag-py
+cargo build --quiet -p hoprag-cli -p hoprag-py --features "$HOPRAG_CARGO_FEATURES"
 ./target/debug/hoprag models fetch minilm
 ./target/debug/hoprag models fetch mpnet     # the second local embedder (tests check it against reference vectors)
 ./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run
@@ -41,7 +38,7 @@ fi
 # Likewise the PostgreSQL tests skip without a server elsewhere, and must run here.
 HOPRAG_TEST_POSTGRES="$(bash scripts/postgres.sh url "$PG_DIR")"
 export HOPRAG_TEST_POSTGRES HOPRAG_REQUIRE_POSTGRES=1
-cargo test --workspace
+cargo test --workspace --features "$HOPRAG_CARGO_FEATURES"
 
 # The Python package (crates/hoprag-py): installed from this build into a virtual
 # environment with pytest and the frameworks its retrievers adapt to, then its tests,

@@ -11,8 +11,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `hoprag --version`: the version, and whether this build runs local chat models.
+const VERSION: &str = if cfg!(feature = "local-llm") {
+    concat!(env!("CARGO_PKG_VERSION"), " (with the local LLM runtime)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (without the local LLM runtime: cargo feature `local-llm`)")
+};
+
 #[derive(Parser)]
-#[command(name = "hoprag", version, about = "Multi-hop retrieval for retrieval-augmented generation")]
+#[command(name = "hoprag", version = VERSION, about = "Multi-hop retrieval for retrieval-augmented generation")]
 struct Cli {
     /// No progress bars.
     #[arg(long, short, global = true)]

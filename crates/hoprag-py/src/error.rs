@@ -49,6 +49,7 @@ pub fn to_py(e: hoprag::Error) -> PyErr {
         E::Embedding(_) => EmbeddingError::new_err(message),
         E::Http { .. } => HttpError::new_err(message),
         E::Config(_) => ConfigError::new_err(message),
+        E::Unsupported(_) => UnsupportedError::new_err(message),
         E::Other(_) => HopragError::new_err(message),
     }
 }

@@ -27,6 +27,9 @@ pub enum Error {
     Http { url: String, message: String },
     #[error("configuration: {0}")]
     Config(String),
+    /// Something this build leaves out (a cargo feature), with how to get it.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("{0}")]
     Other(String),
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::llama::{requantize, Quant};
+use crate::llama::{gguf_general_name, requantize, Quant};
 
 /// What a model is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -375,6 +375,11 @@ pub fn require(name: &str) -> Result<PathBuf> {
 /// checksums. Does nothing if the model is already there. Returns the model folder.
 pub fn fetch(name: &str) -> Result<PathBuf> {
     let spec = spec(name)?;
+    // Checked before downloading: installing a chat model reads (and may re-encode) it
+    // with llama.cpp, and only a build that has it can run one.
+    if spec.kind == ModelKind::Chat && !crate::llama::BUILT {
+        return Err(crate::llama::not_built(&format!("the chat model {name}")));
+    }
     let dest = cache_dir().join("models").join(spec.name);
     if is_present(spec, &dest) {
         return Ok(dest);
@@ -501,23 +506,6 @@ fn verify(path: &Path, check: &Checksum) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The `general.name` a GGUF file's header states (the header only is read).
-pub fn gguf_general_name(path: &Path) -> Result<String> {
-    let gguf = llama_cpp_2::gguf::GgufContext::from_file(path)
-        .ok_or_else(|| Error::input(path, "not a readable GGUF file"))?;
-    let key = gguf.find_key("general.name");
-    if key < 0 {
-        return Err(Error::input(path, "the GGUF header has no general.name"));
-    }
-    // Reading a value as the wrong type aborts inside ggml. 8 is the GGUF format's
-    // string type.
-    #[allow(clippy::unnecessary_cast)]
-    if gguf.kv_type(key) as u32 != 8 {
-        return Err(Error::input(path, "general.name is not a string"));
-    }
-    gguf.val_str(key).map(str::to_string).ok_or_else(|| Error::input(path, "general.name is not a string"))
 }
 
 fn python() -> Result<String> {

@@ -8,6 +8,7 @@
 //! Without the model the tests say so and pass, except in CI (`CI` set) or where
 //! `HOPRAG_REQUIRE_MODELS` is set (scripts/test.sh installs the model and sets it), where
 //! they fail. All tests share one loaded model and run one at a time.
+#![cfg(feature = "local-llm")]
 
 mod common;
 

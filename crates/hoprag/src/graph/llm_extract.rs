@@ -462,6 +462,7 @@ mod tests {
         assert!(crate::llm::parse_lenient(NER_DEMO_ANSWER).unwrap()["entities"].is_array());
     }
 
+    #[cfg(feature = "local-llm")] // llama.cpp's converter
     #[test]
     fn answer_shapes_become_grammars() {
         for schema in [EXTRACT_SCHEMA, NER_SCHEMA] {

@@ -150,7 +150,9 @@ impl AppState {
     pub fn retrieve(&self, c: Checked) -> Result<RetrieveResponse, ApiError> {
         let retriever = c.engine.retriever(&c.method).map_err(|e| match e {
             // The method exists but cannot run on this index or configuration.
-            Error::Config(_) | Error::Index { .. } | Error::Unsupported(_) => ApiError::bad_request("method_unavailable", e.to_string()),
+            Error::Config(_) | Error::Index { .. } | Error::Unsupported(_) => {
+                ApiError::bad_request("method_unavailable", e.to_string())
+            }
             e => ApiError::internal(e.to_string()),
         })?;
         let retrieval = retriever

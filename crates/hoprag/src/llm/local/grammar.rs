@@ -9,7 +9,7 @@
 //! out): an unbounded `ws` lets a small model pad forever until its token cap, leaving
 //! an unfinished object.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A JSON object: any keys, any values. The stages' parsers check the shape.
 pub const JSON_OBJECT: &str = r#"
@@ -29,8 +29,7 @@ ws     ::= ( " " | "\n" [ ]{0,16} )?
 /// schema's order, `prefixItems`, `minItems`/`maxItems`, `const`, `enum`, integer
 /// `minimum`/`maximum` and string lengths are honoured.
 pub fn from_schema(schema: &str) -> Result<String> {
-    llama_cpp_2::json_schema_to_grammar(schema)
-        .map_err(|e| Error::Model(format!("the answer's JSON Schema has no grammar ({e}): {schema}")))
+    crate::llama::json_schema_to_grammar(schema)
 }
 
 /// Closes a JSON answer that `max_tokens` cut short: `text` is a prefix of a JSON
@@ -162,6 +161,7 @@ mod tests {
         assert_eq!(close_cut_json(""), None);
     }
 
+    #[cfg(feature = "local-llm")] // llama.cpp's converter
     #[test]
     fn schemas_become_grammars() {
         let grammar =

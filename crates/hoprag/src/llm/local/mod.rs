@@ -19,18 +19,23 @@
 //! corpus runs its instructions once, not per passage.
 
 pub mod grammar;
+#[cfg(feature = "local-llm")]
+mod runtime;
+#[cfg(not(feature = "local-llm"))]
+#[path = "not_built.rs"]
 mod runtime;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
 pub use self::runtime::LocalLlm;
 use super::{ChatRequest, ChatResponse, Llm};
 use crate::error::{Error, Result};
+use crate::lazy::Lazy;
 use crate::models::{self, ModelKind};
 
 /// The answer cap of a request that sets no `max_tokens`: a small model can otherwise
@@ -86,6 +91,7 @@ pub struct LocalModel {
     /// The registry's SHA-256 of the file, which spares hashing it.
     known_digest: Option<&'static str>,
     /// The registry's llama.cpp template for a file that carries none.
+    #[cfg_attr(not(feature = "local-llm"), allow(dead_code))] // read by the runtime
     fallback_template: Option<&'static str>,
 }
 
@@ -154,6 +160,7 @@ fn sha256_file(path: &Path) -> Result<String> {
 }
 
 /// Where the earliest stop string starts in `text`.
+#[cfg_attr(not(feature = "local-llm"), allow(dead_code))] // called by the runtime
 fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
     stops.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min()
 }
@@ -163,8 +170,8 @@ fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
 pub struct LazyLocalLlm {
     setting: String,
     model: std::result::Result<LocalModel, String>,
-    id: OnceLock<String>,
-    loaded: OnceLock<std::result::Result<Arc<LocalLlm>, String>>,
+    id: Lazy<String>,
+    loaded: Lazy<std::result::Result<Arc<LocalLlm>, String>>,
 }
 
 impl LazyLocalLlm {
@@ -176,13 +183,17 @@ impl LazyLocalLlm {
         LazyLocalLlm {
             setting: setting.to_string(),
             model: LocalModel::resolve(setting).map_err(|e| e.to_string()),
-            id: OnceLock::new(),
-            loaded: OnceLock::new(),
+            id: Lazy::new(),
+            loaded: Lazy::new(),
         }
     }
 
-    /// Whether the model file is there (without loading it).
+    /// Whether this build runs local models and the model file is there (without
+    /// loading it).
     pub fn check(&self) -> Result<&LocalModel> {
+        if !crate::llama::BUILT {
+            return Err(crate::llama::not_built(&format!("the local chat model {}", self.setting_or_default())));
+        }
         self.model.as_ref().map_err(|e| Error::Model(e.clone()))
     }
 
@@ -207,7 +218,7 @@ impl LazyLocalLlm {
     pub fn get(&self) -> Result<&Arc<LocalLlm>> {
         let model = self.check()?;
         self.loaded
-            .get_or_init(|| LocalLlm::load(model).map_err(|e| e.to_string()))
+            .get_or_compute(|| LocalLlm::load(model).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| Error::Model(e.clone()))
     }
@@ -215,7 +226,7 @@ impl LazyLocalLlm {
 
 impl Llm for LazyLocalLlm {
     fn id(&self) -> &str {
-        self.id.get_or_init(|| match &self.model {
+        self.id.get_or_compute(|| match &self.model {
             Ok(m) => m.id().unwrap_or_else(|e| {
                 log::warn!("{e}");
                 format!("local:{}:unreadable", m.label)

@@ -165,6 +165,7 @@ mod tests {
     use super::*;
     use crate::llm::local::grammar::from_schema;
 
+    #[cfg(feature = "local-llm")] // llama.cpp's converter
     #[test]
     fn answer_shapes_become_grammars() {
         let svo = from_schema(&svo_schema(3)).unwrap();

@@ -364,6 +364,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "local-llm")] // llama.cpp's converter
     #[test]
     fn answer_shapes_become_grammars_and_the_demonstrations_fit_them() {
         for schema in [prompts::READ_SCHEMA, prompts::REASON_SCHEMA, prompts::REWRITE_SCHEMA] {
