@@ -147,12 +147,16 @@ def soak(args, base: str, pid: int, questions: list[str]) -> int:
     for t in threads:
         t.start()
     peak, started = memory["start_mib"], time.monotonic()
+    # One sample a minute, to tell growth that levels off (caches, allocator arenas)
+    # from growth that keeps on (a leak).
+    memory["by_minute_mib"] = []
     while any(t.is_alive() for t in threads):
         time.sleep(5)
         now = rss_mib(pid)
         peak = max(peak, now)
-        if "after_1min_mib" not in memory and time.monotonic() - started >= 60:
-            memory["after_1min_mib"] = now
+        if time.monotonic() - started >= 60 * (len(memory["by_minute_mib"]) + 1):
+            memory["by_minute_mib"].append(round(now))
+            memory.setdefault("after_1min_mib", now)
     for t in threads:
         t.join()
     memory["end_mib"], memory["peak_mib"] = rss_mib(pid), peak

@@ -254,7 +254,9 @@ impl AppState {
                 return Ok(false);
             }
             let next = Arc::new(served.reload()?);
-            preload_graph(&next)?;
+            // Warmed before it is served (the old generation answers meanwhile), so that
+            // no request waits for the new one's walk precomputation or triple index.
+            next.prepare()?;
             let previous = self.engine.compare_and_swap(&served, next);
             if Arc::ptr_eq(&previous, &served) {
                 return Ok(true);
@@ -276,7 +278,6 @@ pub fn generation_name(engine: &Engine) -> String {
 /// Loads the entity graph of an index that has one, so that requests (and engines made
 /// for their options, which share it) never load it themselves, and an engine keeps
 /// working after its generation's files are removed.
-
 fn preload_graph(engine: &Engine) -> Result<()> {
     if engine.index.manifest.graph.is_some() {
         engine.graph()?;
