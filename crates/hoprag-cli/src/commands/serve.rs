@@ -21,6 +21,10 @@ pub struct ServeArgs {
     /// `serve.token` in hoprag.toml: a flag is visible to other users in `ps`.
     #[arg(long)]
     token: Option<String>,
+    /// Questions with gold passages (any format `hoprag eval --dataset` reads) for the
+    /// web page at `/`: pick a question by id, see its gold marked, run evaluations.
+    #[arg(long, value_name = "FILE")]
+    dataset: Option<PathBuf>,
     /// Override a setting, e.g. `serve.max_k=50` or `hybrid.rrf_k=30` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     settings: Vec<String>,
@@ -40,7 +44,10 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
     }
     let engine = Engine::open(store.clone(), settings.config)?;
     let passages = engine.index.len();
-    let server = Server::new(engine, settings.serve)?;
+    let mut server = Server::new(engine, settings.serve)?;
+    if let Some(path) = &args.dataset {
+        server = server.with_dataset(path).with_context(|| format!("--dataset {}", path.display()))?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let addr = server.settings().addr.clone();

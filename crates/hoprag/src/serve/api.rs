@@ -151,6 +151,9 @@ pub struct Health {
     pub version: String,
     pub passages: usize,
     pub generation: String,
+    /// Whether the other routes want `Authorization: Bearer TOKEN` (the web page asks
+    /// for the token before its first call, rather than after a 401).
+    pub token_required: bool,
 }
 
 /// Every error response: `{"error": {"code": ..., "message": ...}}`.
@@ -162,8 +165,10 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable, machine-readable: `invalid_json`, `invalid_request`, `unknown_method`,
-    /// `invalid_option`, `limit_exceeded`, `payload_too_large`, `unsupported_media_type`,
-    /// `unauthorized`, `not_found`, `method_not_allowed`, `timeout`, `internal`.
+    /// `invalid_option`, `method_unavailable`, `limit_exceeded`, `payload_too_large`,
+    /// `unsupported_media_type`, `unauthorized`, `not_found`, `no_dataset`,
+    /// `method_not_allowed`, `busy`, `timeout`, `internal`. The message starts with
+    /// the field at fault where there is one (`methods[1]: ...`).
     pub code: String,
     pub message: String,
 }

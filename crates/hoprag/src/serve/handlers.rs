@@ -116,6 +116,7 @@ pub async fn health(State(state): Shared) -> Json<Health> {
         version: env!("CARGO_PKG_VERSION").into(),
         passages: engine.index.len(),
         generation: generation_name(&engine),
+        token_required: state.requires_token(),
     })
 }
 

@@ -6,7 +6,11 @@
 //!
 //! Routes: `POST /v1/retrieve`, `POST /v1/retrieve/batch`, `POST /v1/passages`,
 //! `GET /v1/methods`, `GET /health`, `GET /metrics`, `GET /openapi.json` (generated
-//! from the types in [`api`]). Retrieval is CPU-bound and synchronous, so it runs on
+//! from the types in [`api`] and the route modules); for looking inside the index,
+//! `GET /v1/index`, `GET /v1/passages`, `GET /v1/graph/entity`, `POST /v1/graph/walk`,
+//! and with a data set (`Server::with_dataset`) `GET /v1/dataset`,
+//! `GET /v1/dataset/question`, `POST /v1/eval`; and a web page at `/` that draws them
+//! (`docs/web.md`). Retrieval is CPU-bound and synchronous, so it runs on
 //! tokio's blocking pool, at most [`ServeSettings::workers`] at a time; the async
 //! threads only parse, check and wait. Adding passages writes a new index generation
 //! and then swaps the served engine whole, so a query sees the old index or the new
@@ -23,15 +27,20 @@
 //! ```
 
 pub mod api;
+mod dataset;
 mod handlers;
+mod inspect;
 mod metrics;
 mod middleware;
 mod settings;
 mod state;
+mod web;
 
 pub use settings::ServeSettings;
 
 use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
@@ -42,10 +51,14 @@ use utoipa::OpenApi;
 
 use crate::engine::Engine;
 use crate::error::Result;
+use dataset::ServedDataset;
+use inspect::Inspect;
 use state::AppState;
 
 pub struct Server {
     state: Arc<AppState>,
+    dataset: Option<Arc<ServedDataset>>,
+    eval_busy: Arc<AtomicBool>,
 }
 
 impl Server {
@@ -73,7 +86,25 @@ impl Server {
                 })
                 .map_err(|e| crate::Error::Other(format!("starting the store follower: {e}")))?;
         }
-        Ok(Server { state })
+        Ok(Server { state, dataset: None, eval_busy: Arc::default() })
+    }
+
+    /// Serves the questions of a data set file (any format `hoprag eval --dataset`
+    /// reads) to the web page, which then marks their gold passages and can run
+    /// evaluations on them. Their gold is matched to the index now, to report how much
+    /// matched, and again for each new generation.
+    pub fn with_dataset(mut self, path: &Path) -> Result<Server> {
+        let data = ServedDataset::load(path)?;
+        let counts = data.resolved(&self.state.engine()).counts;
+        log::info!(
+            "data set {}: {} questions, {} of {} gold passages in the index",
+            path.display(),
+            data.summary().questions,
+            counts.gold - counts.unmatched,
+            counts.gold
+        );
+        self.dataset = Some(Arc::new(data));
+        Ok(self)
     }
 
     pub fn settings(&self) -> &ServeSettings {
@@ -91,9 +122,23 @@ impl Server {
             .route("/metrics", get(handlers::metrics))
             .route("/openapi.json", get(handlers::openapi))
             .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::require_token));
+        let inspect =
+            Arc::new(Inspect { app: state.clone(), dataset: self.dataset.clone(), eval_busy: self.eval_busy.clone() });
+        let inspection = Router::new()
+            .route("/v1/index", get(inspect::index_info))
+            .route("/v1/passages", get(inspect::lookup_passages))
+            .route("/v1/graph/entity", get(inspect::entity))
+            .route("/v1/graph/walk", post(inspect::walk))
+            .route("/v1/dataset", get(dataset::dataset))
+            .route("/v1/dataset/question", get(dataset::question))
+            .route("/v1/eval", post(dataset::run_eval))
+            .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::require_token))
+            .with_state(inspect);
         Router::new()
             .route("/health", get(handlers::health))
+            .merge(web::router())
             .merge(guarded)
+            .merge(inspection)
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
             .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
@@ -151,7 +196,14 @@ pub async fn shutdown_signal() {
         handlers::methods,
         handlers::health,
         handlers::metrics,
-        handlers::openapi
+        handlers::openapi,
+        inspect::index_info,
+        inspect::lookup_passages,
+        inspect::entity,
+        inspect::walk,
+        dataset::dataset,
+        dataset::question,
+        dataset::run_eval
     ),
     modifiers(&BearerToken),
     security(("bearer" = []))

@@ -34,6 +34,8 @@ pub struct ServeSettings {
     /// How often the server asks the store for a newer generation, in milliseconds
     /// (0: never; it still serves its own additions at once).
     pub follow_ms: u64,
+    /// Most questions an evaluation run from the web page (`POST /v1/eval`) may take.
+    pub max_eval_questions: usize,
 }
 
 impl Default for ServeSettings {
@@ -49,6 +51,7 @@ impl Default for ServeSettings {
             timeout_ms: 30_000,
             workers: 0,
             follow_ms: 1_000,
+            max_eval_questions: 200,
         }
     }
 }
@@ -76,6 +79,7 @@ impl ServeSettings {
             ("max_query_chars", self.max_query_chars),
             ("max_batch", self.max_batch),
             ("timeout_ms", self.timeout_ms as usize),
+            ("max_eval_questions", self.max_eval_questions),
         ] {
             if value == 0 {
                 return bad(field);
@@ -103,6 +107,8 @@ impl fmt::Debug for ServeSettings {
             .field("max_batch", &self.max_batch)
             .field("timeout_ms", &self.timeout_ms)
             .field("workers", &self.workers)
+            .field("follow_ms", &self.follow_ms)
+            .field("max_eval_questions", &self.max_eval_questions)
             .finish()
     }
 }
