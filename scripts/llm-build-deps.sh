@@ -6,8 +6,8 @@ set -euo pipefail
 
 have_libclang() {
     # libclang itself (libclang-14.so, libclang.so), not libclang-cpp, which bindgen
-    # cannot load.
-    ldconfig -p 2>/dev/null | grep -qE 'libclang(-[0-9.]+)?\.so'
+    # cannot load. Not `grep -q`: under pipefail its early exit fails the pipe.
+    ldconfig -p 2>/dev/null | grep -E 'libclang(-[0-9.]+)?\.so' >/dev/null
 }
 
 if command -v cmake >/dev/null && have_libclang; then
