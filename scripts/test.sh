@@ -11,6 +11,16 @@ cd "$(dirname "$0")/.."
 export HOPRAG_CARGO_FEATURES="hoprag-cli/local-llm,hoprag-py/local-llm"
 bash scripts/llm-build-deps.sh
 
+# The web page's browser test (crates/hoprag-cli/tests/web.rs) drives headless Chromium
+# over WebDriver: Debian's chromium and chromium-driver, installed here when missing.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+export HOPRAG_REQUIRE_BROWSER=1
+
 # trec_eval's own code, which a CLI test reads hoprag's TREC runs with (Debian packages
 # no trec_eval).
 python3 -m pip install --quiet --disable-pip-version-check pytrec-eval-terrier
