@@ -137,8 +137,24 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
             pct(d.margin_label_agrees_with_rank)
         );
         let show = |v: &[(String, f64)]| v.iter().map(|(n, a)| format!("{n} {a:.3}")).collect::<Vec<_>>().join(", ");
+        println!(
+            "the gold bridge is the dense top 1 (the bridge read at query time) on {} of them",
+            d.bridge_is_dense_top1
+        );
         println!("feature AUC vs the margin label (0.5 = no signal): {}", show(&d.feature_auc));
         println!("feature AUC vs \"Union brings it into the top 5\": {}", show(&d.feature_auc_top5_gain));
+    }
+    let by_t: Vec<String> = r
+        .out_of_fold_by_threshold
+        .iter()
+        .map(|o| format!("τ {:.2}: {} routed, {}W/{}L", o.threshold, o.routed, o.wins, o.losses))
+        .collect();
+    println!("out-of-fold top-5 outcome by threshold: {}", by_t.join("; "));
+    match r.selected_threshold {
+        Some(t) => println!("no-regret threshold (most out-of-fold wins over losses): {t:.2}"),
+        None => {
+            println!("no-regret threshold: none (no τ wins more than it loses out of fold): the router keeps dense")
+        }
     }
     Ok(())
 }

@@ -73,6 +73,50 @@ pub struct TrainingReport {
     /// full model's B_rel; absent from models trained before it was measured.
     #[serde(default)]
     pub diagnostics: Option<LabelDiagnostics>,
+    /// Out-of-fold R@5 outcome of routing at each threshold τ: questions whose next
+    /// passage Union brings into the pool's top 5 (wins) or drops from it (losses),
+    /// among those with P(Union) ≥ τ by the fold model that did not see them.
+    #[serde(default)]
+    pub out_of_fold_by_threshold: Vec<ThresholdOutcome>,
+    /// The no-regret threshold: the τ with the most out-of-fold wins over losses, the
+    /// highest on ties; none (route nothing) when no τ wins more than it loses.
+    #[serde(default)]
+    pub selected_threshold: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdOutcome {
+    pub threshold: f64,
+    pub routed: usize,
+    pub wins: usize,
+    pub losses: usize,
+}
+
+/// Thresholds the no-regret choice considers: the paper's 0.5 and up.
+const THRESHOLDS: [f64; 10] = [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95];
+
+/// Each threshold's out-of-fold outcome, and the no-regret choice among them.
+fn select_threshold(oof: &[(f64, RankOutcome)]) -> (Vec<ThresholdOutcome>, Option<f64>) {
+    let table: Vec<ThresholdOutcome> = THRESHOLDS
+        .iter()
+        .map(|&t| {
+            let routed: Vec<&RankOutcome> = oof.iter().filter(|(p, _)| *p >= t).map(|(_, r)| r).collect();
+            ThresholdOutcome {
+                threshold: t,
+                routed: routed.len(),
+                wins: routed.iter().filter(|r| r.union <= 5 && r.q > 5).count(),
+                losses: routed.iter().filter(|r| r.q <= 5 && r.union > 5).count(),
+            }
+        })
+        .collect();
+    let net = |o: &ThresholdOutcome| o.wins as i64 - o.losses as i64;
+    // Highest τ among the best: the same evidence with fewer questions exposed.
+    let best = table
+        .iter()
+        .filter(|o| net(o) > 0)
+        .max_by(|a, b| net(a).cmp(&net(b)).then(a.threshold.total_cmp(&b.threshold)));
+    let chosen = best.map(|o| o.threshold);
+    (table, chosen)
 }
 
 /// What the margin labels and the five features carry, measured on the training
@@ -88,6 +132,9 @@ pub struct LabelDiagnostics {
     pub union_rank_better: usize,
     pub union_rank_worse: usize,
     pub union_rank_same: usize,
+    /// Labelled questions whose gold bridge is the dense top 1 (the bridge the method
+    /// reads at query time; training reads the gold one).
+    pub bridge_is_dense_top1: usize,
     /// Share of labelled questions whose margin label agrees with "Union ranks the
     /// target higher than Q".
     pub margin_label_agrees_with_rank: f64,
@@ -144,6 +191,8 @@ enum RouterExample {
 struct RankOutcome {
     q: usize,
     union: usize,
+    /// The gold bridge is the dense top 1, the bridge the method reads at query time.
+    bridge_is_top1: bool,
 }
 
 /// Trains the full model and the cross-fitted fold models.
@@ -219,12 +268,15 @@ pub fn train(
 
     let mut fold_models = Vec::new();
     let (mut correct, mut scored, mut to_union) = (0, 0, 0);
+    let mut out_of_fold = Vec::new();
     for f in 0..folds {
         let classifiers = fit(&|i| items[i].fold != f, &mut cache, &format!("fold {}", f + 1))?;
         let held: Vec<usize> = (0..items.len()).filter(|&i| items[i].fold == f).collect();
         for example in router_examples(&items, &held, &classifiers.selector, alpha, &mut cache, progress)? {
-            if let RouterExample::Labelled(features, label, _) = example {
-                let union = classifiers.route(&features) >= 0.5;
+            if let RouterExample::Labelled(features, label, ranks) = example {
+                let p = classifiers.route(&features);
+                out_of_fold.push((p, ranks));
+                let union = p >= 0.5;
                 scored += 1;
                 correct += usize::from(union == label);
                 to_union += usize::from(union);
@@ -261,6 +313,7 @@ pub fn train(
     report.cross_fitted_n = scored;
     report.cross_fitted_accuracy = correct as f64 / scored.max(1) as f64;
     report.cross_fitted_union_share = to_union as f64 / scored.max(1) as f64;
+    (report.out_of_fold_by_threshold, report.selected_threshold) = select_threshold(&out_of_fold);
 
     Ok(RegimeModel {
         format: FORMAT,
@@ -268,6 +321,7 @@ pub fn train(
         full,
         folds: fold_models,
         report,
+        built_in: false,
     })
 }
 
@@ -319,6 +373,7 @@ fn diagnose(examples: &[(RouterFeatures, bool, RankOutcome)]) -> LabelDiagnostic
             std::cmp::Ordering::Equal => d.union_rank_same += 1,
         }
         agree += usize::from(*label == (r.union < r.q));
+        d.bridge_is_dense_top1 += usize::from(r.bridge_is_top1);
     }
     d.margin_label_agrees_with_rank = agree as f64 / examples.len().max(1) as f64;
     let margin: Vec<bool> = examples.iter().map(|e| e.1).collect();
@@ -389,17 +444,17 @@ fn router_examples(
         };
         let bridge_text = &item.index.passage(bridge).text;
         match select(selector, item.text, bridge_text) {
-            Some(s) => pending.push(Ok((i, target, s.sentence, bridge_text))),
+            Some(s) => pending.push(Ok((i, bridge, target, s.sentence, bridge_text))),
             None => pending.push(Err(RouterExample::NoNextHop)),
         }
     }
-    let texts: Vec<String> = pending.iter().filter_map(|p| p.as_ref().ok().map(|p| p.2.clone())).collect();
+    let texts: Vec<String> = pending.iter().filter_map(|p| p.as_ref().ok().map(|p| p.3.clone())).collect();
     cache.fill(&texts, progress)?;
     Ok(pending
         .into_iter()
         .map(|p| match p {
             Err(e) => e,
-            Ok((i, target, b_rel, bridge_text)) => {
+            Ok((i, bridge, target, b_rel, bridge_text)) => {
                 let item = &items[i];
                 let vectors = item.index.vectors();
                 let b_vec = &cache.vectors[&b_rel];
@@ -408,6 +463,7 @@ fn router_examples(
                 let ranks = RankOutcome {
                     q: rank_of(&item.pool, target),
                     union: rank_of(&union_ranking(&item.pool, b_vec, alpha, vectors), target),
+                    bridge_is_top1: item.pool.first().is_some_and(|p| p.0 == bridge),
                 };
                 RouterExample::Labelled(RouterFeatures::compute(item.text, &b_rel, bridge_text), s_b > s_q, ranks)
             }
@@ -434,5 +490,37 @@ impl EmbeddingCache<'_> {
         progress.finish();
         self.vectors.extend(missing.into_iter().zip(vectors?));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(q: usize, union: usize) -> RankOutcome {
+        RankOutcome { q, union, bridge_is_top1: true }
+    }
+
+    #[test]
+    fn auc_counts_pairs_and_ties() {
+        assert_eq!(auc(&[3.0, 2.0, 1.0], &[true, false, false]), 1.0);
+        assert_eq!(auc(&[1.0, 2.0], &[true, false]), 0.0);
+        // One tie between the positive and a negative: (1 + 0.5) / 2.
+        assert_eq!(auc(&[2.0, 2.0, 1.0], &[true, false, false]), 0.75);
+        assert_eq!(auc(&[1.0, 2.0], &[true, true]), 0.5, "no negatives: no signal");
+    }
+
+    #[test]
+    fn the_threshold_routes_only_where_out_of_fold_wins_outnumber_losses() {
+        // P(Union) 0.9 wins a top-5 place, 0.6 loses one, 0.52 wins one.
+        let oof = [(0.9, outcome(8, 3)), (0.6, outcome(2, 7)), (0.52, outcome(9, 4)), (0.3, outcome(9, 1))];
+        let (table, chosen) = select_threshold(&oof);
+        assert_eq!((table[0].routed, table[0].wins, table[0].losses), (3, 2, 1));
+        // τ 0.65 to 0.9 route the 0.9 question alone: 1W/0L, the same net as τ 0.5's 2W/1L;
+        // the highest of the best is kept.
+        assert_eq!(chosen, Some(0.9));
+        // Nothing but losses: route nothing.
+        let (_, none) = select_threshold(&[(0.8, outcome(1, 9)), (0.7, outcome(6, 6))]);
+        assert_eq!(none, None);
     }
 }

@@ -43,8 +43,20 @@ pub struct RegimeRouterParams {
     pub alpha: f32,
     /// α = clip(P(Union) · 0.5, 0.1, 0.5) instead of the fixed value (paper's ablation).
     pub p_weighted_alpha: bool,
-    /// τ: route to Union when P(Union) ≥ τ (0.5).
+    /// τ: route to Union when P(Union) ≥ τ (0.5, the paper's), unless
+    /// `model_threshold` applies.
     pub threshold: f64,
+    /// Use the threshold the model chose from its out-of-fold outcomes instead of
+    /// `threshold` (true): routing only where cross-fitting saw Union win more top-5
+    /// places than it lost, and nowhere (dense) when it never did. Models without a
+    /// choice use `threshold`.
+    pub model_threshold: bool,
+    /// Route with the built-in model (trained on 2Wiki) on any corpus. Off by default:
+    /// zero-shot, the 2Wiki router lost to dense on HotpotQA and did not beat it on
+    /// MuSiQue (docs/seed-methods.md), so without a model trained on the index's own
+    /// corpus (`hoprag train-router` writes one beside the index, or `--router`) the
+    /// method keeps the dense ranking. On reproduces the paper's zero-shot transfer.
+    pub zero_shot: bool,
     pub router: RouterMode,
     /// Router model file; none = the index's `router.json`, else the built-in model.
     pub model: Option<std::path::PathBuf>,
@@ -57,6 +69,8 @@ impl Default for RegimeRouterParams {
             alpha: 0.25,
             p_weighted_alpha: false,
             threshold: 0.5,
+            model_threshold: true,
+            zero_shot: false,
             router: RouterMode::Model,
             model: None,
         }
@@ -94,6 +108,22 @@ impl RegimeRouter {
     }
 }
 
+impl RegimeRouter {
+    /// τ for the trained router: above any probability for the built-in model unless
+    /// `zero_shot`; the model's no-regret choice where asked for and made (above any
+    /// probability when it chose to route nothing); else the configured one.
+    fn threshold(&self) -> f64 {
+        if self.model.built_in && !self.params.zero_shot {
+            return f64::INFINITY;
+        }
+        let r = &self.model.report;
+        match (self.params.model_threshold, r.out_of_fold_by_threshold.is_empty()) {
+            (true, false) => r.selected_threshold.unwrap_or(f64::INFINITY),
+            _ => self.params.threshold,
+        }
+    }
+}
+
 impl Retriever for RegimeRouter {
     fn name(&self) -> &str {
         "regime_router"
@@ -126,8 +156,9 @@ impl Retriever for RegimeRouter {
             return Ok(Retrieval { hits: hits(list), trace });
         };
 
+        let threshold = self.threshold();
         let decided = match p.router {
-            RouterMode::Model => Some(probability >= p.threshold),
+            RouterMode::Model => Some(probability >= threshold),
             RouterMode::Always => Some(true),
             RouterMode::Never => Some(false),
             RouterMode::Oracle => None,
@@ -161,7 +192,7 @@ impl Retriever for RegimeRouter {
             let action = if use_union { "union" } else { "q" };
             let list = if use_union { union.unwrap_or_default() } else { pool };
             let d = json!({"action": action, "router": p.router, "alpha": if use_union { Some(alpha) } else { None },
-                           "threshold": p.threshold, "model": source, "top": list_detail(&list)});
+                           "threshold": threshold, "model": source, "top": list_detail(&list)});
             Ok((list, d))
         })?;
         list.truncate(k);
