@@ -375,13 +375,16 @@ fn diagnose(examples: &[(RouterFeatures, bool, RankOutcome)]) -> LabelDiagnostic
         agree += usize::from(*label == (r.union < r.q));
         d.bridge_is_dense_top1 += usize::from(r.bridge_is_top1);
     }
-    d.margin_label_agrees_with_rank = agree as f64 / examples.len().max(1) as f64;
+    // Rounded to what a report needs, so that the values read back from a model file
+    // equal the ones written (serde_json's parse may differ in the last bit otherwise).
+    let round = |x: f64| (x * 1e4).round() / 1e4;
+    d.margin_label_agrees_with_rank = round(agree as f64 / examples.len().max(1) as f64);
     let margin: Vec<bool> = examples.iter().map(|e| e.1).collect();
     let gain: Vec<bool> = examples.iter().map(|e| e.2.union <= 5 && e.2.q > 5).collect();
     for (j, name) in RouterFeatures::NAMES.iter().enumerate() {
         let x: Vec<f64> = examples.iter().map(|e| e.0.to_vec()[j]).collect();
-        d.feature_auc.push((name.to_string(), auc(&x, &margin)));
-        d.feature_auc_top5_gain.push((name.to_string(), auc(&x, &gain)));
+        d.feature_auc.push((name.to_string(), round(auc(&x, &margin))));
+        d.feature_auc_top5_gain.push((name.to_string(), round(auc(&x, &gain))));
     }
     d
 }
