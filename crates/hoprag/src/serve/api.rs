@@ -20,6 +20,8 @@ use crate::retrieve::{Retrieval, Trace};
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveRequest {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub query: String,
     /// A method of `GET /v1/methods`; the server's default when left out.
     pub method: Option<String>,
@@ -92,6 +94,8 @@ pub struct NewPassage {
     pub id: Option<String>,
     #[serde(default)]
     pub title: String,
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub text: String,
 }
 
@@ -140,7 +144,7 @@ pub struct MethodInfo {
     pub description: String,
     /// The method's section of the server's configuration (what `options` paths start
     /// from), or null for a method without parameters.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub parameters: Value,
 }
 
