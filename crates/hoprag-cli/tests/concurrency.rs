@@ -161,7 +161,7 @@ fn wait_watched(mut child: Child, what: &str) -> std::process::Output {
 }
 
 fn tail(s: &str, n: usize) -> &str {
-    &s[s.len() - s.len().min(n)..].trim_start_matches(|c: char| !c.is_ascii())
+    s[s.len() - s.len().min(n)..].trim_start_matches(|c: char| !c.is_ascii())
 }
 
 /// `hoprag eval` of every LLM-free method, each in a new process on a fresh copy of the

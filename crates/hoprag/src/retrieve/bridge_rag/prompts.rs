@@ -160,12 +160,11 @@ pub fn judge_request(
         .with_schema(judge_schema(candidates.len(), max))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "local-llm"))] // llama.cpp's converter
 mod tests {
     use super::*;
     use crate::llm::local::grammar::from_schema;
 
-    #[cfg(feature = "local-llm")] // llama.cpp's converter
     #[test]
     fn answer_shapes_become_grammars() {
         let svo = from_schema(&svo_schema(3)).unwrap();
