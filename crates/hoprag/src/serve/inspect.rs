@@ -282,6 +282,7 @@ pub struct EntityParams {
 pub struct EntityNeighbourhood {
     pub entity: EntityRef,
     pub neighbours: Vec<Neighbour>,
+    /// Distinct statements that name it (at most 50), each with one passage stating it.
     pub triples: Vec<TripleRef>,
     pub passages: Vec<PassageRef>,
     /// Passages that mention it in all (the lists above are cut).
@@ -366,6 +367,8 @@ fn neighbourhood(
     let entity_ref = |e: u32| EntityRef { id: e, label: g.labels[e as usize].clone() };
     let mut predicates: HashMap<u32, Vec<String>> = HashMap::new();
     let mut triples = Vec::new();
+    // One statement made in many passages is listed once.
+    let mut stated = HashSet::new();
     for (t, ends) in g.triple_entities.iter().enumerate() {
         let Some((s, o)) = *ends else { continue };
         if s != found && o != found {
@@ -376,7 +379,7 @@ fn neighbourhood(
         if list.len() < 3 && !list.contains(&triple.predicate) {
             list.push(triple.predicate.clone());
         }
-        if triples.len() < 50 {
+        if triples.len() < 50 && stated.insert(triple.text().to_lowercase()) {
             triples.push(TripleRef {
                 subject: triple.subject.clone(),
                 predicate: triple.predicate.clone(),

@@ -701,12 +701,13 @@
     const H = 600;
     const [centre, ...around] = nodes;
     Object.assign(centre, { x: W / 2, y: H / 2, labelBelow: true, labelMax: 40 });
-    const R = H / 2 - 40;
+    // An ellipse that leaves room for the labels on either side.
+    const ry = H / 2 - 40, rx = W / 2 - 190;
     around.forEach((n, i) => {
       const a = -Math.PI / 2 + (2 * Math.PI * i) / around.length;
-      const r = around.length > 16 && i % 2 ? R * 0.62 : R;
-      n.x = W / 2 + Math.cos(a) * r * 1.5;
-      n.y = H / 2 + Math.sin(a) * r;
+      const f = around.length > 16 && i % 2 ? 0.62 : 1;
+      n.x = W / 2 + Math.cos(a) * rx * f;
+      n.y = H / 2 + Math.sin(a) * ry * f;
       n.anchor = Math.cos(a) < -0.01 ? 'end' : 'start';
       n.labelMax = 26;
     });
@@ -1136,7 +1137,7 @@
     const cards = h('div', { class: 'cards' },
       card(info.passages.toLocaleString(), 'passages'), card(info.generation, 'generation', true),
       card(`${info.store}: ${info.location}`, 'store', true), card(`${m.embedder.id} (${m.embedder.dim})`, 'embedder', true),
-      card(String(m.vector_index), 'vector index', true), card(g ? g.source : 'none', 'entity graph', true),
+      card(String(m.vector_index), 'vector index', true), card(g ? g.source.split('/').pop() : 'none', 'entity graph (triples)', true),
       card(date(m.updated_at), 'updated (UTC)', true));
     const stats = g ? h('table', null, Object.entries(g.stats).filter(([, v]) => typeof v === 'number').map(([k, v]) =>
       h('tr', null, h('td', { text: k.replace(/_/g, ' ') }), h('td', { class: 'num', text: Number.isInteger(v) ? v.toLocaleString() : v.toFixed(2) }))))
@@ -1180,7 +1181,7 @@
         nb.neighbours.length ? graphView(nodes, edges, {}) : h('p', { class: 'muted', text: 'No edges: only passages mention it.' }),
         nb.candidates.length ? h('p', { class: 'small-text' }, 'Also: ', nb.candidates.map((c, i) => [i ? ', ' : '', link({ view: 'index', entity: c.label }, c.label)])) : null),
       h('div', null,
-        h('div', { class: 'panel' }, h('h3', { text: 'Triples naming it' }), h('table', null, nb.triples.map((t) => h('tr', null, h('td', { text: t.subject }), h('td', { class: 'muted', text: t.predicate }), h('td', { text: t.object }))))),
+        h('div', { class: 'panel scroll' }, h('h3', { text: `Triples naming it (${nb.triples.length}${nb.triples.length >= 50 ? '+' : ''})` }), h('table', null, nb.triples.map((t) => h('tr', null, h('td', { text: t.subject }), h('td', { class: 'muted', text: t.predicate }), h('td', { text: t.object }))))),
         h('div', { class: 'panel' }, h('h3', { text: 'Passages mentioning it' }), h('ul', null, nb.passages.map((x) => h('li', null, x.title, ' ', h('span', { class: 'muted small-text', text: x.id }))))))));
   }
 
