@@ -487,6 +487,67 @@ fn walk_through(
     }
 }
 
+/// The drawings of the LLM methods' traces, from results opened as files (this test has
+/// no LLM to run them): BridgeRAG's chain and pool, GEAR's steps and beams. And
+/// RegimeRouter's decision, which runs without one.
+fn llm_traces(browser: &Browser, base: &str, dir: &Path) {
+    let step = |name: &str, micros: u64, detail: Value| json!({"name": name, "micros": micros, "detail": detail});
+    let llm = json!({"calls": 1, "cache_hits": 0, "errors": 0, "retries": 0, "latency_ms": 900.0,
+        "tokens_spent": {"prompt_tokens": 412, "completion_tokens": 58},
+        "tokens_from_cache": {"prompt_tokens": 0, "completion_tokens": 0}, "parse_failures": 0, "parse_failure_examples": []});
+    let llm_step = |name: &str, micros: u64, detail: Value| {
+        let mut s = step(name, micros, detail);
+        s["llm"] = llm.clone();
+        s
+    };
+    let question = "Who founded the company that built the lighthouse on Varn Island?";
+    let passages = json!([
+        {"rank": 1, "id": "p21", "title": "Ardent Ironworks", "text": "…", "score": 0.95},
+        {"rank": 2, "id": "p20", "title": "Varn Light", "text": "…", "score": 0.8},
+    ]);
+    let pool = |id: &str, svo: f64, judge: f64, f: f64| json!({"id": id, "from": ["svo"], "pool_score": svo, "svo": svo, "judge": judge, "f": f});
+    let bridge = json!({"query": question, "method": "bridge_rag", "k": 2, "passages": passages, "trace": {"steps": [
+        step("embed query", 6000, json!({})),
+        llm_step("svo queries", 910_000, Value::Null),
+        llm_step("judge", 1_800_000, Value::Null),
+        step("decision record", 1, json!({"condition": "c", "bridge": "p20", "e1": "Ardent Ironworks", "e2": "Varn Light",
+            "svo_queries": ["Ardent Ironworks was founded by someone", "founder of Ardent Ironworks"],
+            "pool": [pool("p21", 0.71, 9.0, 0.95), pool("p20", 0.69, 7.0, 0.8)], "ranking": ["p21", "p20"],
+            "warnings": [], "fell_back_to_dense": false})),
+    ]}});
+    let gear = json!({"query": question, "method": "gear", "k": 2, "passages": passages, "trace": {"steps": [
+        step("iteration", 1, json!({"step": 1, "query": question})),
+        llm_step("read", 800_000, json!({"passages": 5, "proximal_triples": [
+            {"subject": "Varn Light", "predicate": "prefabricated by", "object": "Ardent Ironworks"}]})),
+        step("beam search", 500, json!({"beams": [{"score": 0.93, "triples": [
+            "Varn Light was prefabricated by Ardent Ironworks", "Ardent Ironworks founded by Maud Corrigan"]}],
+            "passages": [19, 20]})),
+        llm_step("reason", 600_000, json!({"verdict": {"answerable": true, "answer": "Maud Corrigan", "reason": "…",
+            "parsed": true}})),
+        step("fuse all", 30, json!({"steps": 1, "stopped": "answerable", "memory": [], "linked_lists": 1, "rounds": 1})),
+    ]}});
+    browser.goto(&format!("{base}/?view=hops"));
+    browser.wait_ready("hops");
+    for (name, result) in [("bridge", &bridge), ("gear", &gear)] {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, result.to_string()).unwrap();
+        browser.unready();
+        browser.type_into("#trace-file", file.to_str().unwrap());
+        browser.wait_ready("hops");
+    }
+    // The last one opened is drawn; each drawing is checked as it comes.
+    assert_eq!(browser.count("#hops .chain .triple"), 3, "the triple read and the beam's two");
+    assert_eq!(browser.count("#hops .waterfall .bar.llm"), 2, "LLM steps stand out");
+    browser.unready();
+    browser.type_into("#trace-file", dir.join("bridge.json").to_str().unwrap());
+    browser.wait_ready("hops");
+    assert_eq!(browser.count("#hops .flow > div:not(.arrow)"), 4, "bridge, queries, entities, pool");
+    assert_eq!(browser.count("#hops table tr"), 3, "the pool, with its header");
+    browser.goto(&format!("{base}/?view=hops&qid=demo-01&m=regime_router"));
+    browser.wait_ready("hops");
+    assert_eq!(browser.count("#hops .gauge"), 1, "P(union) against the threshold");
+}
+
 #[test]
 fn the_page_in_a_browser() {
     let Some((chromium, chromedriver)) = browser() else { return };
@@ -513,6 +574,7 @@ fn the_page_in_a_browser() {
     let browser = Browser::start(chromium.as_deref(), &chromedriver);
     let ask = "Which river flows through the town where the company that made the Varn Light lens was based?";
     let measures = walk_through(&browser, &server.base, "demo-01", ask, Some(&report), None);
+    llm_traces(&browser, &server.base, dir.path());
     eprintln!("{measures}");
     assert!(measures.files >= 4 && measures.bodies > 10_000.0, "{measures}");
     let errors = browser.severe_logs();

@@ -528,7 +528,7 @@
     const box = h('div', { class: 'waterfall' });
     let at = 0;
     for (const st of steps) {
-      const llm = st.llm ? ` · ${st.llm.calls} LLM call(s), ${st.llm.tokens_spent ? st.llm.tokens_spent.prompt_tokens + st.llm.tokens_spent.completion_tokens + ' tokens' : ''}` : '';
+      const llm = st.llm ? ` · ${llmCost(st.llm)}` : '';
       const bar = h('span', { class: 'bar' + (st.llm ? ' llm' : ''), title: `${st.name}: ${ms(st.micros)} ms${llm}` });
       bar.style.left = `${(100 * at) / total}%`;
       bar.style.width = `max(2px, ${(100 * st.micros) / total}%)`;
@@ -536,6 +536,14 @@
       at += st.micros;
     }
     return box;
+  }
+
+  // A step's LLM calls: how many, their tokens (cached ones at their original cost).
+  function llmCost(l) {
+    const sum = (u) => (u ? (u.prompt_tokens || 0) + (u.completion_tokens || 0) : 0);
+    const tokens = sum(l.tokens_spent) + sum(l.tokens_from_cache);
+    const extra = [l.cache_hits ? `${l.cache_hits} cached` : '', l.errors ? `${l.errors} failed` : ''].filter(Boolean).join(', ');
+    return `${l.calls} LLM call${l.calls === 1 ? '' : 's'}, ${tokens} tokens${extra ? ` (${extra})` : ''}`;
   }
 
   function rawSteps(steps) {
@@ -856,9 +864,11 @@
     if (!route) return drawLists(body, r);
     const bridge = (await passagesById([route.bridge]).catch(() => new Map())).get(route.bridge);
     const p = route.p_union || 0;
-    const gauge = h('div', { class: 'gauge' }, h('div', { class: 'fill' }), h('div', { class: 'mark', title: `threshold ${rank.threshold}` }));
+    // No threshold in the trace (JSON has no infinity): the model never routes to Union.
+    const threshold = typeof rank.threshold === 'number' ? rank.threshold : null;
+    const gauge = h('div', { class: 'gauge' }, h('div', { class: 'fill' }), threshold === null ? null : h('div', { class: 'mark', title: `threshold ${threshold}` }));
     $('.fill', gauge).style.width = `${100 * p}%`;
-    $('.mark', gauge).style.left = `${100 * (rank.threshold || 0.5)}%`;
+    if (threshold !== null) $('.mark', gauge).style.left = `${100 * Math.min(1, threshold)}%`;
     const features = Object.entries(route.features || {});
     const text = bridge ? bridge.text : '';
     const sentence = route.b_rel ? route.b_rel.sentence : '';
@@ -868,7 +878,7 @@
       h('div', { class: 'panel' }, h('h3', { text: 'Decision' }),
         h('p', null, 'Action: ', h('strong', { text: rank.action === 'union' ? 'Union (question + bridge sentence)' : 'Q (the question alone)' }),
           rank.alpha ? ` · α ${fmt(rank.alpha, 2)}` : '', ` · router ${rank.router || ''}`),
-        h('div', { class: 'muted small-text', text: `P(union) = ${fmt(p)} against the threshold ${rank.threshold} (red mark); model: ${route.model}` }), gauge,
+        h('div', { class: 'muted small-text', text: threshold === null ? `P(union) = ${fmt(p)}; the model's threshold is infinite: it never routes to Union; model: ${route.model}` : `P(union) = ${fmt(p)} against the threshold ${fmt(threshold)} (red mark); model: ${route.model}` }), gauge,
         h('h3', { text: 'Features' }),
         h('table', null, features.map(([name, v]) => h('tr', null, h('td', { text: name }), h('td', { class: 'num', text: typeof v === 'number' ? fmt(v, 3) : String(v) }))))),
       h('div', { class: 'panel' }, h('h3', null, 'Bridge: ', bridge ? bridge.title : route.bridge, ' ', goldBadge(goldOf().get(route.bridge))),
