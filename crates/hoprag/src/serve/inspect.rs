@@ -270,7 +270,9 @@ pub async fn lookup_passages(State(inspect): Shared, uri: Uri) -> Result<Json<Pa
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EntityParams {
-    /// The entity's name (matched after normalisation: case, punctuation), or part of it.
+    /// The entity's name (matched after normalisation: case, punctuation), or part of it;
+    /// it must hold a letter or digit.
+    #[param(pattern = r"\w")]
     pub name: String,
     /// Most neighbours returned (default 30, at most 200).
     pub limit: Option<usize>,
@@ -438,6 +440,8 @@ fn graph_of(engine: &Engine) -> Result<Arc<GraphContext>, ApiError> {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WalkRequest {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub query: String,
     /// `ppr`, `phasegraph`, or `auto` / `auto_llm` when they choose a graph method
     /// (default `ppr`): whose linking and walk parameters to use.
