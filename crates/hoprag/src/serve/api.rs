@@ -25,7 +25,8 @@ pub struct RetrieveRequest {
     pub query: String,
     /// A method of `GET /v1/methods`; the server's default when left out.
     pub method: Option<String>,
-    /// Passages to return (at most the server's `max_k`).
+    /// Passages to return (at least 1, at most the server's `max_k`).
+    #[schema(minimum = 1)]
     pub k: Option<usize>,
     /// Method parameters for this request only, by dotted path as in `--set`, e.g.
     /// `{"phasegraph.fusion.alpha": 0.5}`. Server-wide sections (`llm`, `embedder`)

@@ -446,7 +446,8 @@ pub struct WalkRequest {
     /// `ppr`, `phasegraph`, or `auto` / `auto_llm` when they choose a graph method
     /// (default `ppr`): whose linking and walk parameters to use.
     pub method: Option<String>,
-    /// Most nodes drawn, the question's included (default 40, at most 60).
+    /// Most nodes drawn, the question's included (default 40, between 2 and 60).
+    #[schema(minimum = 2, maximum = 60)]
     pub nodes: Option<usize>,
     /// Passage ids to draw whatever their mass (at most 20), e.g. the gold passages and
     /// the method's result: where a hop was lost shows as a passage the walk left light.
@@ -538,7 +539,7 @@ pub struct Reached {
 /// split walk ranks passages only), so it costs more than the query.
 #[utoipa::path(post, path = "/v1/graph/walk", request_body = WalkRequest,
     responses((status = 200, body = WalkResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-              (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn walk(
     State(inspect): Shared,
     ApiJson(request): ApiJson<WalkRequest>,
