@@ -8,7 +8,7 @@ pub mod fallback;
 pub mod gear;
 mod hybrid;
 mod phasegraph;
-mod ppr;
+pub(crate) mod ppr;
 mod regime_router;
 
 pub use auto::{Auto, AutoLlmParams, AutoParams, GraphKind};

@@ -181,14 +181,7 @@ fn walk(
     };
     if let Some(dense) = dense.filter(|_| params.passage_node_weight > 0.0) {
         trace.step("passage seeds", || {
-            let n = graph_passages.min(dense.len());
-            let (lo, hi) = crate::rank::range(&dense[..n]);
-            for (p, &s) in dense[..n].iter().enumerate() {
-                let x = if hi > lo { ((s - lo) / (hi - lo)) as f64 } else { 1.0 };
-                if x > 0.0 {
-                    weights.push(((e + p) as u32, x * params.passage_node_weight));
-                }
-            }
+            let n = push_passage_seeds(&mut weights, dense, e, graph_passages, params.passage_node_weight);
             Ok(((), json!({"passages": n, "weight": params.passage_node_weight})))
         })?;
     }
@@ -408,4 +401,24 @@ impl Retriever for Ppr {
         };
         Ok(Retrieval { hits: hits(list), trace })
     }
+}
+
+/// HippoRAG 2's passage seeds: every graph passage (node `entities + p`) seeded with its
+/// min–max normalised dense score times `weight`; returns how many passages were read.
+pub(crate) fn push_passage_seeds(
+    weights: &mut Vec<(u32, f64)>,
+    dense: &[f32],
+    entities: usize,
+    graph_passages: usize,
+    weight: f64,
+) -> usize {
+    let n = graph_passages.min(dense.len());
+    let (lo, hi) = crate::rank::range(&dense[..n]);
+    for (p, &s) in dense[..n].iter().enumerate() {
+        let x = if hi > lo { ((s - lo) / (hi - lo)) as f64 } else { 1.0 };
+        if x > 0.0 {
+            weights.push(((entities + p) as u32, x * weight));
+        }
+    }
+    n
 }

@@ -667,14 +667,7 @@ fn run_walk(
     let t = Instant::now();
     if params.passage_node_weight > 0.0 && !weights.is_empty() {
         let dense = engine.index.vectors().dots(&embedding);
-        let n = graph_passages.min(dense.len());
-        let (lo, hi) = crate::rank::range(&dense[..n]);
-        for (p, &s) in dense[..n].iter().enumerate() {
-            let x = if hi > lo { ((s - lo) / (hi - lo)) as f64 } else { 1.0 };
-            if x > 0.0 {
-                weights.push(((e + p) as u32, x * params.passage_node_weight));
-            }
-        }
+        crate::retrieve::ppr::push_passage_seeds(&mut weights, &dense, e, graph_passages, params.passage_node_weight);
     }
     let r = ctx.ppr.personalized_pagerank(&weights, &params.ppr);
     timed("ppr", t);
