@@ -4,6 +4,7 @@ use std::path::Path;
 
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
+use tantivy::directory::{Directory, RamDirectory};
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
 use tantivy::tokenizer::{
@@ -25,6 +26,10 @@ pub trait LexicalIndex: Send + Sync {
 }
 
 const TOKENIZER: &str = "hoprag_en";
+/// Hits fetched past the k-th, to see the ties at its score (see `search`).
+const TIE_MARGIN: usize = 16;
+/// tantivy's list of an index's segments.
+const META_FILE: &str = "meta.json";
 /// Writer heap for index builds: tantivy's minimum per thread is 15 MB; more only
 /// postpones segment flushes.
 const WRITER_HEAP: usize = 128 << 20;
@@ -148,6 +153,58 @@ impl TantivyBm25 {
         Self::from_index(index, dir)
     }
 
+    /// The files of the index in `dir` that a reader needs, as `(name, bytes)`:
+    /// `meta.json` first, then every file of its searchable segments, by name. Segment
+    /// files never change once written (their names carry the segment's id), so a store
+    /// that keeps them needs to copy only the names it does not hold yet.
+    pub fn files(dir: &Path) -> Result<Vec<(String, u64)>> {
+        let index = tantivy::Index::open_in_dir(dir).map_err(tantivy_err(dir))?;
+        let mut names: Vec<String> = index
+            .searchable_segment_metas()
+            .map_err(tantivy_err(dir))?
+            .iter()
+            .flat_map(|m| m.list_files())
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names.insert(0, META_FILE.to_string());
+        names
+            .into_iter()
+            // A segment lists its optional files (deletes, positions) whether or not
+            // they were written: only those that exist are part of the index.
+            .filter_map(|name| match std::fs::metadata(dir.join(&name)) {
+                Ok(m) => Some(Ok((name, m.len()))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && name != META_FILE => None,
+                Err(e) => Some(Err(Error::io(dir.join(&name), e))),
+            })
+            .collect()
+    }
+
+    /// An index held in memory, from the files [`TantivyBm25::files`] listed (`meta.json`
+    /// among them); `location` names where they came from, for messages.
+    pub fn from_files(location: &str, files: Vec<(String, Vec<u8>)>) -> Result<Self> {
+        let here = Path::new(location);
+        let dir = RamDirectory::create();
+        for (name, bytes) in &files {
+            dir.atomic_write(Path::new(name), bytes).map_err(|e| Error::index(location, format!("{name}: {e}")))?;
+        }
+        let index = tantivy::Index::open(dir).map_err(tantivy_err(here))?;
+        register_tokenizer(&index)?;
+        Self::from_index(index, here)
+    }
+
+    /// Copies `files` (as [`TantivyBm25::files`] returns them) into the folder `dir`, so
+    /// that [`TantivyBm25::add`] can append to an index kept elsewhere.
+    pub fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        for (name, bytes) in files {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        }
+        Ok(())
+    }
+
     fn from_index(index: tantivy::Index, dir: &Path) -> Result<Self> {
         let err = tantivy_err(dir);
         let text = index.schema().get_field("text").map_err(&err)?;
@@ -191,18 +248,34 @@ impl LexicalIndex for TantivyBm25 {
             .into_iter()
             .map(|t| (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs)) as Box<dyn Query>))
             .collect();
-        let top = self
-            .searcher
-            .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(k))
-            .map_err(|e| Error::Other(format!("lexical search: {e}")))?;
-        top.into_iter()
-            .map(|(score, addr)| {
-                let pid = self.pids[addr.segment_ord as usize]
-                    .first(addr.doc_id)
-                    .ok_or_else(|| Error::Other("lexical index document without a passage id".into()))?;
-                Ok((pid as PassageIdx, score))
-            })
-            .collect()
+        let query = BooleanQuery::new(clauses);
+        // Ties go to the lower passage index, whatever the segments: tantivy orders them
+        // by document address, which depends on how the documents fell into segments (the
+        // writer's threads, later appends), and two builds of the same passages must rank
+        // alike. So fetch past the k-th score's ties, and sort.
+        let mut limit = k.saturating_add(TIE_MARGIN);
+        loop {
+            let top = self
+                .searcher
+                .search(&query, &TopDocs::with_limit(limit))
+                .map_err(|e| Error::Other(format!("lexical search: {e}")))?;
+            let complete = top.len() < limit || top.get(k.saturating_sub(1)).map(|x| x.0) != top.last().map(|x| x.0);
+            if complete || limit >= self.len {
+                let mut hits = top
+                    .into_iter()
+                    .map(|(score, addr)| {
+                        let pid = self.pids[addr.segment_ord as usize]
+                            .first(addr.doc_id)
+                            .ok_or_else(|| Error::Other("lexical index document without a passage id".into()))?;
+                        Ok((pid as PassageIdx, score))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                hits.truncate(k);
+                return Ok(hits);
+            }
+            limit = limit.saturating_mul(2);
+        }
     }
 
     fn len(&self) -> usize {
@@ -237,6 +310,33 @@ mod tests {
         assert_eq!(hits.len(), 3);
         assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
         assert!(idx.search("the of a", 5).unwrap().is_empty(), "stop words only");
+
+        // The same index from its files, in memory, and appended to elsewhere.
+        let files: Vec<(String, Vec<u8>)> = TantivyBm25::files(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|(name, len)| {
+                let bytes = std::fs::read(dir.path().join(&name)).unwrap();
+                assert_eq!(bytes.len() as u64, len, "{name}");
+                (name, bytes)
+            })
+            .collect();
+        assert_eq!(files[0].0, "meta.json");
+        assert!(files.len() > 1);
+        let copy = TantivyBm25::from_files("memory", files.clone()).unwrap();
+        assert_eq!(copy.len(), 4);
+        for q in ["river", "emile", "Which port city is on the bay?"] {
+            assert_eq!(copy.search(q, 5).unwrap(), idx.search(q, 5).unwrap(), "{q}");
+        }
+        let elsewhere = tempfile::tempdir().unwrap();
+        TantivyBm25::write_files(elsewhere.path(), &files).unwrap();
+        TantivyBm25::add(elsewhere.path(), 4, &["Orlane\nA river of the west.".to_string()], &|_| {}).unwrap();
+        let grown = TantivyBm25::files(elsewhere.path()).unwrap();
+        let old: Vec<&String> = files.iter().map(|f| &f.0).collect();
+        assert!(grown.iter().any(|(n, _)| !old.contains(&n)), "the append wrote a segment of its own");
+        let grown = TantivyBm25::open(elsewhere.path()).unwrap();
+        assert_eq!(grown.len(), 5);
+        assert_eq!(grown.search("orlane", 5).unwrap().len(), 2);
 
         let ram = TantivyBm25::in_memory(&texts).unwrap();
         assert_eq!(ram.len(), 3);

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "init", include_str!("../../../migrations/postgres/0001_init.sql")),
     (2, "facts", include_str!("../../../migrations/postgres/0002_facts.sql")),
+    (3, "lexical_files", include_str!("../../../migrations/postgres/0003_lexical_files.sql")),
 ];
 
 /// The newest schema version this hoprag knows.

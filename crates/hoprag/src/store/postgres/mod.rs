@@ -10,7 +10,10 @@
 //! builds             one row per build (a Replace), with the vector dimension
 //! passages_b<N>      build N's passages: idx, id, title, text, tokens, embedding vector(dim)
 //!                    (+ pgvector HNSW index, cosine, when the manifest asks for one)
-//! postings_b<N>      build N's postings: term, passage, tf, dl (tantivy's quantised length)
+//! lexical_files      each build's tantivy index files, in parts; a generation lists those
+//!                    it reads (generations.lexical, with tantivy's meta.json)
+//! postings_b<N>      build N's postings (term, passage, tf, dl), written before schema
+//!                    version 3 only: BM25 in SQL for generations without lexical files
 //! graphs             one row per attached graph: its counts and statistics
 //! entities, triples, edges, passage_entities   the graphs' rows, keyed by graph id
 //! hoprag_migrations  the schema versions applied
@@ -23,14 +26,16 @@
 //! After a commit the store keeps the builds and graphs of the new generation and of
 //! the one before it (servers may still be reading that one) and drops the rest.
 //!
-//! BM25 is computed in SQL ([`SqlBm25`]) with tantivy's formula and analysis, so both
-//! stores rank alike; dense search runs in this process over the vectors loaded into
+//! BM25 runs on tantivy, as on the folder store: each process that opens a generation
+//! loads its index files into memory ([`lexical`]); generations written before schema
+//! version 3 are still served by BM25 in SQL ([`SqlBm25`], tantivy's formula). Dense search runs in this process over the vectors loaded into
 //! memory (PPR and PhaseGraph need them all anyway), or through pgvector's HNSW index
 //! ([`PgHnsw`]) when the manifest chose HNSW.
 
 mod bm25;
 mod graph;
 mod hnsw;
+mod lexical;
 mod migrate;
 mod writer;
 
@@ -85,6 +90,9 @@ pub(crate) struct Generation {
     pub tokens: i64,
     pub graph: Option<i64>,
     pub manifest: Manifest,
+    /// The generation's tantivy index; `None` for generations written before schema
+    /// version 3 (BM25 in SQL).
+    pub lexical: Option<lexical::LexicalFiles>,
 }
 
 impl PgStore {
@@ -175,9 +183,11 @@ impl Store for PgStore {
         let mut tx = self.snapshot(&mut conn)?;
         let g = self.live(&mut tx)?;
         let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
+        let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
+            Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
+            None => Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?),
+        };
         tx.commit().map_err(self.err("ending a read"))?;
-        let lexical: Arc<dyn LexicalIndex> =
-            Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?);
         let ann: Option<Arc<dyn VectorIndex>> = match g.manifest.vector_index {
             VectorIndexKind::Hnsw => Some(Arc::new(PgHnsw::new(
                 self.pool.clone(),
@@ -228,7 +238,15 @@ impl Store for PgStore {
     fn size_bytes(&self) -> Result<u64> {
         let mut conn = self.conn()?;
         let g = self.live(&mut *conn)?;
-        let mut tables = vec![passages_table(g.build), postings_table(g.build)];
+        let mut tables = vec![passages_table(g.build)];
+        // The tantivy files the generation reads, or the postings of an older one.
+        let lexical_bytes = match &g.lexical {
+            Some(l) => l.meta.len() as u64 + l.files.iter().map(|f| f.bytes).sum::<u64>(),
+            None => {
+                tables.push(postings_table(g.build));
+                0
+            }
+        };
         if g.graph.is_some() {
             // Shared by every graph the store keeps (the live one and at most the
             // previous generation's).
@@ -240,7 +258,7 @@ impl Store for PgStore {
                 &[&tables],
             )
             .map_err(self.err("measuring the tables"))?;
-        Ok(row.get::<_, i64>(0).max(0) as u64)
+        Ok(row.get::<_, i64>(0).max(0) as u64 + lexical_bytes)
     }
 }
 
@@ -256,7 +274,7 @@ pub(crate) fn postings_table(build: i64) -> String {
 pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result<Option<Generation>> {
     let row = client
         .query_opt(
-            "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text \
+            "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text, g.lexical::text \
              FROM current c JOIN generations g ON g.id = c.generation",
             &[],
         )
@@ -266,6 +284,11 @@ pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result
     let manifest: String = row.get(5);
     let manifest: Manifest = serde_json::from_str(&manifest)
         .map_err(|e| Error::index(location, format!("generation {id}: invalid manifest: {e}")))?;
+    let lexical: Option<String> = row.get(6);
+    let lexical = lexical
+        .map(|l| serde_json::from_str(&l))
+        .transpose()
+        .map_err(|e| Error::index(location, format!("generation {id}: invalid lexical file list: {e}")))?;
     Ok(Some(Generation {
         id,
         build: row.get(1),
@@ -273,6 +296,7 @@ pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result
         tokens: row.get(3),
         graph: row.get(4),
         manifest,
+        lexical,
     }))
 }
 

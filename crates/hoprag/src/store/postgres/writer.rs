@@ -1,14 +1,13 @@
 //! The writer: one transaction from the lock to the flip of `current`.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
 use postgres::Client;
 use rayon::prelude::*;
-use tantivy::fieldnorm::FieldNormReader;
 
+use super::lexical::{self, LexicalFiles};
 use super::{current, db_err, passages_table, postings_table, vector_type, Conn, Generation, PgStore};
 use crate::corpus::Passage;
 use crate::error::{Error, Result};
@@ -96,27 +95,21 @@ impl StoreWriter for PgWriter<'_> {
                     client
                         .batch_execute(&format!(
                             "CREATE TABLE {p} (idx int NOT NULL, id text NOT NULL, title text NOT NULL, \
-                             text text NOT NULL, tokens int NOT NULL, embedding vector({dim}) NOT NULL);
-                             CREATE TABLE {q} (term text COLLATE \"C\" NOT NULL, passage int NOT NULL, \
-                             tf int NOT NULL, dl int NOT NULL);",
+                             text text NOT NULL, tokens int NOT NULL, embedding vector({dim}) NOT NULL);",
                             p = passages_table(build),
-                            q = postings_table(build)
                         ))
                         .map_err(&err)?;
                     Ok::<_, Error>(build)
                 })?;
                 let tokens = copy_rows(client, build, 0, passages, vectors, &vector, &mut times, progress, &location)?;
-                // Indexes after the bulk load: built once, sorted, rather than row by row.
-                timed(&mut times.lexical_secs, || {
+                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                let lexical = timed(&mut times.lexical_secs, || {
+                    lexical::write(client, build, lexical::Base::None, 0, &texts, progress, &location)
+                })?;
+                // The key after the bulk load: built once, sorted, rather than row by row.
+                timed(&mut times.write_secs, || {
                     client
-                        .batch_execute(&format!(
-                            // Covering: a BM25 query reads its terms' postings from the
-                            // index alone once the table is vacuumed (after the commit).
-                            "ALTER TABLE {p} ADD PRIMARY KEY (idx); \
-                             CREATE INDEX ON {q} (term) INCLUDE (passage, tf, dl);",
-                            p = passages_table(build),
-                            q = postings_table(build)
-                        ))
+                        .batch_execute(&format!("ALTER TABLE {} ADD PRIMARY KEY (idx);", passages_table(build)))
                         .map_err(&err)
                 })?;
                 if manifest.vector_index == VectorIndexKind::Hnsw {
@@ -135,7 +128,7 @@ impl StoreWriter for PgWriter<'_> {
                         r.map_err(&err)
                     })?;
                 }
-                (manifest, Next { build, passages: passages.len(), tokens, graph: None })
+                (manifest, Next { build, passages: passages.len(), tokens, graph: None, lexical: Some(lexical) })
             }
             Change::Append { manifest, passages, vectors } => {
                 let base = base.as_ref().ok_or_else(no_index)?;
@@ -154,18 +147,34 @@ impl StoreWriter for PgWriter<'_> {
                 // as they come.
                 let tokens =
                     copy_rows(client, base.build, first, passages, vectors, &vector, &mut times, progress, &location)?;
+                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                let from = match &base.lexical {
+                    Some(files) => lexical::Base::Stored(files),
+                    None => lexical::Base::Rebuild { passages: first },
+                };
+                let lexical = timed(&mut times.lexical_secs, || {
+                    lexical::write(client, base.build, from, first, &texts, progress, &location)
+                })?;
                 let next = Next {
                     build: base.build,
                     passages: first + passages.len(),
                     tokens: base.tokens + tokens,
                     graph: base.graph,
+                    lexical: Some(lexical),
                 };
                 (manifest, next)
             }
             Change::Graph { manifest, graph } => {
                 let base = base.as_ref().ok_or_else(no_index)?;
                 let id = timed(&mut times.write_secs, || super::graph::write(client, graph, &vector, &location))?;
-                (manifest, Next { build: base.build, passages: base.passages, tokens: base.tokens, graph: Some(id) })
+                let next = Next {
+                    build: base.build,
+                    passages: base.passages,
+                    tokens: base.tokens,
+                    graph: Some(id),
+                    lexical: base.lexical.clone(),
+                };
+                (manifest, next)
             }
         };
         if manifest.counts.passages != next.passages {
@@ -178,11 +187,11 @@ impl StoreWriter for PgWriter<'_> {
         let conn = self.conn.take().expect("the writer's connection is held until commit");
         let mut conn = conn;
         timed(&mut times.write_secs, || conn.batch_execute("COMMIT").map_err(db_err(&location, "committing")))?;
-        // VACUUM cannot run in the writer's transaction. After it, the visibility map lets
-        // BM25 read postings from the covering index alone; autovacuum would get there
-        // later. The generation is live either way, so a failure is only logged.
-        let vacuum = format!("VACUUM (ANALYZE) {}, {}", passages_table(next.build), postings_table(next.build));
-        timed(&mut times.lexical_secs, || {
+        // VACUUM cannot run in the writer's transaction: it sets the visibility map and
+        // the planner's statistics now rather than when autovacuum gets there. The
+        // generation is live either way, so a failure is only logged.
+        let vacuum = format!("VACUUM (ANALYZE) {}", passages_table(next.build));
+        timed(&mut times.write_secs, || {
             if let Err(e) = conn.batch_execute(&vacuum) {
                 log::warn!("{location}: {vacuum}: {e}");
             }
@@ -197,6 +206,7 @@ struct Next {
     passages: usize,
     tokens: i64,
     graph: Option<i64>,
+    lexical: Option<LexicalFiles>,
 }
 
 /// Records the generation, points `current` at it, and drops the builds and graphs
@@ -210,11 +220,13 @@ fn publish(
 ) -> Result<()> {
     let err = db_err(location, "publishing the generation");
     let json = serde_json::to_string(manifest).map_err(|e| Error::Other(e.to_string()))?;
+    let lexical =
+        next.lexical.as_ref().map(serde_json::to_string).transpose().map_err(|e| Error::Other(e.to_string()))?;
     let id: i64 = client
         .query_one(
-            "INSERT INTO generations (build, passages, tokens, graph, manifest) \
-             VALUES ($1, $2, $3, $4, $5::text::jsonb) RETURNING id",
-            &[&next.build, &(next.passages as i32), &next.tokens, &next.graph, &json],
+            "INSERT INTO generations (build, passages, tokens, graph, manifest, lexical) \
+             VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb) RETURNING id",
+            &[&next.build, &(next.passages as i32), &next.tokens, &next.graph, &json, &lexical],
         )
         .map_err(&err)?
         .get(0);
@@ -243,8 +255,8 @@ fn publish(
     Ok(())
 }
 
-/// Writes passages `first..` of `build` and their postings with binary COPY, batch by
-/// batch; returns the number of analysed tokens.
+/// Writes passages `first..` of `build` with binary COPY, batch by batch, each with its
+/// length in analysed tokens; returns their sum.
 #[allow(clippy::too_many_arguments)]
 fn copy_rows(
     client: &mut Client,
@@ -262,66 +274,29 @@ fn copy_rows(
     }
     let err = db_err(location, "copying rows");
     let passage_types = [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, vector.clone()];
-    let posting_types = [Type::TEXT, Type::INT4, Type::INT4, Type::INT4];
     let copy_passages =
         format!("COPY {} (idx, id, title, text, tokens, embedding) FROM STDIN (FORMAT binary)", passages_table(build));
-    let copy_postings = format!("COPY {} (term, passage, tf, dl) FROM STDIN (FORMAT binary)", postings_table(build));
     let analyser = analyzer()?;
     let mut tokens = 0i64;
-    progress.start("passages and postings", passages.len() as u64);
+    progress.start("passages", passages.len() as u64);
     for (b, chunk) in passages.chunks(BATCH).enumerate() {
         let start = b * BATCH;
-        // The terms and counts of each passage, analysed as tantivy does.
-        let analysed: Vec<(u32, Vec<(String, u32)>)> = timed(&mut times.lexical_secs, || {
-            chunk
-                .par_iter()
-                .map_init(
-                    || analyser.clone(),
-                    |a, p| {
-                        let terms = analyze(a, &p.index_text());
-                        let len = terms.len() as u32;
-                        let mut counts: HashMap<String, u32> = HashMap::new();
-                        for t in terms {
-                            *counts.entry(t).or_default() += 1;
-                        }
-                        let mut counts: Vec<(String, u32)> = counts.into_iter().collect();
-                        counts.sort_unstable();
-                        (len, counts)
-                    },
-                )
-                .collect()
+        // Each passage's length, analysed as tantivy does.
+        let lengths: Vec<u32> = timed(&mut times.lexical_secs, || {
+            chunk.par_iter().map_init(|| analyser.clone(), |a, p| analyze(a, &p.index_text()).len() as u32).collect()
         });
         timed(&mut times.write_secs, || {
             let mut w = BinaryCopyInWriter::new(client.copy_in(copy_passages.as_str()).map_err(&err)?, &passage_types);
             for (i, p) in chunk.iter().enumerate() {
                 let idx = (first + start + i) as i32;
-                let len = analysed[i].0 as i32;
+                let len = lengths[i] as i32;
                 let v = pgvector::Vector::from(vectors.row((start + i) as u32).to_vec());
                 let row: [&(dyn ToSql + Sync); 6] = [&idx, &p.id, &p.title, &p.text, &len, &v];
                 w.write(&row).map_err(&err)?;
             }
             w.finish().map_err(&err)
         })?;
-        timed(&mut times.lexical_secs, || {
-            // (term, passage, tf, dl) sorted by term: a term's postings of one batch sit
-            // on neighbouring pages, so a query reads a few runs of pages per term
-            // rather than one page per posting.
-            let mut rows: Vec<(&str, i32, i32, i32)> = Vec::new();
-            for (i, (len, counts)) in analysed.iter().enumerate() {
-                let idx = (first + start + i) as i32;
-                // The document length tantivy scores with: its one-byte field norm.
-                let dl = FieldNormReader::id_to_fieldnorm(FieldNormReader::fieldnorm_to_id(*len)) as i32;
-                rows.extend(counts.iter().map(|(term, tf)| (term.as_str(), idx, *tf as i32, dl)));
-            }
-            rows.par_sort_unstable();
-            let mut w = BinaryCopyInWriter::new(client.copy_in(copy_postings.as_str()).map_err(&err)?, &posting_types);
-            for (term, idx, tf, dl) in &rows {
-                let row: [&(dyn ToSql + Sync); 4] = [term, idx, tf, dl];
-                w.write(&row).map_err(&err)?;
-            }
-            w.finish().map_err(&err)
-        })?;
-        tokens += analysed.iter().map(|(len, _)| *len as i64).sum::<i64>();
+        tokens += lengths.iter().map(|&len| len as i64).sum::<i64>();
         progress.advance(chunk.len() as u64);
     }
     progress.finish();

@@ -1,0 +1,207 @@
+//! BM25 on PostgreSQL through tantivy: a build's tantivy index is kept in the database
+//! (`lexical_files`, schema version 3) and loaded into memory by every process that
+//! opens the generation, so both stores search the same index with the same engine.
+//!
+//! Why not SQL: BM25 over a postings table aggregates every posting of every query
+//! term (627 ms a query at a million passages, docs/scale.md), where tantivy's
+//! block-max WAND skips most of them. What a server holds is the index's files, a
+//! small fraction of the passages' text and vectors it loads anyway.
+
+use std::collections::HashSet;
+
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::{ToSql, Type};
+use postgres::{Client, GenericClient};
+use serde::{Deserialize, Serialize};
+
+use super::{db_err, passages_table};
+use crate::error::{Error, Result};
+use crate::index::TantivyBm25;
+use crate::progress::Progress;
+
+/// Bytes per stored part of a file: a bytea holds at most 1 GB, and a COPY row is
+/// buffered whole on both ends.
+const PART_BYTES: usize = 32 << 20;
+
+/// What a generation row records of its tantivy index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LexicalFiles {
+    /// tantivy's `meta.json`: the generation's segments.
+    pub meta: String,
+    /// The build's stored files the segments consist of.
+    pub files: Vec<StoredFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredFile {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// The source of a new generation's tantivy index.
+pub(crate) enum Base<'a> {
+    /// A new build: nothing to start from.
+    None,
+    /// The base generation's index, to which the new passages are appended.
+    Stored(&'a LexicalFiles),
+    /// A generation written before schema version 3 (BM25 in SQL): its index is built
+    /// from its first `passages` passages, then the new ones are appended.
+    Rebuild { passages: usize },
+}
+
+/// Builds the tantivy index of a generation of `build` (the base's passages, then
+/// `texts` as passages `first..`), stores the files the build does not hold yet, and
+/// returns what the generation row records.
+pub(crate) fn write(
+    client: &mut Client,
+    build: i64,
+    base: Base<'_>,
+    first: usize,
+    texts: &[String],
+    progress: &dyn Progress,
+    location: &str,
+) -> Result<LexicalFiles> {
+    let tmp =
+        tempfile::tempdir().map_err(|e| Error::Other(format!("a temporary folder for the lexical index: {e}")))?;
+    let dir = tmp.path();
+    let advance = |n: usize| progress.advance(n as u64);
+    match base {
+        Base::None => {
+            progress.start("lexical index", texts.len() as u64);
+            TantivyBm25::create(dir, texts, &advance)?;
+        }
+        Base::Stored(files) => {
+            TantivyBm25::write_files(dir, &read(client, build, files, location)?)?;
+            progress.start("lexical index", texts.len() as u64);
+            TantivyBm25::add(dir, first as u32, texts, &advance)?;
+        }
+        Base::Rebuild { passages } => {
+            let mut all = base_texts(client, build, passages, location)?;
+            all.extend_from_slice(texts);
+            progress.start("lexical index", all.len() as u64);
+            TantivyBm25::create(dir, &all, &advance)?;
+        }
+    }
+    progress.finish();
+    let listed = TantivyBm25::files(dir)?;
+    let (meta_name, _) = listed.first().expect("files() lists meta.json first");
+    let meta_path = dir.join(meta_name);
+    let meta = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
+    let files: Vec<StoredFile> =
+        listed[1..].iter().map(|(name, bytes)| StoredFile { name: name.clone(), bytes: *bytes }).collect();
+    store_new(client, build, dir, &files, location)?;
+    Ok(LexicalFiles { meta, files })
+}
+
+/// Copies the files the build does not hold yet, in parts, with binary COPY.
+fn store_new(
+    client: &mut Client,
+    build: i64,
+    dir: &std::path::Path,
+    files: &[StoredFile],
+    location: &str,
+) -> Result<()> {
+    let err = db_err(location, "storing the lexical index");
+    let held: HashSet<String> = client
+        .query("SELECT DISTINCT name FROM lexical_files WHERE build = $1", &[&build])
+        .map_err(&err)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let types = [Type::INT8, Type::TEXT, Type::INT4, Type::BYTEA];
+    let mut w = BinaryCopyInWriter::new(
+        client.copy_in("COPY lexical_files (build, name, part, bytes) FROM STDIN (FORMAT binary)").map_err(&err)?,
+        &types,
+    );
+    for f in files.iter().filter(|f| !held.contains(&f.name)) {
+        let path = dir.join(&f.name);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        // An empty file is stored as one empty part, so that every file has part 0.
+        let parts: Vec<&[u8]> = if bytes.is_empty() { vec![&[]] } else { bytes.chunks(PART_BYTES).collect() };
+        for (part, chunk) in parts.into_iter().enumerate() {
+            let part = part as i32;
+            let row: [&(dyn ToSql + Sync); 4] = [&build, &f.name, &part, &chunk];
+            w.write(&row).map_err(&err)?;
+        }
+    }
+    w.finish().map_err(&err)?;
+    Ok(())
+}
+
+/// The generation's tantivy index, in memory.
+pub(crate) fn open(
+    client: &mut impl GenericClient,
+    build: i64,
+    files: &LexicalFiles,
+    location: &str,
+) -> Result<TantivyBm25> {
+    TantivyBm25::from_files(location, read(client, build, files, location)?)
+}
+
+/// `meta.json` and every file the generation lists, checked complete.
+fn read(
+    client: &mut impl GenericClient,
+    build: i64,
+    files: &LexicalFiles,
+    location: &str,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let err = db_err(location, "reading the lexical index");
+    let names: Vec<&str> = files.files.iter().map(|f| f.name.as_str()).collect();
+    let params: [&(dyn ToSql + Sync); 2] = [&build, &names];
+    let mut rows = client
+        .query_raw(
+            "SELECT name, part, bytes FROM lexical_files WHERE build = $1 AND name = ANY($2) ORDER BY name, part",
+            params,
+        )
+        .map_err(&err)?;
+    let mut read: Vec<(String, Vec<u8>)> = Vec::with_capacity(files.files.len() + 1);
+    while let Some(row) = rows.next().map_err(&err)? {
+        let (name, part, bytes): (String, i32, &[u8]) = (row.get(0), row.get(1), row.get(2));
+        match read.last_mut() {
+            Some((last, data)) if *last == name => {
+                data.extend_from_slice(bytes);
+                continue;
+            }
+            _ if part != 0 => {
+                return Err(Error::index(
+                    location,
+                    format!("lexical file {name} of build {build} lacks its first part"),
+                ))
+            }
+            _ => read.push((name, bytes.to_vec())),
+        }
+    }
+    // Sorted by name both ways: the stored files, checked one by one against the list.
+    let mut expected: Vec<&StoredFile> = files.files.iter().collect();
+    expected.sort_by(|a, b| a.name.cmp(&b.name));
+    for f in &expected {
+        match read.iter().find(|(n, _)| *n == f.name) {
+            None => return Err(Error::index(location, format!("lexical file {} of build {build} is missing", f.name))),
+            Some((_, data)) if data.len() as u64 != f.bytes => {
+                return Err(Error::index(
+                    location,
+                    format!(
+                        "lexical file {} of build {build} holds {} bytes, the generation says {}",
+                        f.name,
+                        data.len(),
+                        f.bytes
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    read.insert(0, ("meta.json".to_string(), files.meta.clone().into_bytes()));
+    Ok(read)
+}
+
+/// The index texts of a build's first `passages` passages, in order.
+fn base_texts(client: &mut Client, build: i64, passages: usize, location: &str) -> Result<Vec<String>> {
+    let sql = format!("SELECT title, text FROM {} WHERE idx < $1 ORDER BY idx", passages_table(build));
+    let rows = client.query(sql.as_str(), &[&(passages as i32)]).map_err(db_err(location, "reading passages"))?;
+    Ok(rows
+        .iter()
+        .map(|r| crate::corpus::Passage { id: String::new(), title: r.get(0), text: r.get(1) }.index_text())
+        .collect())
+}
