@@ -95,7 +95,7 @@ impl Index {
             (VectorIndexKind::Hnsw, None) => {
                 return Err(err("the manifest names an HNSW index the store lacks".into()))
             }
-            _ => Arc::new(ExactIndex::new(vectors.clone())),
+            _ => Arc::new(ExactIndex::screened(vectors.clone())),
         };
         Ok(Index { location: location.to_string(), generation, manifest, passages, vectors, lexical, vector })
     }

@@ -6,16 +6,29 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Matrix, VectorIndex, VectorIndexKind};
+use super::{Matrix, Screen, VectorIndex, VectorIndexKind};
 use crate::corpus::PassageIdx;
 use crate::embed::encoder::kernels::{gemm, View};
 use crate::error::{Error, Result};
+use crate::lazy::Lazy;
 
 /// Brute force: one pass over the matrix, rows split across threads, each keeping its
 /// own top-k, then merged. Memory-bandwidth bound, so it is the speed reference for HNSW.
+///
+/// A screened index ([`ExactIndex::screened`]) first scans an int8 copy of the rows, a
+/// quarter of the bytes, with proven bounds ([`Screen`]), and scores in f32 only the rows
+/// those cannot rule out: the same hits to the bit, for a quarter of the memory traffic
+/// and a quarter more memory. Dense retrieval over an index's passages uses it (the
+/// scan was 15% of a `dense` server's CPU on 2wiki); other users of exact search scan.
 pub struct ExactIndex {
     matrix: Arc<Matrix>,
+    /// The int8 codes, made on the first search; `None` for a plain scan.
+    screen: Option<Lazy<Screen>>,
 }
+
+/// Matrices smaller than this (f32 bytes) are scanned whole even when screened: they sit
+/// in the cache, where the screen's second pass costs more than it saves.
+const SCREEN_FROM_BYTES: usize = 1 << 20;
 
 /// Rows per parallel task: big enough that scheduling costs little against 64k
 /// multiply-adds, small enough to spread a few thousand rows over both cores.
@@ -28,7 +41,19 @@ const BLOCK: usize = 256;
 
 impl ExactIndex {
     pub fn new(matrix: Arc<Matrix>) -> Self {
-        ExactIndex { matrix }
+        ExactIndex { matrix, screen: None }
+    }
+
+    /// An index that screens its scans with int8 codes (see the type's documentation).
+    pub fn screened(matrix: Arc<Matrix>) -> Self {
+        ExactIndex { matrix, screen: Some(Lazy::new()) }
+    }
+
+    /// The screen, for a screened matrix large enough to gain from it.
+    fn screen(&self) -> Option<&Screen> {
+        let lazy = self.screen.as_ref()?;
+        (self.matrix.rows() * self.matrix.dim() * 4 >= SCREEN_FROM_BYTES)
+            .then(|| lazy.get_or_compute(|| Screen::new(&self.matrix)))
     }
 
     /// For every row, the other rows scoring at least `min_score` against it, at most
@@ -140,6 +165,9 @@ impl VectorIndex for ExactIndex {
         if k == 0 || self.matrix.rows() == 0 {
             return Ok(Vec::new());
         }
+        if let Some(screen) = self.screen().filter(|_| query.iter().all(|x| x.is_finite())) {
+            return Ok(screen.extremes(&self.matrix, query, k).top);
+        }
         let flat = self.matrix.as_flat();
         let mut merged: Vec<Scored> = flat
             .par_chunks(ROWS_PER_TASK * dim)
@@ -159,7 +187,7 @@ impl VectorIndex for ExactIndex {
         if let Some(q) = queries.iter().find(|q| q.len() != dim) {
             return Err(Error::Embedding(format!("query has {} dimensions, index has {dim}", q.len())));
         }
-        if queries.len() <= 1 || k == 0 || self.matrix.rows() == 0 {
+        if queries.len() <= 1 || k == 0 || self.matrix.rows() == 0 || self.screen().is_some() {
             return queries.iter().map(|q| self.search(q, k)).collect();
         }
         // Each row is read once and scored against every query while it is in cache:
@@ -203,6 +231,51 @@ impl VectorIndex for ExactIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_screened_index_returns_the_scan_s_hits_to_the_bit() {
+        // 3,000 unit rows of 96 dimensions: 1.1 MB of f32, past SCREEN_FROM_BYTES.
+        let dim = 96;
+        let mut m = Matrix::new(dim);
+        let mut state = 99u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let unit = |v: &mut Vec<f32>| {
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= norm);
+        };
+        for i in 0..3000 {
+            let mut v: Vec<f32> = (0..dim).map(|_| next()).collect();
+            unit(&mut v);
+            m.push(&v);
+            if i % 500 == 0 {
+                m.push(&v); // exact ties, to be broken by row
+            }
+        }
+        let m = Arc::new(m);
+        assert!(m.rows() * dim * 4 >= SCREEN_FROM_BYTES);
+        let (plain, screened) = (ExactIndex::new(m.clone()), ExactIndex::screened(m.clone()));
+        for q in 0..40u32 {
+            // Rows of the matrix (their own best match, ties included) and fresh queries.
+            let query: Vec<f32> = if q % 2 == 0 {
+                m.row(q * 70).to_vec()
+            } else {
+                let mut v: Vec<f32> = (0..dim).map(|_| next()).collect();
+                unit(&mut v);
+                v
+            };
+            for k in [1, 10, 100] {
+                let (a, b) = (plain.search(&query, k).unwrap(), screened.search(&query, k).unwrap());
+                assert_eq!(a.len(), k);
+                assert!(a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && x.1.to_bits() == y.1.to_bits()), "{a:?}\n{b:?}");
+            }
+            let many = screened.search_many(&[&query, m.row(5)], 10).unwrap();
+            assert_eq!(many[0], plain.search(&query, 10).unwrap());
+        }
+        assert!(screened.screen.as_ref().unwrap().get().is_some(), "the screen was used");
+    }
 
     #[test]
     fn neighbours_of_all_equal_a_search_per_row() {
