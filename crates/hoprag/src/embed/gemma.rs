@@ -34,6 +34,10 @@ pub const NAME: &str = "embeddinggemma";
 /// of `config_sentence_transformers.json`).
 const QA_PROMPT: &str = "task: question answering | query: ";
 
+/// The model's `query` prompt in `config_sentence_transformers.json` (which the loader
+/// reads; this copy is for the benchmark's peer).
+const RETRIEVAL_PROMPT: &str = "task: search result | query: ";
+
 /// The Matryoshka dimensions the model was trained for.
 pub const DIMS: [usize; 4] = [768, 512, 256, 128];
 
@@ -218,6 +222,15 @@ impl GemmaEmbedder {
             title_prefix: title_prefix.to_string(),
             title_suffix: title_suffix.to_string(),
         })
+    }
+
+    /// The text a query prompt puts before the question (the retrieval one as the model
+    /// files give it).
+    pub fn prompt_of(query: QueryPrompt) -> &'static str {
+        match query {
+            QueryPrompt::Qa => QA_PROMPT,
+            QueryPrompt::Retrieval => RETRIEVAL_PROMPT,
+        }
     }
 
     pub fn options(&self) -> GemmaOptions {
