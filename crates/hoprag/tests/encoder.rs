@@ -94,3 +94,65 @@ fn token_counts_include_the_special_tokens() {
     let long: Vec<String> = vec!["word ".repeat(300)];
     assert_eq!(model.token_counts(&long).unwrap(), [LocalModel::MiniLm.max_tokens()], "truncated at 256");
 }
+
+/// EmbeddingGemma against sentence-transformers' vectors of the same texts, prompts and
+/// settings (`tests/data/embeddinggemma-reference.json`, made by
+/// `scripts/embeddinggemma_reference.py`): the prompted texts and their token ids must be
+/// the same, and every vector within cosine 0.999, queries and passages, titled and not,
+/// one of them past the sliding window.
+#[test]
+fn embeddinggemma_matches_reference_vectors() {
+    use hoprag::embed::{GemmaEmbedder, GemmaOptions};
+    let dir = match models::require("embeddinggemma") {
+        Ok(dir) => dir,
+        Err(e) if std::env::var_os("HOPRAG_REQUIRE_MODELS").is_some() || std::env::var_os("CI").is_some() => {
+            panic!("scripts/test.sh installs embeddinggemma: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: the EmbeddingGemma reference test needs the model (1.1 GB): {e}");
+            return;
+        }
+    };
+    let path = common::repo_root().join("crates/hoprag/tests/data/embeddinggemma-reference.json");
+    let reference: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let items = reference["items"].as_array().unwrap();
+    assert_eq!(items.len(), 14);
+    let mut checked = 0;
+    let mut worst = 1.0f32;
+    for setting in ["query=qa", "query=retrieval", "title=passage", "title=none"] {
+        let options: GemmaOptions = match format!("embeddinggemma:{setting}").parse().unwrap() {
+            hoprag::embed::EmbedderSpec::Gemma(o) => o,
+            other => panic!("{other:?}"),
+        };
+        let embedder = GemmaEmbedder::load(&dir, options).unwrap();
+        let mine: Vec<&serde_json::Value> = items.iter().filter(|i| i["setting"] == setting).collect();
+        let kind = if mine[0]["kind"] == "query" { TextKind::Query } else { TextKind::Passage };
+        let texts: Vec<String> = mine.iter().map(|i| i["text"].as_str().unwrap().to_string()).collect();
+        // One batch: the texts are packed together, which must not change any vector.
+        let vectors = embedder.embed(&texts, kind).unwrap();
+        for (item, v) in mine.iter().zip(&vectors) {
+            let text = item["text"].as_str().unwrap();
+            assert_eq!(embedder.prompted(text, kind), item["prompted"].as_str().unwrap());
+            let r: Vec<f32> = item["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            assert_eq!(v.len(), r.len());
+            let cos = hoprag::embed::dot(v, &r) / r.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!(cos >= 0.999, "{setting}: cosine {cos} for {text:?}");
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4);
+            checked += 1;
+            worst = worst.min(cos);
+        }
+        // Token ids as sentence-transformers' tokenizer gives them (<bos> … <eos>).
+        let ids = embedder.token_ids(&texts, kind).unwrap();
+        for (item, ids) in mine.iter().zip(&ids) {
+            let want: Vec<u32> =
+                item["token_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+            assert_eq!(ids, &want, "{setting}: token ids of {:?}", item["text"]);
+        }
+        // Each text alone gives the same vector as in the batch.
+        let alone = embedder.embed_one(&texts[0], kind).unwrap();
+        assert!(hoprag::embed::dot(&alone, &vectors[0]) > 0.9999, "{setting}: alone vs batch");
+    }
+    assert_eq!(checked, items.len());
+    eprintln!("embeddinggemma: {checked} vectors, lowest cosine to sentence-transformers {worst}");
+}

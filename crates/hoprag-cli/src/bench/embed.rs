@@ -166,12 +166,29 @@ fn median(sorted: &[f64]) -> f64 {
 }
 
 fn run_peer(args: &EmbedBench, threads: usize, settings: &hoprag::embed::EmbedderSettings) -> anyhow::Result<Figures> {
-    let EmbedderSpec::Local(model) = args.embedder else {
-        bail!("--peer runs sentence-transformers on the same model files: it needs a local embedder (minilm, mpnet)");
-    };
-    let dir = match (&settings.minilm_dir, model) {
-        (Some(d), LocalModel::MiniLm) => d.clone(),
-        _ => hoprag::models::require(model.id())?,
+    // The peer's model arguments: MiniLM's and MPNet's three files as a bare transformer
+    // with mean pooling, EmbeddingGemma's whole sentence-transformers folder with the same
+    // query prompt as hoprag's (its passages get the model's `document` prompt,
+    // `title: none | text: `, so `title=none` on hoprag's side embeds the same tokens).
+    let model_args: Vec<std::ffi::OsString> = match &args.embedder {
+        EmbedderSpec::Local(model) => {
+            let dir = match (&settings.minilm_dir, model) {
+                (Some(d), LocalModel::MiniLm) => d.clone(),
+                _ => hoprag::models::require(model.id())?,
+            };
+            vec!["--model".into(), dir.into()]
+        }
+        EmbedderSpec::Gemma(options) => {
+            let dir = hoprag::models::require(hoprag::embed::gemma::NAME)?;
+            if options.dim != 768 {
+                bail!("--peer compares the full 768 dimensions: leave out dim=");
+            }
+            let embedder = hoprag::embed::GemmaEmbedder::prompt_of(options.query);
+            vec!["--st".into(), dir.into(), "--query-prompt".into(), embedder.into()]
+        }
+        EmbedderSpec::OpenAi { .. } => {
+            bail!("--peer runs sentence-transformers on the same model files: it needs a local embedder")
+        }
     };
     if !args.peer_python.is_file() {
         bail!(
@@ -185,8 +202,7 @@ fn run_peer(args: &EmbedBench, threads: usize, settings: &hoprag::embed::Embedde
         .arg(&args.corpus)
         .args(["--limit", &args.limit.to_string(), "--threads", &threads.to_string()])
         .args(["--batch", &args.batch.to_string(), "--queries", &args.queries.to_string()])
-        .arg("--model")
-        .arg(&dir)
+        .args(&model_args)
         .output()
         .with_context(|| format!("running {} {}", args.peer_python.display(), args.peer_script.display()))?;
     if !out.status.success() {

@@ -22,7 +22,7 @@ pub struct EmbedArgs {
     /// other name for JSONL (default: JSONL on stdout).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// `minilm` (the default), `mpnet` or `openai:MODEL`.
+    /// `minilm` (the default), `mpnet`, `embeddinggemma[:SETTINGS]` or `openai:MODEL`.
     #[arg(long, default_value = "minilm")]
     embedder: EmbedderSpec,
     /// Embed the texts as queries (some endpoint models embed queries differently).

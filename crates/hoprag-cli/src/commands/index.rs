@@ -55,7 +55,8 @@ pub struct IndexArgs {
     /// `postgres://USER@HOST:PORT/DB?schema=NAME` (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     out: PathBuf,
-    /// `minilm` (in-process, the default) or `openai:MODEL` (an OpenAI-compatible
+    /// `minilm` (in-process, the default), `mpnet`, `embeddinggemma[:query=qa|retrieval,
+    /// title=passage|none,dim=768|512|256|128]` (in-process) or `openai:MODEL` (an OpenAI-compatible
     /// endpoint; env HOPRAG_EMBED_BASE_URL, HOPRAG_EMBED_API_KEY).
     #[arg(long, default_value = "minilm")]
     embedder: EmbedderSpec,

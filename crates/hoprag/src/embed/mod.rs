@@ -1,8 +1,9 @@
 //! Text embedders: the [`Embedder`] seam, the in-process sentence encoders (MiniLM, the
-//! default, and MPNet) and any OpenAI-compatible `/v1/embeddings` endpoint.
+//! default, MPNet and EmbeddingGemma) and any OpenAI-compatible `/v1/embeddings` endpoint.
 
 mod coalesce;
 pub mod encoder;
+pub mod gemma;
 mod local;
 mod openai;
 
@@ -10,6 +11,7 @@ mod openai;
 pub use crate::models;
 
 use self::coalesce::Coalescing;
+pub use gemma::{GemmaEmbedder, GemmaOptions, QueryPrompt};
 pub use local::{LocalEmbedder, LocalModel};
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 
@@ -50,11 +52,15 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Which embedder to use, as written on the command line and in manifests:
-/// `minilm`, `mpnet` or `openai:MODEL`.
+/// `minilm`, `mpnet`, `embeddinggemma[:SETTINGS]` or `openai:MODEL`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EmbedderSpec {
     Local(LocalModel),
-    OpenAi { model: String },
+    /// EmbeddingGemma-300M with its prompt and dimension settings ([`gemma`]).
+    Gemma(GemmaOptions),
+    OpenAi {
+        model: String,
+    },
 }
 
 impl std::str::FromStr for EmbedderSpec {
@@ -63,9 +69,14 @@ impl std::str::FromStr for EmbedderSpec {
         if let Some(model) = LocalModel::from_id(s) {
             return Ok(EmbedderSpec::Local(model));
         }
+        if let Some(options) = GemmaOptions::parse(s) {
+            return Ok(EmbedderSpec::Gemma(options?));
+        }
         match s.split_once(':') {
             Some(("openai", model)) if !model.is_empty() => Ok(EmbedderSpec::OpenAi { model: model.to_string() }),
-            _ => Err(Error::Config(format!("unknown embedder {s:?}: expected `minilm`, `mpnet` or `openai:MODEL`"))),
+            _ => Err(Error::Config(format!(
+                "unknown embedder {s:?}: expected `minilm`, `mpnet`, `embeddinggemma[:SETTINGS]` or `openai:MODEL`"
+            ))),
         }
     }
 }
@@ -96,6 +107,10 @@ pub fn load_embedder(spec: &EmbedderSpec, settings: &EmbedderSettings) -> Result
             };
             // Concurrent queries (the server) share forward passes.
             Arc::new(Coalescing::new(LocalEmbedder::load(*model, &dir)?))
+        }
+        EmbedderSpec::Gemma(options) => {
+            let dir = models::require(gemma::NAME)?;
+            Arc::new(Coalescing::new(GemmaEmbedder::load(&dir, *options)?))
         }
         EmbedderSpec::OpenAi { model } => {
             let mut cfg = settings.openai.clone();

@@ -211,6 +211,63 @@ multiversion! {
     }
 }
 
+multiversion! {
+    /// `out = x / rms(x) · scale` row by row, `scale` already holding Gemma's `1 + w`
+    /// (RMSNorm without a mean or a bias; the rows are as wide as `scale`).
+    pub fn rms_norm(x: &[f32], out: &mut [f32], scale: &[f32], eps: f32) {
+        let n = scale.len();
+        for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+            let inv = inverse_rms(row, eps);
+            for ((d, v), s) in dst.iter_mut().zip(row).zip(scale) {
+                *d = v * inv * s;
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `x += rms_norm(y) · scale` row by row: a Gemma sub-layer's output normalised and
+    /// added to the residual stream in one pass.
+    pub fn add_rms_norm(x: &mut [f32], y: &[f32], scale: &[f32], eps: f32) {
+        let n = scale.len();
+        for (row, add) in x.chunks_exact_mut(n).zip(y.chunks_exact(n)) {
+            let inv = inverse_rms(add, eps);
+            for ((v, a), s) in row.iter_mut().zip(add).zip(scale) {
+                *v += a * inv * s;
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn inverse_rms(row: &[f32], eps: f32) -> f32 {
+    let mean_square = reduce(row, 0.0, |a, v| a + v * v, |a, b| a + b) / row.len() as f32;
+    1.0 / (mean_square + eps).sqrt()
+}
+
+multiversion! {
+    /// `out = gelu_tanh(gate) · up` for rows of `gate_up` that hold `gate` then `up`
+    /// (each `width` wide, as a row of `out`): the gated feed-forward's activation.
+    pub fn gelu_tanh_mul(gate_up: &[f32], out: &mut [f32], width: usize) {
+        for (row, dst) in gate_up.chunks_exact(2 * width).zip(out.chunks_exact_mut(width)) {
+            let (gate, up) = row.split_at(width);
+            for ((d, &g), &u) in dst.iter_mut().zip(gate).zip(up) {
+                *d = gelu_tanh(g) * u;
+            }
+        }
+    }
+}
+
+/// GELU's tanh approximation (PyTorch's `gelu(approximate="tanh")`, Gemma's activation),
+/// tanh(u) written as 1 − 2/(e^{2u} + 1) on the vectorising [`exp`].
+#[inline(always)]
+pub fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let u = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+    let tanh = 1.0 - 2.0 / (exp(2.0 * u) + 1.0);
+    0.5 * x * (1.0 + tanh)
+}
+
 /// Folds `x` in eight independent lanes, then combines them: a float reduction in one
 /// accumulator is a dependency chain the compiler may not reorder, so it would not
 /// vectorise.
@@ -308,6 +365,32 @@ mod tests {
         bias_gelu(&mut g, &[0.0, 0.0]);
         assert_eq!(g[0], 0.0);
         assert!((g[1] - 0.841_344_7).abs() < 1e-6, "{}", g[1]);
+    }
+
+    #[test]
+    fn gemma_passes_compute_what_they_say() {
+        // rms([3, 4]) = sqrt(12.5); scale (1 + w) = [1, 2].
+        let x = [3.0, 4.0, 0.0, 0.0];
+        let mut out = [0.0; 4];
+        rms_norm(&x, &mut out, &[1.0, 2.0], 0.0);
+        let r = 12.5f32.sqrt();
+        assert!((out[0] - 3.0 / r).abs() < 1e-6 && (out[1] - 8.0 / r).abs() < 1e-6, "{out:?}");
+        assert_eq!(&out[2..], &[0.0, 0.0], "eps keeps a zero row finite");
+        let mut acc = [1.0, 1.0];
+        add_rms_norm(&mut acc, &[3.0, 4.0], &[1.0, 2.0], 0.0);
+        assert!((acc[0] - (1.0 + 3.0 / r)).abs() < 1e-6 && (acc[1] - (1.0 + 8.0 / r)).abs() < 1e-6);
+
+        for x in [-6.0f32, -1.5, -0.3, 0.0, 0.2, 1.0, 2.5, 9.0] {
+            let x64 = x as f64;
+            let want =
+                0.5 * x64 * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x64 + 0.044715 * x64.powi(3))).tanh());
+            assert!((gelu_tanh(x) as f64 - want).abs() < 2e-6, "gelu_tanh({x})");
+        }
+        // Rows of [gate, gate, up, up] -> [gelu(gate) · up].
+        let mut act = [0.0; 4];
+        gelu_tanh_mul(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 1.0, 1.0], &mut act, 2);
+        assert!((act[0] - gelu_tanh(1.0) * 3.0).abs() < 1e-6 && (act[1] - gelu_tanh(2.0) * 4.0).abs() < 1e-6);
+        assert!((act[2] - gelu_tanh(-1.0)).abs() < 1e-6 && act[3] == 0.0);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! A CPU forward pass for BERT-family sentence encoders (BERT, MPNet), written for
-//! throughput on a few cores.
+//! A CPU forward pass for BERT-family sentence encoders (BERT, MPNet) and for Gemma 3 as
+//! an encoder (EmbeddingGemma, [`gemma`]), written for throughput on a few cores.
 //!
 //! Why not a general tensor library: a sentence encoder is six to twelve identical
 //! layers of four matrix products and a handful of element-wise steps. Run op by op, each
@@ -17,6 +17,7 @@
 //!   instead on weights packed once at load, in half precision ([`packed`]), which
 //!   `gemm` would otherwise repack on every call.
 
+pub mod gemma;
 pub mod kernels;
 mod packed;
 mod weights;
@@ -54,12 +55,7 @@ impl Encoder {
     pub fn load(config: &Path, weights: &Path) -> Result<Self> {
         let config = EncoderConfig::read(config)?;
         let weights = Weights::read(weights, &config)?;
-        let threads = crate::threads::get();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("hoprag-encoder-{i}"))
-            .build()
-            .map_err(|e| Error::Model(format!("encoder thread pool: {e}")))?;
+        let (threads, pool) = thread_pool()?;
         Ok(Encoder { config, weights, threads, pool })
     }
 
@@ -74,16 +70,7 @@ impl Encoder {
     /// Mean-pooled, L2-normalised vectors of token sequences (special tokens included,
     /// already truncated to [`EncoderConfig::max_tokens`]), one per sequence, in order.
     pub fn embed(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
-        let max = self.config.max_tokens();
-        let vocab = self.weights.vocab;
-        for (i, s) in sequences.iter().enumerate() {
-            if s.len() > max {
-                return Err(Error::Embedding(format!("text {i}: {} tokens, the model reads at most {max}", s.len())));
-            }
-            if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
-                return Err(Error::Embedding(format!("text {i}: token id {id} outside the vocabulary ({vocab})")));
-            }
-        }
+        check_sequences(sequences, self.config.max_tokens(), self.weights.vocab)?;
         let batches = plan_batches(sequences, self.threads);
         // Enough batches for every thread: each runs whole on one thread, with no
         // hand-off inside the model. Fewer: the threads share each batch's products.
@@ -97,14 +84,7 @@ impl Encoder {
     /// One packed batch through the whole model, then mean pooling.
     fn forward(&self, sequences: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
         let h = self.config.hidden;
-        let starts: Vec<usize> = sequences
-            .iter()
-            .scan(0, |acc, s| {
-                let at = *acc;
-                *acc += s.len();
-                Some(at)
-            })
-            .collect();
+        let starts = starts(sequences);
         let total: usize = sequences.iter().map(|s| s.len()).sum();
         let mut x = self.embeddings(sequences, total, threads);
         let mut scratch = Scratch::new(total, &self.config);
@@ -216,6 +196,42 @@ impl Encoder {
             jobs.for_each(|job| run(&mut scores, job));
         }
     }
+}
+
+/// The encoder's own pool of [`crate::threads::get`] threads, and their number.
+fn thread_pool() -> Result<(usize, rayon::ThreadPool)> {
+    let threads = crate::threads::get();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("hoprag-encoder-{i}"))
+        .build()
+        .map_err(|e| Error::Model(format!("encoder thread pool: {e}")))?;
+    Ok((threads, pool))
+}
+
+/// Refuses a sequence longer than the model reads or with a token outside its vocabulary.
+fn check_sequences(sequences: &[&[u32]], max: usize, vocab: usize) -> Result<()> {
+    for (i, s) in sequences.iter().enumerate() {
+        if s.len() > max {
+            return Err(Error::Embedding(format!("text {i}: {} tokens, the model reads at most {max}", s.len())));
+        }
+        if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::Embedding(format!("text {i}: token id {id} outside the vocabulary ({vocab})")));
+        }
+    }
+    Ok(())
+}
+
+/// Where each sequence's rows start in a packed batch.
+fn starts(sequences: &[&[u32]]) -> Vec<usize> {
+    sequences
+        .iter()
+        .scan(0, |acc, s| {
+            let at = *acc;
+            *acc += s.len();
+            Some(at)
+        })
+        .collect()
 }
 
 /// `epilogue(x · W)` into `dst`, for `x` of rows `w.inputs` wide (a bias the epilogue

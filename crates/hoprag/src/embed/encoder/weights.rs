@@ -153,9 +153,8 @@ pub struct Weights {
 impl Weights {
     pub fn read(path: &Path, config: &EncoderConfig) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
-        let prefix = prefix(&tensors, path)?;
-        let file = Tensors { tensors, path, prefix };
+        let mut file = Tensors::parse(&bytes, path)?;
+        file.prefix = prefix(&file.tensors, path)?;
         let h = config.hidden;
         let names = Names::of(config.arch);
         let layers = (0..config.layers)
@@ -240,14 +239,23 @@ fn prefix(tensors: &SafeTensors, path: &Path) -> Result<String> {
     )))
 }
 
-struct Tensors<'a> {
-    tensors: SafeTensors<'a>,
-    path: &'a Path,
-    prefix: String,
+/// The tensors of one safetensors file, by name (after `prefix`).
+pub(super) struct Tensors<'a> {
+    pub(super) tensors: SafeTensors<'a>,
+    pub(super) path: &'a Path,
+    pub(super) prefix: String,
+}
+
+impl<'a> Tensors<'a> {
+    /// Parses the file's header (`bytes` is the whole file).
+    pub(super) fn parse(bytes: &'a [u8], path: &'a Path) -> Result<Self> {
+        let tensors = SafeTensors::deserialize(bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
+        Ok(Tensors { tensors, path, prefix: String::new() })
+    }
 }
 
 impl Tensors<'_> {
-    fn tensor(&self, name: &str, shape: Option<&[usize]>) -> Result<Vec<f32>> {
+    pub(super) fn tensor(&self, name: &str, shape: Option<&[usize]>) -> Result<Vec<f32>> {
         let full = format!("{}{name}", self.prefix);
         let bad = |what: String| Error::Model(format!("{}: tensor {full}: {what}", self.path.display()));
         let view = self.tensors.tensor(&full).map_err(|_| bad("missing".into()))?;
@@ -276,6 +284,16 @@ impl Tensors<'_> {
         Ok(Linear::new(weight, bias, inputs, outputs * names.len()))
     }
 
+    /// Bias-free layers `(name, outputs)`, each reading `inputs`, side by side as one.
+    pub(super) fn linear_without_bias(&self, names: &[(&str, usize)], inputs: usize) -> Result<Linear> {
+        let mut weight = Vec::new();
+        for &(name, outputs) in names {
+            weight.extend(self.tensor(&format!("{name}.weight"), Some(&[outputs, inputs]))?);
+        }
+        let outputs = names.iter().map(|(_, o)| o).sum();
+        Ok(Linear::new(weight, Vec::new(), inputs, outputs))
+    }
+
     fn layer_norm(&self, name: &str, size: usize) -> Result<LayerNorm> {
         Ok(LayerNorm {
             gamma: self.tensor(&format!("{name}.weight"), Some(&[size]))?,
@@ -287,7 +305,7 @@ impl Tensors<'_> {
 impl Linear {
     /// Rounds `weight` (`[outputs, inputs]`) to half precision and packs it; a layer with
     /// a weight past the half range keeps full precision and runs on `gemm` alone.
-    fn new(mut weight: Vec<f32>, bias: Vec<f32>, inputs: usize, outputs: usize) -> Linear {
+    pub(super) fn new(mut weight: Vec<f32>, bias: Vec<f32>, inputs: usize, outputs: usize) -> Linear {
         let packed = PackedWeight::pack(&weight, inputs, outputs);
         if packed.is_some() {
             weight.iter_mut().for_each(|w| *w = half::f16::from_f32(*w).to_f32());
