@@ -81,7 +81,7 @@ enum Half {
     /// only the rows that compete for the top in f64) and each row's L2 norm (for the f32
     /// storage bound). Kept where passages are no more than entities (the real subsets):
     /// a query then reads fewer rows than [`Half::Entities`] would.
-    Rows { response: Matrix, screen: Screen, norms: Vec<f64> },
+    Rows { response: Matrix, screen: Box<Screen>, norms: Vec<f64> },
     /// Only the entity rows `(S V)_e`, f32: a passage node's only neighbours are
     /// entities, so its row is `(1 − d)·v_p + d·Σ_e P(e → p)·(S V)_e`, and a query
     /// takes `(S V)_e · q` for every entity, then one gather over the passage rows of
@@ -485,7 +485,7 @@ impl PassageResponse {
             let response = Matrix::from_flat(dim, passage_rows);
             let norms = row_norms(&response);
             let screen = Screen::new(&response);
-            Half::Rows { response, screen, norms }
+            Half::Rows { response, screen: Box::new(screen), norms }
         } else {
             let entity_norms = row_norms(&entity_response);
             let norms = (0..passages)
@@ -586,6 +586,10 @@ struct Dots {
 /// [`Dots`] for query `q`; `None` for a query the screens cannot bound.
 fn dot_intervals(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery) -> Option<Dots> {
     let mid_half = |&(lo, hi): &(f32, f32)| ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
+    if q.passage_weight == 0.0 {
+        // No passage half: nothing to bound.
+        return Some(Dots { intervals: vec![(0.0, 0.0); response.passages], gathered: Vec::new() });
+    }
     match &response.half {
         Half::Rows { screen, .. } => {
             Some(Dots { intervals: screen.intervals(q.query)?.iter().map(mid_half).collect(), gathered: Vec::new() })
@@ -619,7 +623,9 @@ fn dot_intervals(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery) -
 pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery, n: usize) -> Option<SplitRanking> {
     let (e, np, d) = (response.entities, response.passages, q.damping);
     let (lo, hi) = q.dense_range;
-    if q.query.len() != response.dim || q.passage_weight <= 0.0 || n == 0 || !lo.is_finite() || !hi.is_finite() {
+    // A passage weight of 0 (no passage seeds: HippoRAG 1's walk, PhaseGraph's graph
+    // list) leaves the push alone.
+    if q.query.len() != response.dim || !(q.passage_weight >= 0.0) || n == 0 || !lo.is_finite() || !hi.is_finite() {
         return None;
     }
     if q.entity_seeds.iter().any(|s| !s.1.is_finite()) {
@@ -1042,6 +1048,34 @@ mod tests {
         let seeds = [(0u32, 1.0), (1, 0.5)];
         let q = SplitQuery { entity_seeds: &seeds, ..q };
         assert_eq!(ranked_passages(g, response, &q, 1).unwrap().top[0].0, 0);
+    }
+
+    #[test]
+    fn without_passage_seeds_the_push_alone_ranks_as_the_full_walk() {
+        // (On graph(40, 400) passages j and j + 39 have the same entities: without passage
+        // seeds they tie, and go to the full walk.)
+        for (e, p, form) in [(300u32, 200u32, Form::Rows), (300, 200, Form::Entities)] {
+            let g = graph(e, p);
+            let v = vectors(p as usize, 8);
+            let response = PassageResponse::compute_as(&g, e as usize, &v, 0.5, form).unwrap();
+            for trial in 0..4u32 {
+                let seeds = [(trial * 7 % (e - 1), 1.0), ((trial * 13 + 2) % (e - 1), 0.3)];
+                let query = vec![0.2f32; 8];
+                let q = SplitQuery { passage_weight: 0.0, ..split_query(&seeds, &v.dots(&query), &query, &v) };
+                let got = ranked_passages(&g, &response, &q, 10).expect("no ties here");
+                let full = g.personalized_pagerank(
+                    &seeds,
+                    &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
+                );
+                let mut want: Vec<(usize, f64)> = (0..p as usize).map(|i| (i, full.scores[e as usize + i])).collect();
+                want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+                let ids: Vec<usize> = got.top.iter().map(|x| x.0 as usize).collect();
+                assert_eq!(ids, want[..10].iter().map(|x| x.0).collect::<Vec<_>>(), "{e}/{p} trial {trial}");
+                for (g, w) in got.top.iter().zip(&want) {
+                    assert!((g.1 - w.1).abs() <= got.bound + 1e-15, "{} vs {} (bound {})", g.1, w.1, got.bound);
+                }
+            }
+        }
     }
 
     #[test]

@@ -64,10 +64,10 @@ pub struct PprMethodParams {
 }
 
 impl PprMethodParams {
-    /// Whether the walk runs split by linearity (graph::split_ppr): asked for, passages
-    /// ranked by their own nodes, and passage seeds to split off.
+    /// Whether the walk runs split by linearity (graph::split_ppr): asked for, and
+    /// passages ranked by their own nodes (without passage seeds the push alone runs).
     fn splits(&self) -> bool {
-        self.ppr.split && self.passage_scoring == PassageScoring::PassageNode && self.passage_node_weight > 0.0
+        self.ppr.split && self.passage_scoring == PassageScoring::PassageNode && self.passage_node_weight >= 0.0
     }
 }
 
@@ -170,7 +170,9 @@ fn walk(
         }
         None => None,
     };
-    if let Some(dense) = dense.filter(|_| params.splits()) {
+    // Without passage seeds the split walk reads no dense score.
+    let unseeded = (params.passage_node_weight == 0.0).then_some(Dense::Range(0.0, 0.0));
+    if let Some(dense) = dense.or(unseeded).filter(|_| params.splits()) {
         if let Some(list) = split_walk(ctx, passages, embedding, dense, &weights, params, depth, trace)? {
             return Ok(list);
         }

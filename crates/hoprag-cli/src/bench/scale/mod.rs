@@ -214,6 +214,9 @@ struct QueryReport {
     /// Its peak, after every query.
     peak_rss_mb: f64,
     hnsw_recall_at_k: f64,
+    /// HNSW's recall@k and latency (one pass after a warm-up) by search breadth.
+    #[serde(default)]
+    hnsw_breadths: Vec<Breadth>,
     latency_ms: Vec<Latency>,
     /// ppr queries for which no entity could be seeded (answered by dense retrieval).
     ppr_dense_fallbacks: usize,
@@ -231,6 +234,15 @@ struct QueryReport {
     #[serde(default)]
     agreement: Vec<Agreement>,
     unknown_query_words: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Breadth {
+    breadth: usize,
+    /// The breadth the index searches with by default.
+    default: bool,
+    recall_at_k: f64,
+    ms: Percentiles,
 }
 
 /// A graph method as it runs (the split walk) against the same method with the full walk.
@@ -516,13 +528,45 @@ fn measure_queries(
     let exact = index.exact_index();
     let hnsw = index.vector_index();
     let mut overlap = 0usize;
+    let mut exact_lists = Vec::new();
     for q in &queries {
         let e = q.embedding.as_deref().expect("embedded above");
         let a = exact.search(e, k)?;
         let b = hnsw.search(e, k)?;
         overlap += a.iter().filter(|x| b.iter().any(|y| y.0 == x.0)).count();
+        exact_lists.push(a);
     }
     let hnsw_recall_at_k = overlap as f64 / (queries.len() * k) as f64;
+    // Recall and latency by search breadth, the breadth the index uses by default among
+    // them.
+    let mut breadths = vec![64, 128, 256, 512, 1000];
+    let default_breadth = hoprag::index::hnsw_breadth(&index.manifest.hnsw, index.len());
+    if !breadths.contains(&default_breadth) {
+        breadths.push(default_breadth);
+        breadths.sort_unstable();
+    }
+    let mut hnsw_breadths = Vec::new();
+    if index.manifest.vector_index == VectorIndexKind::Hnsw {
+        for &breadth in &breadths {
+            let (mut overlap, mut ms) = (0usize, Vec::new());
+            for pass in 0..2 {
+                for (q, e) in queries.iter().zip(&exact_lists) {
+                    let start = Instant::now();
+                    let b = hnsw.search_with_breadth(q.embedding.as_deref().expect("embedded above"), k, breadth)?;
+                    if pass == 1 {
+                        ms.push(start.elapsed().as_secs_f64() * 1e3);
+                        overlap += e.iter().filter(|x| b.iter().any(|y| y.0 == x.0)).count();
+                    }
+                }
+            }
+            hnsw_breadths.push(Breadth {
+                breadth,
+                default: breadth == default_breadth,
+                recall_at_k: overlap as f64 / (queries.len() * k) as f64,
+                ms: percentiles(ms),
+            });
+        }
+    }
 
     let mut exact_config = Config::default();
     exact_config.dense.exact = true;
@@ -601,6 +645,7 @@ fn measure_queries(
         rss_after_open_mb,
         peak_rss_mb: peak_rss_mb(),
         hnsw_recall_at_k,
+        hnsw_breadths,
         latency_ms,
         ppr_dense_fallbacks,
         ppr_steps,
@@ -718,6 +763,18 @@ fn print_queries(q: &QueryReport) {
         "{} questions × {} passes, k = {}, one at a time, question vector given; hnsw recall@{} vs exact: {:.3}",
         q.questions, q.repeat, q.k, q.k, q.hnsw_recall_at_k
     );
+    if !q.hnsw_breadths.is_empty() {
+        let header: Vec<String> = ["hnsw breadth (ef)", "recall@k", "p50 ms", "p99 ms"].map(String::from).to_vec();
+        let rows: Vec<Vec<String>> = q
+            .hnsw_breadths
+            .iter()
+            .map(|b| {
+                let name = if b.default { format!("{} (default)", b.breadth) } else { b.breadth.to_string() };
+                vec![name, format!("{:.3}", b.recall_at_k), format!("{:.2}", b.ms.p50), format!("{:.2}", b.ms.p99)]
+            })
+            .collect();
+        println!("{}", table(&header, &rows));
+    }
     let header: Vec<String> = ["method", "p50 ms", "p99 ms", "mean ms"].map(String::from).to_vec();
     let rows: Vec<Vec<String>> = q
         .latency_ms
