@@ -625,7 +625,13 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     let (lo, hi) = q.dense_range;
     // A passage weight of 0 (no passage seeds: HippoRAG 1's walk, PhaseGraph's graph
     // list) leaves the push alone.
-    if q.query.len() != response.dim || !(q.passage_weight >= 0.0) || n == 0 || !lo.is_finite() || !hi.is_finite() {
+    if q.query.len() != response.dim
+        || q.passage_weight.is_nan()
+        || q.passage_weight < 0.0
+        || n == 0
+        || !lo.is_finite()
+        || !hi.is_finite()
+    {
         return None;
     }
     if q.entity_seeds.iter().any(|s| !s.1.is_finite()) {
