@@ -122,7 +122,10 @@ fn options() -> LlmExtractOptions {
 type Row = (u32, String, String, String);
 
 fn rows(x: &hoprag::graph::Extraction) -> Vec<Row> {
-    x.triples.iter().map(|t| (t.passage, t.subject.clone(), t.predicate.clone(), t.object.clone())).collect()
+    x.triples
+        .iter()
+        .map(|t| (t.passage, t.subject.to_string(), t.predicate.to_string(), t.object.to_string()))
+        .collect()
 }
 
 fn row(p: u32, s: &str, r: &str, o: &str) -> Row {

@@ -69,7 +69,7 @@ fn gap(sentence: &str, from: usize, to: usize) -> String {
 }
 
 fn triple(passage: PassageIdx, s: &str, p: &str, o: &str) -> Triple {
-    Triple { passage, subject: s.to_string(), predicate: p.to_string(), object: o.to_string() }
+    Triple { passage, subject: s.into(), predicate: p.into(), object: o.into() }
 }
 
 #[cfg(test)]
@@ -85,7 +85,7 @@ mod tests {
         };
         let x = extract_heuristic(&[p]);
         let t: Vec<(String, String, String)> =
-            x.triples.iter().map(|t| (t.subject.clone(), t.predicate.clone(), t.object.clone())).collect();
+            x.triples.iter().map(|t| (t.subject.to_string(), t.predicate.to_string(), t.object.to_string())).collect();
         assert!(t.contains(&("Ardent Ironworks".into(), "was founded in".into(), "Dunhaven".into())));
         assert!(t.contains(&("Dunhaven".into(), "by".into(), "Maud Corrigan".into())));
         assert!(t.contains(&("Ardent Ironworks".into(), "It was nationalised in".into(), "1947".into())));

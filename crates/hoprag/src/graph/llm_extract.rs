@@ -223,9 +223,9 @@ pub fn extract_llm(
                 out.entities[i] = parsed.entities;
                 out.triples.extend(parsed.triples.into_iter().map(|(subject, predicate, object)| Triple {
                     passage: i as PassageIdx,
-                    subject,
-                    predicate,
-                    object,
+                    subject: subject.into(),
+                    predicate: predicate.into(),
+                    object: object.into(),
                 }));
             }
             Outcome::Unparsed => report.unparsed_passages += 1,

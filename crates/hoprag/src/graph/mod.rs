@@ -7,6 +7,7 @@ mod build;
 mod heuristic;
 pub mod linking;
 mod llm_extract;
+pub mod name;
 mod normalize;
 mod openie;
 pub mod ppr;
@@ -17,6 +18,7 @@ pub use crate::index::GraphStats;
 pub use build::GraphOptions;
 pub use heuristic::extract_heuristic;
 pub use llm_extract::{extract_llm, query_ner, LlmExtractOptions, LlmExtractReport};
+pub use name::Name;
 pub use normalize::normalize_entity;
 pub use openie::import_openie;
 pub use triple_index::{TripleGraph, TripleIndex, TripleIndexBuild};
@@ -27,13 +29,14 @@ use crate::corpus::PassageIdx;
 use crate::index::Matrix;
 use crate::lazy::{Lazy, LazyMap};
 
-/// A (subject, predicate, object) statement; it belongs to exactly one passage.
+/// A (subject, predicate, object) statement; it belongs to exactly one passage. Its
+/// names are shared with every other triple naming the same ([`name`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Triple {
     pub passage: PassageIdx,
-    pub subject: String,
-    pub predicate: String,
-    pub object: String,
+    pub subject: Name,
+    pub predicate: Name,
+    pub object: Name,
 }
 
 impl Triple {
@@ -226,7 +229,7 @@ pub struct GraphContext {
 /// What a passage response is for: the passage vectors (by address and size: one engine
 /// keeps one matrix) and the damping.
 type PassageResponseKey = (usize, usize, u64);
-/// `None`: the graph is too large for it to pay.
+/// `None`: the graph is not one the split covers.
 type PassageResponseState = Option<std::sync::Arc<split_ppr::PassageResponse>>;
 
 impl GraphContext {
@@ -241,11 +244,12 @@ impl GraphContext {
     }
 
     /// The passage seeds' walk for `passages`, computed on first use (callers meanwhile
-    /// wait for it: see [`crate::lazy`]) and then shared; `None` when the graph is too
-    /// large for it to pay. Computed in the query that first needs it, not in the
-    /// background, so that every query of an index takes the same path and gets the same
-    /// scores, warm or not: the first one pays it once (0.8 s on the musique graphs, 5.4 s
-    /// on 2wiki's).
+    /// wait for it: see [`crate::lazy`]) and then shared; `None` when the graph is not one
+    /// of passages linked to entities only, or the walk does not converge. Computed in the
+    /// query that first needs it, not in the background, so that every query of an index
+    /// takes the same path and gets the same scores, warm or not: the first one pays it
+    /// once (`Engine::prepare` pays it ahead; 74 s at 100,000 scale-benchmark passages on
+    /// a loaded 2-core host: docs/scale.md).
     pub fn passage_response(
         &self,
         passages: &crate::index::Matrix,

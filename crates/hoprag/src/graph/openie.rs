@@ -60,7 +60,9 @@ pub fn import_openie(path: &Path, passages: &[Passage]) -> Result<Extraction> {
         let triples = doc.get("extracted_triples").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
         for (t, triple) in triples.iter().enumerate() {
             match parse_triple(triple) {
-                Some((s, p, o)) => out.triples.push(Triple { passage, subject: s, predicate: p, object: o }),
+                Some((s, p, o)) => {
+                    out.triples.push(Triple { passage, subject: s.into(), predicate: p.into(), object: o.into() })
+                }
                 None => {
                     report.malformed_triples += 1;
                     if report.malformed_examples.len() < 20 {

@@ -69,7 +69,7 @@ const LANES: usize = 4;
 /// `next`'s rows, written from several threads, each row by one.
 #[derive(Clone, Copy)]
 struct SharedRows(*mut f64);
-// SAFETY: only used by `step_block`, whose writers' rows are disjoint.
+// SAFETY: only used by `gather`, whose writers' rows are disjoint.
 unsafe impl Send for SharedRows {}
 unsafe impl Sync for SharedRows {}
 
@@ -194,54 +194,36 @@ impl PprGraph {
         self.row_slot[j] == u32::MAX
     }
 
-    /// One step of the walk for `width ≤ 32` reset vectors at once:
-    /// `next[j] = reset[j] + d · Σ_i p_ij · x[i]` (dangling rows: `reset[j]`), with `x`,
-    /// `reset` and `next` all `nodes × width`. Returns each column's L1 change from `x`
-    /// to `next`. The rows are split across rayon's threads.
-    pub(super) fn step_block(&self, x: &[f64], reset: &[f64], width: usize, d: f64, next: &mut [f64]) -> Vec<f64> {
-        const MAX_WIDTH: usize = 32;
-        assert!(width <= MAX_WIDTH && x.len() == self.nodes * width && reset.len() == x.len() && next.len() == x.len());
-        let out = SharedRows(next.as_mut_ptr());
-        let row = |j: usize, sum: &[f64], change: &mut [f64]| {
-            let at = j * width;
-            for c in 0..width {
-                let v = reset[at + c] + d * sum[c];
-                change[c] += (v - x[at + c]).abs();
-                // SAFETY: every node is one slice's row or dangling, written once here.
-                unsafe { *out.at(at + c) = v };
+    /// `Σ_i p_ij · x[i]` for every node `j` in `rows`, in order: one step of the walk's
+    /// gather for those rows only, over the slices that hold them (split across rayon's
+    /// threads). Every source of those rows must index `x` (padding reads `x[0]`).
+    pub(super) fn gather(&self, rows: std::ops::Range<usize>, x: &[f64]) -> Vec<f64> {
+        let mut out = vec![0f64; rows.len()];
+        let shared = SharedRows(out.as_mut_ptr());
+        let wanted = |j: u32| j != u32::MAX && rows.contains(&(j as usize));
+        self.slices.par_iter().with_min_len(256).for_each(|slice| {
+            let lanes = slice.rows.map(wanted);
+            if !lanes.contains(&true) {
+                return;
             }
-        };
-        let zeros = [0f64; MAX_WIDTH];
-        let mut change = self
-            .slices
-            .par_iter()
-            .with_min_len(64)
-            .fold(
-                || vec![0f64; width],
-                |mut change, slice| {
-                    let mut sums = [[0f64; MAX_WIDTH]; LANES];
-                    let (src, prob) = (&self.sources[slice.start..], &self.probs[slice.start..]);
-                    for (src, prob) in src.chunks_exact(LANES).zip(prob.chunks_exact(LANES)).take(slice.len) {
-                        for ((sum, &from), &p) in sums.iter_mut().zip(src).zip(prob) {
-                            let from = &x[from as usize * width..][..width];
-                            for (o, v) in sum.iter_mut().zip(from) {
-                                *o += p as f64 * v;
-                            }
-                        }
+            // A slice may hold other rows beside them, whose sources `x` need not cover.
+            let mut acc = [0f64; LANES];
+            let (src, prob) = (&self.sources[slice.start..], &self.probs[slice.start..]);
+            for (src, prob) in src.chunks_exact(LANES).zip(prob.chunks_exact(LANES)).take(slice.len) {
+                for (((a, &from), &p), &on) in acc.iter_mut().zip(src).zip(prob).zip(&lanes) {
+                    if on {
+                        *a += x[from as usize] * p as f64;
                     }
-                    for (&j, sum) in slice.rows.iter().zip(&sums) {
-                        if j != u32::MAX {
-                            row(j as usize, &sum[..width], &mut change);
-                        }
-                    }
-                    change
-                },
-            )
-            .reduce(|| vec![0f64; width], |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect());
-        for &j in &self.dangling {
-            row(j as usize, &zeros[..width], &mut change);
-        }
-        change
+                }
+            }
+            for (&j, &a) in slice.rows.iter().zip(&acc) {
+                if wanted(j) {
+                    // SAFETY: each row is in one slice, so each slot is written once.
+                    unsafe { *shared.at(j as usize - rows.start) = a };
+                }
+            }
+        });
+        out
     }
 
     /// The entity graph as nodes `0..E` (entities) and `E..E+P` (passages): relation and
@@ -474,6 +456,21 @@ mod tests {
         for (a, b) in got.scores.iter().zip(&p) {
             assert!((a - b).abs() < 1e-6, "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn gather_sums_the_rows_asked_for() {
+        // Node 0 is a hub: its row shares a slice with others, whose sources are outside
+        // the `x` given (only nodes 0..3 are covered).
+        let g =
+            PprGraph::from_edges(8, &[(0, 3, 1.0), (0, 4, 2.0), (1, 5, 1.0), (2, 6, 0.5), (1, 7, 1.0), (0, 5, 1.0)]);
+        let x = [0.3, -1.5, 2.0];
+        let got = g.gather(3..8, &x);
+        for (i, j) in (3..8).enumerate() {
+            let want: f64 = g.row(j).map(|(u, p)| if p > 0.0 { p as f64 * x[u as usize] } else { 0.0 }).sum();
+            assert_eq!(got[i], want, "row {j}");
+        }
+        assert!(got.iter().all(|&v| v != 0.0), "every row asked for has a source in x: {got:?}");
     }
 
     #[test]

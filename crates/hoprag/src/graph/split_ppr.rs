@@ -21,23 +21,20 @@
 //! passages asked for; else the caller runs the full walk. Tied passages are never
 //! separated this way, so a tie always goes to the full walk.
 
+use rayon::prelude::*;
+
 use super::ppr::PprGraph;
 use crate::corpus::PassageIdx;
 use crate::index::{Matrix, Screen};
 use crate::rank::NthLargest;
 
-/// Columns of the precomputation walked together: 32 f64 per node keep the two iterates
-/// of a 50,000-node graph in the L3 cache.
-const BLOCK: usize = 32;
+/// Columns of the precomputation walked together (f64 each): 8 per entity keep the
+/// iterate, the next one and each thread's sums of a 50,000-entity graph in the L3 cache.
+const BLOCK: usize = 8;
 
 /// The precomputation stops when each column's last iteration moved it by less than this
 /// fraction of its reset mass.
 const PRECOMPUTE_TOLERANCE: f64 = 1e-11;
-
-/// Precomputations larger than this many multiply-adds (directed entries × columns ×
-/// iterations) are not attempted: the full walk per query is then the better deal
-/// (2wiki's graph: about 8e9).
-const PRECOMPUTE_WORK_LIMIT: f64 = 3e10;
 
 /// The push starts at this threshold on `residual / degree`, relative to the seeds' mass,
 /// and divides it by [`PUSH_STEP`] until the ranking is proven. A push's work grows as its
@@ -55,11 +52,8 @@ pub struct PassageResponse {
     entities: usize,
     passages: usize,
     dim: usize,
-    /// `passages × dim`: row `p` is `(S V)_p`, stored f32 (bounded below).
-    response: Matrix,
-    /// Its int8 copy: a query scores every row within a proven interval in a quarter of
-    /// the memory traffic, and only the rows that compete for the top in f64.
-    screen: Screen,
+    damping: f64,
+    half: Half,
     /// The passage vectors' int8 copy (every row of the matrix the response was computed
     /// from): the dense ranking and the range of the dense scores, exactly, without
     /// reading the f32 vectors.
@@ -70,17 +64,56 @@ pub struct PassageResponse {
     dangling_sum: Vec<f64>,
     /// `(S 1)_p`.
     constant: Vec<f64>,
-    /// The L2 norm of each row of `response`, for the f32 storage bound.
-    norms: Vec<f64>,
-    /// Per column of `S V`, a bound on any entry's convergence error.
+    /// Per column of `S V`, a bound on any passage entry's convergence error.
     column_error: Vec<f64>,
     constant_error: f64,
     /// Passages with no entity: dangling nodes of the walk.
     dangling: Vec<u32>,
     /// The walk's steps by source node, for the push.
     steps: Steps,
+    stats: ResponseStats,
 }
 
+/// How the passage rows of `S V` are kept.
+enum Half {
+    /// Row `p` is `(S V)_p`, stored f32 (bounded below), with its int8 copy (a query
+    /// scores every row within a proven interval in a quarter of the memory traffic, and
+    /// only the rows that compete for the top in f64) and each row's L2 norm (for the f32
+    /// storage bound). Kept where passages are no more than entities (the real subsets):
+    /// a query then reads fewer rows than [`Half::Entities`] would.
+    Rows { response: Matrix, screen: Box<Screen>, norms: Vec<f64> },
+    /// Only the entity rows `(S V)_e`, f32: a passage node's only neighbours are
+    /// entities, so its row is `(1 − d)·v_p + d·Σ_e P(e → p)·(S V)_e`, and a query
+    /// takes `(S V)_e · q` for every entity, then one gather over the passage rows of
+    /// the walk. `norms[p]` is `Σ_e P(e → p)·|(S V)_e|` (the f32 storage bound). Kept
+    /// where passages outnumber entities: at 1,000,000 passages and 49,375 entities,
+    /// 76 MB instead of 1.9 GB of rows and codes.
+    Entities { response: Matrix, norms: Vec<f64> },
+}
+
+/// What the precomputation cost.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ResponseStats {
+    /// `rows` or `entities` (see [`PassageResponse`]'s forms).
+    pub form: String,
+    /// Iterations of the slowest block of columns.
+    pub iterations: usize,
+    /// The walk's contraction per iteration on the entity nodes (at most the damping).
+    pub contraction: f64,
+    pub secs: f64,
+    /// Bytes of the response kept for queries (rows or entity rows, codes, norms,
+    /// constants), the push's steps excluded.
+    pub bytes: usize,
+}
+
+/// The form a response is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Whichever reads less per query: rows when passages are no more than entities.
+    Auto,
+    Rows,
+    Entities,
+}
 /// `P(u → v)` for every edge, grouped by `u`, as the full walk stores them (f32): the
 /// walk's rows list each node's incoming steps, lane-interleaved for the multi-column
 /// pass, while a push from `u` reads `u`'s outgoing steps, contiguous here.
@@ -145,68 +178,264 @@ impl Steps {
     }
 }
 
+/// Incoming steps as compressed rows: row `j` lists `(i, P(i → j))`.
+struct Csr {
+    offsets: Vec<usize>,
+    entries: Vec<(u32, f32)>,
+}
+
+impl Csr {
+    /// The rows `rows` of the walk's incoming steps, positive ones only, each source
+    /// checked by `keep` (`None` when one fails it).
+    fn incoming(graph: &PprGraph, rows: std::ops::Range<usize>, keep: impl Fn(u32) -> bool) -> Option<Csr> {
+        let mut offsets = Vec::with_capacity(rows.len() + 1);
+        let mut entries = Vec::new();
+        offsets.push(0);
+        for j in rows {
+            for (i, p) in graph.row(j) {
+                if p > 0.0 {
+                    if !keep(i) {
+                        return None;
+                    }
+                    entries.push((i, p));
+                }
+            }
+            offsets.push(entries.len());
+        }
+        Some(Csr { offsets, entries })
+    }
+
+    fn row(&self, j: usize) -> &[(u32, f32)] {
+        &self.entries[self.offsets[j]..self.offsets[j + 1]]
+    }
+}
+
+/// The passage seeds' walk solved on the entity nodes alone. With `r` on the passages,
+/// `A = P(e → p)`, `B = P(p → e)`, `C = P(e' → e)`: a passage's only neighbours are
+/// entities, so `x_p = (1 − d)·r_p + d·(A y)_p`, and the entities' values solve
+/// `y = d(1 − d)·B r + M y` with `M = d²·B A + d·C`. `M`'s column sums are at most `d`
+/// (an entity's steps sum to one; those to passages come back after two), so the
+/// iteration contracts by `ρ ≤ d` in L1, and after one that moved `y` by `Δ` (L1), `y` is
+/// within `Δ·ρ / (1 − ρ)` of the fixed point, and each passage within `d` times that.
+/// One iteration streams the passages once (gather from `y`, scatter into per-thread
+/// sums): entity-sized arrays are all it reads at random, where the full walk gathers
+/// from node-sized ones (at 1 M passages, 8 columns of 1,05 M nodes are 67 MB).
+struct EntityWalk<'a> {
+    entities: usize,
+    passages: usize,
+    damping: f64,
+    /// `A`, by passage.
+    into_passage: Csr,
+    /// `C`, by entity (entity sources only).
+    into_entity: Csr,
+    /// `B`: passage `p`'s steps are `steps.from(entities + p)`.
+    steps: &'a Steps,
+    /// `M`'s largest column sum, from the stored probabilities.
+    contraction: f64,
+}
+
+impl<'a> EntityWalk<'a> {
+    /// `None` when a passage node has a passage neighbour (the split needs the
+    /// passage–entity graph), or the walk does not contract.
+    fn new(graph: &PprGraph, steps: &'a Steps, entities: usize, damping: f64) -> Option<EntityWalk<'a>> {
+        let nodes = graph.nodes();
+        let passages = nodes - entities;
+        let is_entity = |i: u32| (i as usize) < entities;
+        let into_passage = Csr::incoming(graph, entities..nodes, is_entity)?;
+        let into_entity = Csr::incoming(graph, 0..entities, |_| true)?;
+        let into_entity = Csr {
+            offsets: {
+                let mut o = vec![0];
+                for j in 0..entities {
+                    o.push(o[j] + into_entity.row(j).iter().filter(|s| is_entity(s.0)).count());
+                }
+                o
+            },
+            entries: into_entity.entries.iter().copied().filter(|s| is_entity(s.0)).collect(),
+        };
+        let d = damping;
+        let out_sum: Vec<f64> =
+            (0..passages).map(|p| steps.from(entities + p).iter().map(|s| s.1 as f64).sum()).collect();
+        let contraction = (0..entities)
+            .map(|u| {
+                steps.from(u).iter().fold(0.0, |sum, &(v, p)| {
+                    let v = v as usize;
+                    sum + if v < entities { d * p as f64 } else { d * d * p as f64 * out_sum[v - entities] }
+                })
+            })
+            .fold(0.0, f64::max)
+            * (1.0 + 1e-9);
+        (contraction < 1.0).then_some(EntityWalk {
+            entities,
+            passages,
+            damping,
+            into_passage,
+            into_entity,
+            steps,
+            contraction,
+        })
+    }
+
+    /// `Σ_p P(p → e)·f(p)` for every entity, `width` columns (`f` fills a passage's),
+    /// entity-major; one pass over the passages, one part per thread.
+    fn scatter(&self, width: usize, f: &(dyn Fn(usize, &mut [f64]) + Sync)) -> Vec<f64> {
+        let (e, np) = (self.entities, self.passages);
+        let part = np.div_ceil(rayon::current_num_threads().max(1)).max(1);
+        let starts: Vec<usize> = (0..np).step_by(part).collect();
+        let sums: Vec<Vec<f64>> = starts
+            .into_par_iter()
+            .map(|start| {
+                let mut sum = vec![0f64; e * width];
+                let mut t = [0f64; BLOCK];
+                let t = &mut t[..width];
+                for p in start..(start + part).min(np) {
+                    f(p, t);
+                    for &(v, prob) in self.steps.from(e + p) {
+                        for (s, x) in sum[v as usize * width..][..width].iter_mut().zip(t.iter()) {
+                            *s += prob as f64 * x;
+                        }
+                    }
+                }
+                sum
+            })
+            .collect();
+        let mut sums = sums.into_iter();
+        let mut total = sums.next().unwrap_or_else(|| vec![0f64; e * width]);
+        for s in sums {
+            total.par_iter_mut().zip(s.par_iter()).with_min_len(4096).for_each(|(a, b)| *a += b);
+        }
+        total
+    }
+
+    /// `Σ_e P(e → p)·y_e` for passage `p`, `width` columns.
+    #[inline]
+    fn gathered(&self, p: usize, y: &[f64], width: usize, out: &mut [f64]) {
+        out.fill(0.0);
+        for &(u, prob) in self.into_passage.row(p) {
+            for (o, v) in out.iter_mut().zip(&y[u as usize * width..][..width]) {
+                *o += prob as f64 * v;
+            }
+        }
+    }
+
+    /// The entities' values for `width` reset columns (`reset` fills a passage's), to
+    /// `PRECOMPUTE_TOLERANCE` of each column's reset mass: the values, each column's last
+    /// change (L1) and the iterations; `None` if it does not converge.
+    fn solve(
+        &self,
+        width: usize,
+        reset: &(dyn Fn(usize, &mut [f64]) + Sync),
+        mass: &[f64],
+    ) -> Option<(Vec<f64>, Vec<f64>, usize)> {
+        let d = self.damping;
+        let mut seeded = self.scatter(width, reset);
+        seeded.iter_mut().for_each(|v| *v *= d * (1.0 - d));
+        let limit = 2 * ((PRECOMPUTE_TOLERANCE.ln() / self.contraction.max(1e-3).ln()).ceil() as usize + 2);
+        let mut y = seeded.clone();
+        for iteration in 1..=limit {
+            let back = self.scatter(width, &|p, t| self.gathered(p, &y, width, t));
+            let mut next = vec![0f64; y.len()];
+            const ROWS: usize = 1024;
+            let change = next
+                .par_chunks_mut(ROWS * width)
+                .enumerate()
+                .map(|(chunk, out)| {
+                    let mut change = vec![0f64; width];
+                    for (i, row) in out.chunks_mut(width).enumerate() {
+                        let j = chunk * ROWS + i;
+                        let mut acc = [0f64; BLOCK];
+                        for &(u, prob) in self.into_entity.row(j) {
+                            for (a, v) in acc.iter_mut().zip(&y[u as usize * width..][..width]) {
+                                *a += prob as f64 * v;
+                            }
+                        }
+                        for c in 0..width {
+                            let at = j * width + c;
+                            row[c] = seeded[at] + d * d * back[at] + d * acc[c];
+                            change[c] += (row[c] - y[at]).abs();
+                        }
+                    }
+                    change
+                })
+                .reduce(|| vec![0f64; width], |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect());
+            y = next;
+            if !change.iter().all(|c| c.is_finite()) {
+                return None;
+            }
+            if change.iter().zip(mass).all(|(ch, m)| *ch <= PRECOMPUTE_TOLERANCE * m) {
+                return Some((y, change, iteration));
+            }
+        }
+        None
+    }
+}
+
 impl PassageResponse {
     /// Walks the passage vectors (the first `passages` rows of `vectors`, passage `p` at
-    /// node `entities + p`) through the graph; `None` when the graph is too large for it
-    /// to pay, or the walk does not converge.
+    /// node `entities + p`) through the graph; `None` when the graph is not one of
+    /// passages linked to entities only, or the walk does not converge.
     pub fn compute(graph: &PprGraph, entities: usize, vectors: &Matrix, damping: f64) -> Option<PassageResponse> {
+        Self::compute_as(graph, entities, vectors, damping, Form::Auto)
+    }
+
+    /// [`PassageResponse::compute`], kept in the given form.
+    pub fn compute_as(
+        graph: &PprGraph,
+        entities: usize,
+        vectors: &Matrix,
+        damping: f64,
+        form: Form,
+    ) -> Option<PassageResponse> {
+        let start = std::time::Instant::now();
         let passages = graph.nodes().checked_sub(entities)?;
         let dim = vectors.dim();
         let d = damping;
         if vectors.rows() < passages || !(0.0..1.0).contains(&d) {
             return None;
         }
-        // Iterations to the tolerance: the error shrinks by d per iteration.
-        let iterations = (PRECOMPUTE_TOLERANCE.ln() / d.max(1e-3).ln()).ceil() + 2.0;
-        if (graph.entries() * (dim + 1)) as f64 * iterations > PRECOMPUTE_WORK_LIMIT {
-            return None;
-        }
-        let nodes = graph.nodes();
-        let mut response = vec![0f32; passages * dim];
+        let rows = match form {
+            Form::Auto => passages <= entities,
+            Form::Rows => true,
+            Form::Entities => false,
+        };
+        let steps = Steps::new(graph);
+        let walk = EntityWalk::new(graph, &steps, entities, d)?;
+        let mut entity_rows = vec![0f32; entities * dim];
+        let mut passage_rows = if rows { vec![0f32; passages * dim] } else { Vec::new() };
         let mut constant = vec![0f64; passages];
         let mut column_error = vec![0f64; dim];
         let mut constant_error = 0.0;
+        let mut iterations = 0;
+        let rho = walk.contraction;
+        // A passage's error is at most d times the entities' (L1), bounded by the
+        // contraction: Δ·ρ / (1 − ρ).
+        let bound = |change: f64| d * change * rho / (1.0 - rho) * (1.0 + 1e-9);
         for first in (0..dim + 1).step_by(BLOCK) {
             let width = BLOCK.min(dim + 1 - first);
             // Column `first + c`: the vectors' coordinate, or 1 for the constant column.
-            // The reset, scaled by (1 − d) once: entity rows are zero.
-            let mut reset = vec![0f64; nodes * width];
-            for p in 0..passages {
+            let reset = |p: usize, out: &mut [f64]| {
                 let row = vectors.row(p as PassageIdx);
-                for c in 0..width {
-                    let v = if first + c < dim { row[first + c] as f64 } else { 1.0 };
-                    reset[(entities + p) * width + c] = (1.0 - d) * v;
+                for (c, o) in out.iter_mut().enumerate() {
+                    *o = row.get(first + c).map_or(1.0, |&v| v as f64);
                 }
-            }
+            };
             let mass: Vec<f64> = (0..width)
                 .map(|c| {
-                    (reset.iter().skip(c).step_by(width).map(|v| v.abs()).sum::<f64>() / (1.0 - d))
-                        .max(f64::MIN_POSITIVE)
+                    let col = first + c;
+                    let sum = if col < dim {
+                        (0..passages).map(|p| (vectors.row(p as PassageIdx)[col] as f64).abs()).sum()
+                    } else {
+                        passages as f64
+                    };
+                    f64::max(sum, f64::MIN_POSITIVE)
                 })
                 .collect();
-            let mut x = reset.clone();
-            let mut next = vec![0f64; nodes * width];
-            let mut change = vec![f64::INFINITY; width];
-            let mut done = false;
-            for _ in 0..iterations as usize * 2 {
-                change = graph.step_block(&x, &reset, width, d, &mut next);
-                std::mem::swap(&mut x, &mut next);
-                if change.iter().zip(&mass).all(|(ch, m)| ch <= &(PRECOMPUTE_TOLERANCE * m)) {
-                    done = true;
-                    break;
-                }
-            }
-            if !done || !x.iter().all(|v| v.is_finite()) {
-                return None;
-            }
-            // A contraction by d in L1: the fixed point is within change · d / (1 − d).
-            let bound = |ch: f64| ch * d / (1.0 - d) * (1.0 + 1e-9);
-            for p in 0..passages {
-                let row = &x[(entities + p) * width..][..width];
-                for (c, &v) in row.iter().enumerate() {
-                    match first + c {
-                        col if col < dim => response[p * dim + col] = v as f32,
-                        _ => constant[p] = v,
+            let (y, change, its) = walk.solve(width, &reset, &mass)?;
+            iterations = iterations.max(its);
+            for (e, values) in y.chunks_exact(width).enumerate() {
+                for (c, &v) in values.iter().enumerate() {
+                    if first + c < dim {
+                        entity_rows[e * dim + first + c] = v as f32;
                     }
                 }
             }
@@ -216,14 +445,55 @@ impl PassageResponse {
                     _ => constant_error = bound(ch),
                 }
             }
+            // The passages' values, x_p = (1 − d)·r_p + d·(A y)_p: every column for the
+            // rows form, the constant column for both.
+            let value = |p: usize, out: &mut [f64]| {
+                let mut r = [0f64; BLOCK];
+                reset(p, &mut r[..width]);
+                walk.gathered(p, &y, width, out);
+                for (o, r) in out.iter_mut().zip(r) {
+                    *o = (1.0 - d) * r + d * *o;
+                }
+            };
+            if rows {
+                passage_rows.par_chunks_mut(dim.max(1)).enumerate().for_each(|(p, row)| {
+                    let mut out = [0f64; BLOCK];
+                    value(p, &mut out[..width]);
+                    for (c, &v) in out[..width].iter().enumerate() {
+                        if first + c < dim {
+                            row[first + c] = v as f32;
+                        }
+                    }
+                });
+            }
+            if first + width > dim {
+                constant.par_iter_mut().enumerate().for_each(|(p, k)| {
+                    let mut out = [0f64; BLOCK];
+                    value(p, &mut out[..width]);
+                    *k = out[width - 1];
+                });
+            }
         }
-        let response = Matrix::from_flat(dim, response);
-        let norms = response
-            .as_flat()
-            .chunks_exact(dim)
-            .map(|r| r.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt())
-            .collect();
-        let screen = Screen::new(&response);
+        let row_norms = |m: &Matrix| -> Vec<f64> {
+            m.as_flat()
+                .chunks_exact(dim.max(1))
+                .map(|r| r.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt())
+                .collect()
+        };
+        let entity_response = Matrix::from_flat(dim, entity_rows);
+        let half = if rows {
+            let response = Matrix::from_flat(dim, passage_rows);
+            let norms = row_norms(&response);
+            let screen = Screen::new(&response);
+            Half::Rows { response, screen: Box::new(screen), norms }
+        } else {
+            let entity_norms = row_norms(&entity_response);
+            let norms = (0..passages)
+                .into_par_iter()
+                .map(|p| walk.into_passage.row(p).iter().map(|&(u, prob)| prob as f64 * entity_norms[u as usize]).sum())
+                .collect();
+            Half::Entities { response: entity_response, norms }
+        };
         let dangling: Vec<u32> = (0..passages as u32).filter(|&p| graph.is_dangling(entities + p as usize)).collect();
         let sum = |rows: &mut dyn Iterator<Item = u32>| {
             let mut sum = vec![0f64; dim];
@@ -232,22 +502,33 @@ impl PassageResponse {
         };
         let (vector_sum, dangling_sum) = (sum(&mut (0..passages as u32)), sum(&mut dangling.iter().copied()));
         let passage_screen = Screen::new(vectors);
-        let steps = Steps::new(graph);
+        drop(walk);
+        let bytes = match &half {
+            Half::Rows { response, .. } => response.as_flat().len() * 5 + passages * 8,
+            Half::Entities { response, .. } => response.as_flat().len() * 4 + passages * 8,
+        } + passages * 8;
+        let stats = ResponseStats {
+            form: if rows { "rows" } else { "entities" }.into(),
+            iterations,
+            contraction: rho,
+            secs: start.elapsed().as_secs_f64(),
+            bytes,
+        };
         Some(PassageResponse {
             entities,
             passages,
             dim,
-            response,
-            screen,
+            damping: d,
+            half,
             passage_screen,
             vector_sum,
             dangling_sum,
             constant,
-            norms,
             column_error,
             constant_error,
             dangling,
             steps,
+            stats,
         })
     }
 
@@ -258,6 +539,11 @@ impl PassageResponse {
     /// The passage vectors' int8 screen (index::Screen), for exact dense rankings.
     pub fn passage_screen(&self) -> &Screen {
         &self.passage_screen
+    }
+
+    /// What computing it cost, and its form.
+    pub fn stats(&self) -> &ResponseStats {
+        &self.stats
     }
 }
 
@@ -285,6 +571,50 @@ pub struct SplitQuery<'a> {
     pub query: &'a [f32],
     pub passage_weight: f64,
     pub damping: f64,
+    /// The passage vectors the response was computed from (their exact rows, for the
+    /// entity form).
+    pub vectors: &'a Matrix,
+}
+
+/// Every passage's `(S V)_p · q` within an interval (midpoint, half-width), and, in the
+/// entity form, `Σ_e P(e → p)·(S V)_e · q`.
+struct Dots {
+    intervals: Vec<(f64, f64)>,
+    gathered: Vec<f64>,
+}
+
+/// [`Dots`] for query `q`; `None` for a query the screens cannot bound.
+fn dot_intervals(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery) -> Option<Dots> {
+    let mid_half = |&(lo, hi): &(f32, f32)| ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
+    if q.passage_weight == 0.0 {
+        // No passage half: nothing to bound.
+        return Some(Dots { intervals: vec![(0.0, 0.0); response.passages], gathered: Vec::new() });
+    }
+    match &response.half {
+        Half::Rows { screen, .. } => {
+            Some(Dots { intervals: screen.intervals(q.query)?.iter().map(mid_half).collect(), gathered: Vec::new() })
+        }
+        Half::Entities { response: rows, .. } => {
+            let (e, np, d) = (response.entities, response.passages, response.damping);
+            let (screened, gathered) = rayon::join(
+                || response.passage_screen.intervals(q.query),
+                || {
+                    let z: Vec<f64> =
+                        rows.as_flat().par_chunks(response.dim.max(1)).map(|r| dot_f64(r, q.query)).collect();
+                    graph.gather(e..e + np, &z)
+                },
+            );
+            let intervals = screened?[..np]
+                .iter()
+                .zip(&gathered)
+                .map(|(i, &g)| {
+                    let (mid, half) = mid_half(i);
+                    ((1.0 - d) * mid + d * g, (1.0 - d) * half)
+                })
+                .collect();
+            Some(Dots { intervals, gathered })
+        }
+    }
 }
 
 /// The `n` best passages of the walk seeded by `q`, proven; `None` when the bounds do not
@@ -293,10 +623,22 @@ pub struct SplitQuery<'a> {
 pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery, n: usize) -> Option<SplitRanking> {
     let (e, np, d) = (response.entities, response.passages, q.damping);
     let (lo, hi) = q.dense_range;
-    if q.query.len() != response.dim || q.passage_weight <= 0.0 || n == 0 || !lo.is_finite() || !hi.is_finite() {
+    // A passage weight of 0 (no passage seeds: HippoRAG 1's walk, PhaseGraph's graph
+    // list) leaves the push alone.
+    if q.query.len() != response.dim
+        || q.passage_weight.is_nan()
+        || q.passage_weight < 0.0
+        || n == 0
+        || !lo.is_finite()
+        || !hi.is_finite()
+    {
         return None;
     }
     if q.entity_seeds.iter().any(|s| !s.1.is_finite()) {
+        return None;
+    }
+    // The walk the response was computed for, from the vectors it was computed from.
+    if d != response.damping || q.vectors.rows() != response.passage_screen.rows() || q.vectors.dim() != response.dim {
         return None;
     }
     // The passage seeds, x_p = a · s_p + b, as the walk's caller computes them; their
@@ -318,40 +660,44 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     let kappa = 1.0 / (1.0 - d * (dangling_entities + dangling_passages));
 
     // The passage half, with its bound: f32 storage (relative 2^-24 per entry, so at most
-    // 2^-24 · |row| · |q| per dot product) and convergence; the dot products first from
-    // the int8 screen, within its interval, then exactly for the passages near the top.
+    // 2^-24 · |row| · |q| per dot product) and convergence; the dot products first within
+    // an interval (the int8 screen's), then exactly for the passages near the top.
     let q_norm = q.query.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt();
     let convergence: f64 = response.column_error.iter().zip(q.query).map(|(e, &v)| e * (v as f64).abs()).sum();
     let storage = 2f64.powi(-24) * (1.0 + 1e-6);
+    let storage_norm = |p: usize| match &response.half {
+        Half::Rows { norms, .. } => norms[p],
+        Half::Entities { norms, .. } => d * norms[p],
+    };
     // Passage p's share of the score and its bound, from a dot product known within
     // `dot_error`.
     let passage = |p: usize, dot: f64, dot_error: f64| {
-        let part = w * (a * dot + b * response.constant[p]);
+        let (x, y) = (a * dot, b * response.constant[p]);
+        let part = w * (x + y);
         let bound = w
-            * (a.abs() * (dot_error + storage * response.norms[p] * q_norm + convergence)
+            * (a.abs() * (dot_error + storage * storage_norm(p) * q_norm + convergence)
                 + b.abs() * response.constant_error);
         // Plus the f64 rounding of the sums above.
-        (part, bound + 1e-12 * part.abs())
+        (part, bound + 1e-12 * w * (x.abs() + y.abs()))
     };
     // The entity half, pushed until the bounds separate the ranking; its first round on
-    // one thread while the other screens the passages' half.
+    // one thread while the other bounds the passages' half.
     let mut push = Push::new(&response.steps, d);
     for &(s, weight) in q.entity_seeds {
         push.seed(s as usize, weight.max(0.0) / total);
     }
     let seed_mass = entity_mass / total;
     let mut eps = PUSH_START * seed_mass.max(f64::MIN_POSITIVE);
-    let (intervals, ()) = rayon::join(|| response.screen.intervals(q.query), || push.run(eps));
-    // Each passage's half from the screen's interval (its midpoint, the half-width added
-    // to the bound), and what the screen adds to the bound: 0 once the product is exact.
-    let (mut passage_half, mut screen_error): (Vec<(f64, f64)>, Vec<f64>) = intervals?
-        .iter()
-        .enumerate()
-        .map(|(p, &(lo, hi))| {
-            let (mid, half) = ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
-            (passage(p, mid, half), w * a.abs() * half)
-        })
-        .unzip();
+    let (dots, ()) = rayon::join(|| dot_intervals(graph, response, q), || push.run(eps));
+    let Dots { intervals, gathered } = dots?;
+    let exact_dot = |p: usize| match &response.half {
+        Half::Rows { response, .. } => dot_f64(response.row(p as PassageIdx), q.query),
+        Half::Entities { .. } => (1.0 - d) * dot_f64(q.vectors.row(p as PassageIdx), q.query) + d * gathered[p],
+    };
+    // Each passage's half from its interval (its midpoint, the half-width added to the
+    // bound), and what the interval adds to the bound: 0 once the product is exact.
+    let (mut passage_half, mut screen_error): (Vec<(f64, f64)>, Vec<f64>) =
+        intervals.iter().enumerate().map(|(p, &(mid, half))| (passage(p, mid, half), w * a.abs() * half)).unzip();
     // Past this many row entries the push costs what the full walk (15–25 passes over
     // every entry) would.
     let work_limit = (16 * graph.entries()).max(1 << 14);
@@ -387,7 +733,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
                 && screen_error[p] * PUSH_STEP >= entity_error(p)
             {
                 screen_error[p] = 0.0;
-                passage_half[p] = passage(p, dot_f64(response.response.row(p as PassageIdx), q.query), 0.0);
+                passage_half[p] = passage(p, exact_dot(p), 0.0);
                 (score[p], slack[p]) = total(p, passage_half[p]);
             }
             let upper = score[p] + slack[p];
@@ -588,24 +934,43 @@ mod tests {
     }
 
     /// A query with HippoRAG 2's passage weight and damping, its passages scored `dense`.
-    fn split_query<'a>(entity_seeds: &'a [(u32, f64)], dense: &[f32], query: &'a [f32]) -> SplitQuery<'a> {
-        SplitQuery { entity_seeds, dense_range: range(dense), query, passage_weight: 0.05, damping: 0.5 }
+    fn split_query<'a>(
+        entity_seeds: &'a [(u32, f64)],
+        dense: &[f32],
+        query: &'a [f32],
+        vectors: &'a Matrix,
+    ) -> SplitQuery<'a> {
+        SplitQuery { entity_seeds, dense_range: range(dense), query, passage_weight: 0.05, damping: 0.5, vectors }
     }
 
     #[test]
     fn the_split_walk_ranks_as_the_full_walk_converged() {
-        let (e, p, dim) = (300u32, 200u32, 24);
+        // More entities than passages (the real subsets) and fewer (the scale benchmark's
+        // corpora), in both forms.
+        for (e, p) in [(300u32, 200u32), (40, 400)] {
+            for form in [Form::Auto, Form::Rows, Form::Entities] {
+                split_equals_full(e, p, form);
+            }
+        }
+    }
+
+    fn split_equals_full(e: u32, p: u32, form: Form) {
+        let dim = 24;
         let g = graph(e, p);
         let v = vectors(p as usize, dim);
-        let response = PassageResponse::compute(&g, e as usize, &v, 0.5).expect("small graph");
+        let response = PassageResponse::compute_as(&g, e as usize, &v, 0.5, form).expect("small graph");
+        let rows = matches!(response.half, Half::Rows { .. });
+        assert_eq!(rows, form == Form::Rows || (form == Form::Auto && p <= e), "{form:?}");
+        assert!(response.stats().contraction <= 0.5 * (1.0 + 1e-6), "{:?}", response.stats());
         let mut first = None;
         for trial in 0..8u32 {
             let query: Vec<f32> = (0..dim).map(|i| (((i as u32 * 31 + trial * 17) % 13) as f32 - 6.0) / 10.0).collect();
             let dense = v.dots(&query);
             // Entity seeds, one of them the dangling entity (e - 1).
             let entity_seeds = [(trial * 3 % (e - 1), 1.0), ((trial * 41 + 5) % (e - 1), 0.4), (e - 1, 0.2)];
-            let q = split_query(&entity_seeds, &dense, &query);
-            let got = ranked_passages(&g, &response, &q, 10).unwrap_or_else(|| panic!("trial {trial}: no ties here"));
+            let q = split_query(&entity_seeds, &dense, &query, &v);
+            let got = ranked_passages(&g, &response, &q, 10)
+                .unwrap_or_else(|| panic!("{e}/{p} {form:?} trial {trial}: no ties here"));
             // The full walk from the same seeds, run to convergence.
             let (lo, hi) = range(&dense);
             let mut seeds: Vec<(u32, f64)> = entity_seeds.to_vec();
@@ -618,7 +983,7 @@ mod tests {
             want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
             let got_ids: Vec<usize> = got.top.iter().map(|x| x.0 as usize).collect();
             let want_ids: Vec<usize> = want[..10].iter().map(|x| x.0).collect();
-            assert_eq!(got_ids, want_ids, "trial {trial}");
+            assert_eq!(got_ids, want_ids, "{e}/{p} {form:?} trial {trial}");
             // Scores within the proven bound, which is far below the gaps it separates.
             for (g, w) in got.top.iter().zip(&want) {
                 assert!(
@@ -644,7 +1009,7 @@ mod tests {
         // The push state kept between queries starts clean: the first query again, after
         // seven others, gives what it gave.
         let (seeds, query, dense, want) = first.unwrap();
-        let again = ranked_passages(&g, &response, &split_query(&seeds, &dense, &query), 10).unwrap();
+        let again = ranked_passages(&g, &response, &split_query(&seeds, &dense, &query, &v), 10).unwrap();
         assert_eq!((again.top, again.pushes, again.residual), (want.top, want.pushes, want.residual));
     }
 
@@ -653,18 +1018,9 @@ mod tests {
         // Entities 0 - 1, passage 2 on entity 0, passage 3 on entity 1: mirror images.
         let g = PprGraph::from_edges(4, &[(0, 1, 1.0), (2, 0, 1.0), (3, 1, 1.0)]);
         let v = Matrix::from_flat(2, vec![0.6, 0.8, 0.8, 0.6]);
-        let response = PassageResponse::compute(&g, 2, &v, 0.5).unwrap();
-        // Equal dense scores and mirrored entity seeds: the two passages tie.
-        let query = [0.6f32, 0.6];
-        let dense = v.dots(&query);
-        assert_eq!(dense[0], dense[1]);
-        let seeds = [(0u32, 1.0), (1, 1.0)];
-        let q = split_query(&seeds, &dense, &query);
-        assert!(ranked_passages(&g, &response, &q, 1).is_none(), "tied passages are not proven apart");
-        // Break the tie: passage 2 (index 0) first.
-        let seeds = [(0u32, 1.0), (1, 0.5)];
-        let q = SplitQuery { entity_seeds: &seeds, ..q };
-        assert_eq!(ranked_passages(&g, &response, &q, 1).unwrap().top[0].0, 0);
+        for form in [Form::Rows, Form::Entities] {
+            mirrored_passages_tie(&g, &PassageResponse::compute_as(&g, 2, &v, 0.5, form).unwrap(), &v);
+        }
 
         let (e, p, dim) = (50u32, 30u32, 8);
         let g = graph(e, p);
@@ -672,10 +1028,60 @@ mod tests {
         let response = PassageResponse::compute(&g, e as usize, &v, 0.5).unwrap();
         let query = vec![0.1f32; dim];
         let dense = v.dots(&query);
-        let q = split_query(&[(3, 1.0)], &dense, &query);
+        let q = split_query(&[(3, 1.0)], &dense, &query, &v);
         assert!(ranked_passages(&g, &response, &q, 5).is_some());
         let q = SplitQuery { dense_range: (f32::NAN, q.dense_range.1), ..q };
         assert!(ranked_passages(&g, &response, &q, 5).is_none(), "a range that is not finite goes to the walk");
+        let q = SplitQuery { dense_range: range(&dense), damping: 0.6, ..q };
+        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "another damping than the response's");
+        let other = vectors(p as usize + 1, dim);
+        let q = SplitQuery { damping: 0.5, vectors: &other, ..q };
+        assert!(ranked_passages(&g, &response, &q, 5).is_none(), "other vectors than the response's");
+        // A passage linked to a passage: not the graph the split covers.
+        let g = PprGraph::from_edges(4, &[(0, 1, 1.0), (2, 0, 1.0), (3, 2, 1.0)]);
+        assert!(PassageResponse::compute(&g, 2, &Matrix::from_flat(2, vec![0.6, 0.8, 0.8, 0.6]), 0.5).is_none());
+    }
+
+    fn mirrored_passages_tie(g: &PprGraph, response: &PassageResponse, v: &Matrix) {
+        // Equal dense scores and mirrored entity seeds: the two passages tie.
+        let query = [0.6f32, 0.6];
+        let dense = v.dots(&query);
+        assert_eq!(dense[0], dense[1]);
+        let seeds = [(0u32, 1.0), (1, 1.0)];
+        let q = split_query(&seeds, &dense, &query, v);
+        assert!(ranked_passages(g, response, &q, 1).is_none(), "tied passages are not proven apart");
+        // Break the tie: passage 2 (index 0) first.
+        let seeds = [(0u32, 1.0), (1, 0.5)];
+        let q = SplitQuery { entity_seeds: &seeds, ..q };
+        assert_eq!(ranked_passages(g, response, &q, 1).unwrap().top[0].0, 0);
+    }
+
+    #[test]
+    fn without_passage_seeds_the_push_alone_ranks_as_the_full_walk() {
+        // (On graph(40, 400) passages j and j + 39 have the same entities: without passage
+        // seeds they tie, and go to the full walk.)
+        for (e, p, form) in [(300u32, 200u32, Form::Rows), (300, 200, Form::Entities)] {
+            let g = graph(e, p);
+            let v = vectors(p as usize, 8);
+            let response = PassageResponse::compute_as(&g, e as usize, &v, 0.5, form).unwrap();
+            for trial in 0..4u32 {
+                let seeds = [(trial * 7 % (e - 1), 1.0), ((trial * 13 + 2) % (e - 1), 0.3)];
+                let query = vec![0.2f32; 8];
+                let q = SplitQuery { passage_weight: 0.0, ..split_query(&seeds, &v.dots(&query), &query, &v) };
+                let got = ranked_passages(&g, &response, &q, 10).expect("no ties here");
+                let full = g.personalized_pagerank(
+                    &seeds,
+                    &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
+                );
+                let mut want: Vec<(usize, f64)> = (0..p as usize).map(|i| (i, full.scores[e as usize + i])).collect();
+                want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+                let ids: Vec<usize> = got.top.iter().map(|x| x.0 as usize).collect();
+                assert_eq!(ids, want[..10].iter().map(|x| x.0).collect::<Vec<_>>(), "{e}/{p} trial {trial}");
+                for (g, w) in got.top.iter().zip(&want) {
+                    assert!((g.1 - w.1).abs() <= got.bound + 1e-15, "{} vs {} (bound {})", g.1, w.1, got.bound);
+                }
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,9 @@ pub mod vector;
 
 pub use lexical::{analyze, analyzer, LexicalIndex, TantivyBm25};
 pub use manifest::{Counts, EmbedderInfo, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
-pub use vector::{ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Screen, VectorIndex, VectorIndexKind};
+pub use vector::{
+    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Screen, VectorIndex, VectorIndexKind,
+};
 
 use std::path::Path;
 use std::sync::Arc;

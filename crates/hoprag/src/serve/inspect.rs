@@ -378,14 +378,14 @@ fn neighbourhood(
         }
         let triple = &g.triples[t];
         let list = predicates.entry(if s == found { o } else { s }).or_default();
-        if list.len() < 3 && !list.contains(&triple.predicate) {
-            list.push(triple.predicate.clone());
+        if list.len() < 3 && !list.iter().any(|p| p == triple.predicate.as_str()) {
+            list.push(triple.predicate.to_string());
         }
         if triples.len() < 50 && stated.insert(triple.text().to_lowercase()) {
             triples.push(TripleRef {
-                subject: triple.subject.clone(),
-                predicate: triple.predicate.clone(),
-                object: triple.object.clone(),
+                subject: triple.subject.to_string(),
+                predicate: triple.predicate.to_string(),
+                object: triple.object.to_string(),
                 passage: passage(triple.passage).id.clone(),
             });
         }
@@ -771,7 +771,7 @@ fn run_walk(
                         b: key(b as usize),
                         kind: "fact".into(),
                         weight: f.score as f32,
-                        label: Some(t.predicate.clone()),
+                        label: Some(t.predicate.to_string()),
                     });
                 }
             }

@@ -86,6 +86,11 @@ pub struct ScaleBench {
     /// cosines and shared nearest neighbours.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "keep", "index"])]
     against: Option<PathBuf>,
+    /// Questions (evenly spaced) on which ppr's split walk is compared with the full
+    /// walk (`ppr.split = false`): top-k overlap, identical lists, the full walk's time.
+    /// 0: all of them.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    agreement: usize,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -209,11 +214,48 @@ struct QueryReport {
     /// Its peak, after every query.
     peak_rss_mb: f64,
     hnsw_recall_at_k: f64,
+    /// HNSW's recall@k and latency (one pass after a warm-up) by search breadth.
+    #[serde(default)]
+    hnsw_breadths: Vec<Breadth>,
     latency_ms: Vec<Latency>,
     /// ppr queries for which no entity could be seeded (answered by dense retrieval).
     ppr_dense_fallbacks: usize,
     ppr_steps: Vec<(String, f64)>,
+    /// The split walk's precomputation (graph::split_ppr), done after the graph loads.
+    #[serde(default)]
+    ppr_precompute: Option<hoprag::graph::split_ppr::ResponseStats>,
+    /// Resident memory once it is done.
+    #[serde(default)]
+    rss_after_precompute_mb: f64,
+    /// Timed ppr queries whose split walk did not prove its ranking (the full walk ran).
+    #[serde(default)]
+    ppr_split_fallbacks: usize,
+    /// The split walk against the full walk, per method that runs it.
+    #[serde(default)]
+    agreement: Vec<Agreement>,
     unknown_query_words: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Breadth {
+    breadth: usize,
+    /// The breadth the index searches with by default.
+    default: bool,
+    recall_at_k: f64,
+    ms: Percentiles,
+}
+
+/// A graph method as it runs (the split walk) against the same method with the full walk.
+#[derive(Serialize, Deserialize)]
+struct Agreement {
+    method: String,
+    questions: usize,
+    /// Mean share of the full walk's top k that the split walk returns.
+    top_k_overlap: f64,
+    /// Questions whose k passages came back identical, in the same order.
+    identical: usize,
+    /// The full walk's latency on those questions (one pass, after a warm-up question).
+    full_walk_ms: Percentiles,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -247,7 +289,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(spec) = &args.index {
-        let report = measure_queries(ctx, store::open(spec)?, &inputs, args.repeat, args.k)?;
+        let report = measure_queries(ctx, store::open(spec)?, &inputs, args.repeat, args.k, args.agreement)?;
         if ctx.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -430,6 +472,7 @@ fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Resul
         .arg("--data")
         .arg(&args.data)
         .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
+        .args(["--agreement", &args.agreement.to_string()])
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", exe.display()))?;
@@ -450,6 +493,7 @@ fn measure_queries(
     inputs: &Inputs,
     repeat: usize,
     k: usize,
+    agreement_questions: usize,
 ) -> anyhow::Result<QueryReport> {
     let t = Instant::now();
     let index = open_index(store.as_ref())?;
@@ -463,6 +507,14 @@ fn measure_queries(
     }
     let graph_load_secs = t.elapsed().as_secs_f64();
     let rss_after_open_mb = rss_mb();
+    // The split walk's precomputation, which the first ppr query would otherwise pay.
+    let ppr_precompute = if has_graph {
+        let damping = Config::default().ppr.ppr.damping;
+        engine.graph()?.passage_response(index.vectors(), damping).map(|r| r.stats().clone())
+    } else {
+        None
+    };
+    let rss_after_precompute_mb = rss_mb();
 
     let before = inputs.embedder.coverage();
     let queries: Vec<Query> = inputs
@@ -476,13 +528,45 @@ fn measure_queries(
     let exact = index.exact_index();
     let hnsw = index.vector_index();
     let mut overlap = 0usize;
+    let mut exact_lists = Vec::new();
     for q in &queries {
         let e = q.embedding.as_deref().expect("embedded above");
         let a = exact.search(e, k)?;
         let b = hnsw.search(e, k)?;
         overlap += a.iter().filter(|x| b.iter().any(|y| y.0 == x.0)).count();
+        exact_lists.push(a);
     }
     let hnsw_recall_at_k = overlap as f64 / (queries.len() * k) as f64;
+    // Recall and latency by search breadth, the breadth the index uses by default among
+    // them.
+    let mut breadths = vec![64, 128, 256, 512, 1000];
+    let default_breadth = hoprag::index::hnsw_breadth(&index.manifest.hnsw, index.len());
+    if !breadths.contains(&default_breadth) {
+        breadths.push(default_breadth);
+        breadths.sort_unstable();
+    }
+    let mut hnsw_breadths = Vec::new();
+    if index.manifest.vector_index == VectorIndexKind::Hnsw {
+        for &breadth in &breadths {
+            let (mut overlap, mut ms) = (0usize, Vec::new());
+            for pass in 0..2 {
+                for (q, e) in queries.iter().zip(&exact_lists) {
+                    let start = Instant::now();
+                    let b = hnsw.search_with_breadth(q.embedding.as_deref().expect("embedded above"), k, breadth)?;
+                    if pass == 1 {
+                        ms.push(start.elapsed().as_secs_f64() * 1e3);
+                        overlap += e.iter().filter(|x| b.iter().any(|y| y.0 == x.0)).count();
+                    }
+                }
+            }
+            hnsw_breadths.push(Breadth {
+                breadth,
+                default: breadth == default_breadth,
+                recall_at_k: overlap as f64 / (queries.len() * k) as f64,
+                ms: percentiles(ms),
+            });
+        }
+    }
 
     let mut exact_config = Config::default();
     exact_config.dense.exact = true;
@@ -494,9 +578,11 @@ fn measure_queries(
     ];
     if has_graph {
         methods.push(("ppr (heuristic graph)", engine.retriever("ppr")?));
+        methods.push(("auto", engine.retriever("auto")?));
+        methods.push(("phasegraph", engine.retriever("phasegraph")?));
     }
     let mut latency_ms = Vec::new();
-    let (mut ppr_dense_fallbacks, mut ppr_steps) = (0, Vec::<(String, f64)>::new());
+    let (mut ppr_dense_fallbacks, mut ppr_steps, mut ppr_split_fallbacks) = (0, Vec::<(String, f64)>::new(), 0);
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
     for (name, method) in &methods {
         let mut ms = Vec::new();
@@ -514,6 +600,11 @@ fn measure_queries(
                     continue;
                 }
                 ms.push(elapsed);
+                if name.starts_with("ppr")
+                    && r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["split"] == false)
+                {
+                    ppr_split_fallbacks += 1;
+                }
                 if name.starts_with("ppr") {
                     for s in &r.trace.steps {
                         let x = s.micros as f64 / 1e3 / (queries.len() * repeat) as f64;
@@ -529,6 +620,18 @@ fn measure_queries(
         latency_ms.push(Latency { method: name.to_string(), ms: percentiles(ms), mean_ms });
     }
     ctx.progress.finish();
+    let mut agreement = Vec::new();
+    if has_graph {
+        let mut full = Config::default();
+        full.ppr.ppr.split = false;
+        let full = engine.with_config(full);
+        let sample = sample(queries.len(), agreement_questions);
+        for (name, method) in methods.iter().filter(|m| ["ppr (heuristic graph)", "auto", "phasegraph"].contains(&m.0))
+        {
+            let exact = full.retriever(method.name())?;
+            agreement.push(agree(name, method.as_ref(), exact.as_ref(), &queries, &sample, k)?);
+        }
+    }
     // A database's graph tables are shared between graphs: measured for folders only.
     let graph_bytes = store.folder().map(|f| dir_size(&f.join(index.generation()).join("graph")));
     Ok(QueryReport {
@@ -542,10 +645,54 @@ fn measure_queries(
         rss_after_open_mb,
         peak_rss_mb: peak_rss_mb(),
         hnsw_recall_at_k,
+        hnsw_breadths,
         latency_ms,
         ppr_dense_fallbacks,
         ppr_steps,
+        ppr_precompute,
+        rss_after_precompute_mb,
+        ppr_split_fallbacks,
+        agreement,
         unknown_query_words,
+    })
+}
+
+/// `n` of `len` indexes, evenly spaced (all of them for 0 or `n ≥ len`).
+fn sample(len: usize, n: usize) -> Vec<usize> {
+    if n == 0 || n >= len {
+        return (0..len).collect();
+    }
+    (0..n).map(|i| i * len / n).collect()
+}
+
+/// `method` against `exact` (the same method on the full walk) on the questions `sample`.
+fn agree(
+    name: &str,
+    method: &dyn Retriever,
+    exact: &dyn Retriever,
+    queries: &[Query],
+    sample: &[usize],
+    k: usize,
+) -> anyhow::Result<Agreement> {
+    let ids = |r: hoprag::retrieve::Retrieval| r.hits.iter().map(|h| h.passage).collect::<Vec<_>>();
+    if let Some(&first) = sample.first() {
+        exact.retrieve(&queries[first], k)?;
+    }
+    let (mut overlap, mut identical, mut ms) = (0.0, 0, Vec::new());
+    for &i in sample {
+        let got = ids(method.retrieve(&queries[i], k)?);
+        let start = Instant::now();
+        let want = ids(exact.retrieve(&queries[i], k)?);
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+        overlap += want.iter().filter(|p| got.contains(p)).count() as f64 / want.len().max(1) as f64;
+        identical += usize::from(got == want);
+    }
+    Ok(Agreement {
+        method: name.to_string(),
+        questions: sample.len(),
+        top_k_overlap: overlap / sample.len().max(1) as f64,
+        identical,
+        full_walk_ms: percentiles(ms),
     })
 }
 
@@ -616,6 +763,18 @@ fn print_queries(q: &QueryReport) {
         "{} questions × {} passes, k = {}, one at a time, question vector given; hnsw recall@{} vs exact: {:.3}",
         q.questions, q.repeat, q.k, q.k, q.hnsw_recall_at_k
     );
+    if !q.hnsw_breadths.is_empty() {
+        let header: Vec<String> = ["hnsw breadth (ef)", "recall@k", "p50 ms", "p99 ms"].map(String::from).to_vec();
+        let rows: Vec<Vec<String>> = q
+            .hnsw_breadths
+            .iter()
+            .map(|b| {
+                let name = if b.default { format!("{} (default)", b.breadth) } else { b.breadth.to_string() };
+                vec![name, format!("{:.3}", b.recall_at_k), format!("{:.2}", b.ms.p50), format!("{:.2}", b.ms.p99)]
+            })
+            .collect();
+        println!("{}", table(&header, &rows));
+    }
     let header: Vec<String> = ["method", "p50 ms", "p99 ms", "mean ms"].map(String::from).to_vec();
     let rows: Vec<Vec<String>> = q
         .latency_ms
@@ -628,6 +787,28 @@ fn print_queries(q: &QueryReport) {
     if q.ppr_steps.is_empty() {
         println!("no entity graph: ppr not timed");
         return;
+    }
+    if let Some(p) = &q.ppr_precompute {
+        println!(
+            "split walk precomputation: {:.1}s, {} form, {} iterations (contraction {:.3}), {:.1} MB; memory after it \
+             {:.0} MB; {} timed ppr queries fell back to the full walk",
+            p.secs,
+            p.form,
+            p.iterations,
+            p.contraction,
+            p.bytes as f64 / 1e6,
+            q.rss_after_precompute_mb,
+            q.ppr_split_fallbacks
+        );
+    } else {
+        println!("no split walk: every ppr query runs the full walk");
+    }
+    for a in &q.agreement {
+        println!(
+            "{} against the full walk on {} questions: top-{} overlap {:.3}, {} identical; full walk p50 {:.1} ms, p99 \
+             {:.1} ms",
+            a.method, a.questions, q.k, a.top_k_overlap, a.identical, a.full_walk_ms.p50, a.full_walk_ms.p99
+        );
     }
     let steps: Vec<String> = q.ppr_steps.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();
     println!(

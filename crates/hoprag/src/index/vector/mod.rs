@@ -6,7 +6,7 @@ mod hnsw;
 mod screen;
 
 pub use exact::ExactIndex;
-pub use hnsw::{HnswIndex, HnswParams};
+pub use hnsw::{breadth_for as hnsw_breadth, HnswIndex, HnswParams};
 pub use screen::{Extremes, Screen};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,12 @@ pub trait VectorIndex: Send + Sync {
     /// expansion searches), other indexes search one by one.
     fn search_many(&self, queries: &[&[f32]], k: usize) -> Result<Vec<Vec<(PassageIdx, f32)>>> {
         queries.iter().map(|q| self.search(q, k)).collect()
+    }
+    /// [`search`](VectorIndex::search) with a given search breadth (an HNSW graph's ef:
+    /// candidates kept while searching); exact indexes ignore it.
+    fn search_with_breadth(&self, query: &[f32], k: usize, breadth: usize) -> Result<Vec<(PassageIdx, f32)>> {
+        let _ = breadth;
+        self.search(query, k)
     }
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {

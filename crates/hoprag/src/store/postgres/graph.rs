@@ -79,8 +79,17 @@ pub(crate) fn write(
     for (i, ((t, ends), &fact)) in graph.triples.iter().zip(&graph.triple_entities).zip(&graph.triple_facts).enumerate()
     {
         let (s, o) = (ends.map(|e| e.0 as i32), ends.map(|e| e.1 as i32));
-        let row: [&(dyn ToSql + Sync); 9] =
-            [&id, &(i as i32), &(t.passage as i32), &t.subject, &t.predicate, &t.object, &s, &o, &(fact as i32)];
+        let row: [&(dyn ToSql + Sync); 9] = [
+            &id,
+            &(i as i32),
+            &(t.passage as i32),
+            &t.subject.as_str(),
+            &t.predicate.as_str(),
+            &t.object.as_str(),
+            &s,
+            &o,
+            &(fact as i32),
+        ];
         w.write(&row).map_err(&err)?;
     }
     w.finish().map_err(&err)?;
@@ -172,6 +181,8 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
     // A graph written before facts were shared holds each triple's vector in its row
     // (and no facts): each triple is then its own fact.
     let mut triples = Vec::with_capacity(n_triples);
+    // Millions of triples name a few thousand entities and predicates: one copy each.
+    let mut names = crate::graph::name::Interner::default();
     let mut triple_entities = Vec::with_capacity(n_triples);
     let mut triple_facts = Vec::with_capacity(n_triples);
     let sql = format!(
@@ -188,9 +199,9 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
             }
             triples.push(Triple {
                 passage: row.try_get::<i32>(1).map_err(&err)? as u32,
-                subject: row.try_get(2).map_err(&err)?,
-                predicate: row.try_get(3).map_err(&err)?,
-                object: row.try_get(4).map_err(&err)?,
+                subject: names.name(row.try_get(2).map_err(&err)?),
+                predicate: names.name(row.try_get(3).map_err(&err)?),
+                object: names.name(row.try_get(4).map_err(&err)?),
             });
             let s: Option<i32> = row.try_get(5).map_err(&err)?;
             let o: Option<i32> = row.try_get(6).map_err(&err)?;

@@ -37,6 +37,10 @@ impl PgHnsw {
 
 impl VectorIndex for PgHnsw {
     fn search(&self, query: &[f32], k: usize) -> Result<Vec<(PassageIdx, f32)>> {
+        self.search_with_breadth(query, k, self.ef_search)
+    }
+
+    fn search_with_breadth(&self, query: &[f32], k: usize, breadth: usize) -> Result<Vec<(PassageIdx, f32)>> {
         if k == 0 || self.passages == 0 {
             return Ok(Vec::new());
         }
@@ -46,7 +50,7 @@ impl VectorIndex for PgHnsw {
         let (setting, sql) = if k > MAX_EF_SEARCH {
             ("SET LOCAL enable_indexscan = off".to_string(), &self.exact_sql)
         } else {
-            (format!("SET LOCAL hnsw.ef_search = {}", self.ef_search.max(k).clamp(1, MAX_EF_SEARCH)), &self.sql)
+            (format!("SET LOCAL hnsw.ef_search = {}", breadth.max(k).clamp(1, MAX_EF_SEARCH)), &self.sql)
         };
         tx.batch_execute(&setting).map_err(&err)?;
         let v = pgvector::Vector::from(query.to_vec());

@@ -194,7 +194,7 @@ impl Store for PgStore {
                 &self.location,
                 g.build,
                 g.passages,
-                g.manifest.hnsw.expansion_search,
+                crate::index::hnsw_breadth(&g.manifest.hnsw, g.passages),
             ))),
             _ => None,
         };
