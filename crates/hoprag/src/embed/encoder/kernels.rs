@@ -372,7 +372,7 @@ mod tests {
         // rms([3, 4]) = sqrt(12.5); scale (1 + w) = [1, 2].
         let x = [3.0, 4.0, 0.0, 0.0];
         let mut out = [0.0; 4];
-        rms_norm(&x, &mut out, &[1.0, 2.0], 0.0);
+        rms_norm(&x, &mut out, &[1.0, 2.0], 1e-6);
         let r = 12.5f32.sqrt();
         assert!((out[0] - 3.0 / r).abs() < 1e-6 && (out[1] - 8.0 / r).abs() < 1e-6, "{out:?}");
         assert_eq!(&out[2..], &[0.0, 0.0], "eps keeps a zero row finite");
