@@ -263,6 +263,10 @@ struct Latency {
     method: String,
     ms: Percentiles,
     mean_ms: f64,
+    /// Timed queries whose split walk did not prove its ranking, so that the full walk
+    /// ran after it (graph methods).
+    #[serde(default)]
+    split_fallbacks: usize,
 }
 
 pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
@@ -585,7 +589,7 @@ fn measure_queries(
     let (mut ppr_dense_fallbacks, mut ppr_steps, mut ppr_split_fallbacks) = (0, Vec::<(String, f64)>::new(), 0);
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
     for (name, method) in &methods {
-        let mut ms = Vec::new();
+        let (mut ms, mut full_walks) = (Vec::new(), 0);
         // Pass 0 warms caches and is not timed.
         for pass in 0..=repeat {
             for q in &queries {
@@ -600,9 +604,9 @@ fn measure_queries(
                     continue;
                 }
                 ms.push(elapsed);
-                if name.starts_with("ppr")
-                    && r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["split"] == false)
-                {
+                let fell_back = r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["split"] == false);
+                full_walks += usize::from(fell_back);
+                if name.starts_with("ppr") && fell_back {
                     ppr_split_fallbacks += 1;
                 }
                 if name.starts_with("ppr") {
@@ -617,7 +621,12 @@ fn measure_queries(
             }
         }
         let mean_ms = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
-        latency_ms.push(Latency { method: name.to_string(), ms: percentiles(ms), mean_ms });
+        latency_ms.push(Latency {
+            method: name.to_string(),
+            ms: percentiles(ms),
+            mean_ms,
+            split_fallbacks: full_walks,
+        });
     }
     ctx.progress.finish();
     let mut agreement = Vec::new();
@@ -775,12 +784,18 @@ fn print_queries(q: &QueryReport) {
             .collect();
         println!("{}", table(&header, &rows));
     }
-    let header: Vec<String> = ["method", "p50 ms", "p99 ms", "mean ms"].map(String::from).to_vec();
+    let header: Vec<String> = ["method", "p50 ms", "p99 ms", "mean ms", "split fell back"].map(String::from).to_vec();
     let rows: Vec<Vec<String>> = q
         .latency_ms
         .iter()
         .map(|l| {
-            vec![l.method.clone(), format!("{:.2}", l.ms.p50), format!("{:.2}", l.ms.p99), format!("{:.2}", l.mean_ms)]
+            vec![
+                l.method.clone(),
+                format!("{:.2}", l.ms.p50),
+                format!("{:.2}", l.ms.p99),
+                format!("{:.2}", l.mean_ms),
+                l.split_fallbacks.to_string(),
+            ]
         })
         .collect();
     println!("{}", table(&header, &rows));
