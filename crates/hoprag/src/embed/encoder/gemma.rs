@@ -30,7 +30,7 @@ use serde::Deserialize;
 
 use super::kernels::{self, Epilogue, SharedMut, View};
 use super::weights::{Linear, Tensors};
-use super::{plan_batches, project, rows_par2};
+use super::{for_each_head, plan_batches, project, rows_par2};
 use crate::error::{Error, Result};
 
 /// A Gemma 3 text model's shape, from its `config.json`.
@@ -476,12 +476,7 @@ impl GemmaEncoder {
                 kernels::gemm(len, d, len, dst, out_width, View::rows(scores, len), v, 1.0, 1);
             }
         };
-        if threads > 1 {
-            jobs.into_par_iter().for_each_init(Vec::new, run);
-        } else {
-            let mut scores = Vec::new();
-            jobs.for_each(|job| run(&mut scores, job));
-        }
+        for_each_head(threads, jobs, run);
     }
 }
 
