@@ -142,7 +142,8 @@ fn attach_graph(store: &dyn Store, triples: Option<&Path>, config: &Config) -> h
         Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
         None => (extract_heuristic(index.passages()), "heuristic".to_string()),
     };
-    let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
+    let spec = EmbedderSpec::from_id(&index.manifest.embedder.id)?.default_graph_embedder();
+    let embedder = load_embedder(&spec, &config.embedder)?;
     let extract = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &config.graph, &Silent)?;
     store::attach_graph(store, &graph, label.clone())?;

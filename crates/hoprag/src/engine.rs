@@ -389,9 +389,11 @@ impl Engine {
                 "gear.beam_size, gear.length, gear.max_steps and gear.round_passages must be at least 1".into(),
             ));
         }
-        let triples = self.graph()?.triple_index(self.embedder.as_ref())?;
+        let graph = self.graph()?;
+        let triples = graph.triple_index(graph.embedder.as_deref().unwrap_or(self.embedder.as_ref()))?;
         let base = self.retriever(p.base.method())?;
-        Ok(Expansion::new(base, triples, self.index.clone(), self.embedder.clone(), p, self.config.hybrid))
+        Ok(Expansion::new(base, triples, self.index.clone(), self.embedder.clone(), p, self.config.hybrid)
+            .with_graph_embedder(graph.embedder.clone()))
     }
 
     /// Builds now what the graph methods otherwise build in their first query (the split
@@ -407,7 +409,7 @@ impl Engine {
         if self.config.ppr.ppr.split {
             graph.passage_response(self.index.vectors(), self.config.ppr.ppr.damping);
         }
-        graph.triple_index(self.embedder.as_ref())?;
+        graph.triple_index(graph.embedder.as_deref().unwrap_or(self.embedder.as_ref()))?;
         Ok(())
     }
 
@@ -419,6 +421,7 @@ impl Engine {
             Ok(Some(g)) => {
                 let mut context = GraphContext::new(Arc::new(g));
                 context.linker.set_llm(self.llm.clone());
+                context.embedder = self.graph_embedder().map_err(|e| e.to_string())?;
                 Ok(Some(Arc::new(context)))
             }
             Ok(None) => Ok(None),
@@ -439,13 +442,52 @@ impl Engine {
         }
     }
 
-    /// Queries with their embeddings computed in batches.
+    /// The embedder of the graph's vectors where the graph has one of its own
+    /// (`--graph-embedder`), loaded once with the graph; `None` without one.
+    fn graph_embedder(&self) -> Result<Option<Arc<dyn Embedder>>> {
+        let own = self.index.manifest.graph_embedder();
+        if *own == self.index.manifest.embedder {
+            return Ok(None);
+        }
+        let embedder = load_embedder(&EmbedderSpec::from_id(&own.id)?, &self.config.embedder)?;
+        if embedder.dim() != own.dim {
+            return Err(Error::index(
+                self.index.location(),
+                format!(
+                    "the graph was embedded by {} in {} dimensions, the model gives {}",
+                    own.id,
+                    own.dim,
+                    embedder.dim()
+                ),
+            ));
+        }
+        Ok(Some(embedder))
+    }
+
+    /// Queries with their embeddings computed in batches: in the passages' space and,
+    /// where the graph has an embedder of its own, in the graph's.
     pub fn embed_queries(&self, texts: &[String], progress: &dyn crate::progress::Progress) -> Result<Vec<Query>> {
-        progress.start("embedding questions", texts.len() as u64);
-        let vectors = crate::embed::embed_all(self.embedder.as_ref(), texts, TextKind::Query, 64, &|n| {
-            progress.advance(n as u64)
-        });
-        progress.finish();
-        Ok(texts.iter().zip(vectors?).map(|(t, v)| Query::with_embedding(t.clone(), v)).collect())
+        let graph_embedder = match self.graph_kind() {
+            GraphKind::None => None,
+            _ => self.graph()?.embedder.clone(),
+        };
+        let embed = |embedder: &dyn Embedder| -> Result<Vec<Vec<f32>>> {
+            progress.start(&format!("embedding questions ({})", embedder.id()), texts.len() as u64);
+            let vectors =
+                crate::embed::embed_all(embedder, texts, TextKind::Query, 64, &|n| progress.advance(n as u64));
+            progress.finish();
+            vectors
+        };
+        let vectors = embed(self.embedder.as_ref())?;
+        let graph_vectors = match &graph_embedder {
+            Some(g) => embed(g.as_ref())?.into_iter().map(|v| Some(Arc::new(v))).collect(),
+            None => vec![None; texts.len()],
+        };
+        Ok(texts
+            .iter()
+            .zip(vectors)
+            .zip(graph_vectors)
+            .map(|((t, v), g)| Query { graph_embedding: g, ..Query::with_embedding(t.clone(), v) })
+            .collect())
     }
 }

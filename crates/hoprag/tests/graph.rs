@@ -337,3 +337,78 @@ fn fact_matching_skips_case_variants_however_many_lead_the_ranking() {
     assert_eq!(linker.facts(&query, 10).len(), 4, "four distinct statements in all");
     assert!(linker.facts(&query, 0).is_empty());
 }
+
+/// A graph embedded by another model than the passages (`--graph-embedder`): the
+/// manifest records it, the store reads its vectors back in its own dimension, and the
+/// graph methods link the question through that model's vector, computed on demand or
+/// supplied in a batch, to the same ranking. Needs MiniLM (`hoprag models fetch minilm`).
+#[test]
+fn a_graph_with_its_own_embedder_links_questions_in_its_space() {
+    use hoprag::embed::{load_embedder, EmbedderSpec};
+    let Ok(minilm) = load_embedder(&EmbedderSpec::from_id("minilm").unwrap(), &Default::default()) else {
+        eprintln!("skipping: MiniLM is not installed (hoprag models fetch minilm)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = load_corpus(&common::demo().join("corpus.jsonl"), &CorpusOptions::default()).unwrap();
+    // The passages' embedder: 64-dimensional hashing under an id no loader knows, so any
+    // question vector the graph gets must come from MiniLM.
+    let passages = Arc::new(HashEmbedder { id: "openai:hash-test".into(), dim: 64 });
+    let folder = store::folder(dir.path());
+    store::build_index(folder.as_ref(), &corpus, vec![], passages.as_ref(), &Default::default(), &Silent).unwrap();
+    let index = folder.load().unwrap();
+    let graph = EntityGraph::build(
+        index.len(),
+        extract_heuristic(index.passages()),
+        minilm.as_ref(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    store::attach_graph(folder.as_ref(), &graph, "heuristic".into()).unwrap();
+
+    let index = folder.load().unwrap();
+    assert_eq!(index.manifest.embedder.id, "openai:hash-test");
+    let own = index.manifest.graph.as_ref().unwrap().embedder.clone().expect("the graph's embedder is recorded");
+    assert_eq!((own.id.as_str(), own.dim), ("minilm", 384));
+    let reloaded = folder.load_graph(&index).unwrap().unwrap();
+    assert_eq!(reloaded.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
+    assert_eq!(reloaded.fact_vectors.dim(), 384);
+
+    let engine = Engine::new(folder.clone(), passages, Config::default()).unwrap();
+    let text = "Who founded the company that built Varn Light?";
+    let batch = engine.embed_queries(&[text.to_string()], &Silent).unwrap().remove(0);
+    let in_graph_space = batch.graph_embedding.clone().expect("a batch embeds questions for the graph too");
+    assert_eq!(in_graph_space.len(), 384);
+    for method in ["ppr", "phasegraph", "naive_ge"] {
+        let retriever = engine.retriever(method).unwrap();
+        let on_demand = retriever.retrieve(&Query::new(text), 10).unwrap();
+        let supplied = retriever.retrieve(&batch, 10).unwrap();
+        assert_eq!(on_demand.hits, supplied.hits, "{method}");
+        let steps =
+            |r: &hoprag::retrieve::Retrieval| -> Vec<String> { r.trace.steps.iter().map(|s| s.name.clone()).collect() };
+        assert!(
+            steps(&on_demand).iter().any(|s| s == "embed query for the graph"),
+            "{method}: {:?}",
+            steps(&on_demand)
+        );
+        assert!(!steps(&supplied).iter().any(|s| s == "embed query for the graph"), "{method}");
+    }
+    let ppr = engine.retriever("ppr").unwrap().retrieve(&Query::new(text), 10).unwrap();
+    let titles: Vec<&str> = ppr.hits.iter().map(|h| engine.index.passage(h.passage).title.as_str()).collect();
+    assert!(titles.contains(&"Varn Light"), "{titles:?}");
+    // Linked through MiniLM's vector: the facts it found are the question's neighbours
+    // among MiniLM's fact vectors.
+    let link = ppr.trace.steps.iter().find(|s| s.name == "link entities").unwrap();
+    assert!(link.detail.as_array().is_some_and(|l| !l.is_empty()), "{}", link.detail);
+}
+
+#[test]
+fn embeddinggemma_builds_its_graph_with_minilm_unless_told_otherwise() {
+    use hoprag::embed::EmbedderSpec;
+    let spec = |s: &str| EmbedderSpec::from_id(s).unwrap();
+    assert_eq!(spec("embeddinggemma").default_graph_embedder(), spec("minilm"));
+    assert_eq!(spec("embeddinggemma:dim=256").default_graph_embedder(), spec("minilm"));
+    assert_eq!(spec("mpnet").default_graph_embedder(), spec("mpnet"));
+    assert_eq!(spec("minilm").default_graph_embedder(), spec("minilm"));
+}

@@ -48,6 +48,10 @@ pub struct TripleSource {
     /// `graph.synonym_threshold` of the configuration).
     #[arg(long)]
     pub synonym_threshold: Option<f32>,
+    /// The embedder of the graph's entity and fact vectors (default: `minilm` beside
+    /// `embeddinggemma`, else the index's own); questions are embedded by both.
+    #[arg(long, value_name = "EMBEDDER")]
+    pub graph_embedder: Option<EmbedderSpec>,
 }
 
 impl TripleSource {
@@ -112,14 +116,20 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     for doc in r.unmatched_docs.iter().take(5) {
         ctx.note(format!("  unmatched: {doc}"));
     }
-    let embedder = load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &config.embedder)?;
+    let spec = match &source.graph_embedder {
+        Some(spec) => spec.clone(),
+        None => EmbedderSpec::from_id(&index.manifest.embedder.id)?.default_graph_embedder(),
+    };
+    let embedder = load_embedder(&spec, &config.embedder)?;
+    ctx.note(format!("embedding the graph's entities and facts with {}", embedder.id()));
     let synonym_threshold = source.synonym_threshold.unwrap_or(config.graph.synonym_threshold);
     let options = GraphOptions { synonym_threshold, ..config.graph };
     let report = extraction.report.clone();
     let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
     attach_graph(store, &graph, label.clone())?;
     let s = &graph.stats;
-    let out = serde_json::json!({"source": label, "stats": s, "extraction": report, "llm": llm_report});
+    let out = serde_json::json!({"source": label, "embedder": embedder.id(), "stats": s, "extraction": report,
+                                 "llm": llm_report});
     if !ctx.json {
         println!(
             "graph: {} entities, {} triples ({} distinct, {} degenerate), {} relation edges, {} synonym links, {} passage-entity \

@@ -86,6 +86,17 @@ impl EmbedderSpec {
     pub fn from_id(id: &str) -> Result<Self> {
         id.parse()
     }
+
+    /// The embedder of an entity graph's entity and fact vectors beside this one, unless
+    /// asked otherwise: MiniLM beside EmbeddingGemma, whose ~10x cost per token would
+    /// multiply the graph's build time for a measured difference of a point or so
+    /// (docs/embeddinggemma.md, "The graph's own vectors"); else this embedder itself.
+    pub fn default_graph_embedder(&self) -> EmbedderSpec {
+        match self {
+            EmbedderSpec::Gemma(_) => EmbedderSpec::Local(LocalModel::MiniLm),
+            other => other.clone(),
+        }
+    }
 }
 
 /// Settings needed to construct an embedder; see [`crate::Config`].

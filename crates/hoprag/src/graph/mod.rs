@@ -114,6 +114,10 @@ pub struct EntityGraph {
     /// The embedding of each fact's text.
     #[serde(skip)]
     pub fact_vectors: std::sync::Arc<Matrix>,
+    /// The embedder of `entity_vectors` and `fact_vectors`, as the build recorded it
+    /// (the manifest keeps it; a graph read back has `None`).
+    #[serde(skip)]
+    pub embedder: Option<crate::index::EmbedderInfo>,
     #[serde(skip)]
     entity_index: std::collections::HashMap<String, u32>,
     /// The first triple of each fact.
@@ -172,6 +176,7 @@ impl EntityGraph {
             stats,
             entity_vectors,
             fact_vectors,
+            embedder: None,
             entity_index: Default::default(),
             fact_triples: Vec::new(),
         };
@@ -219,6 +224,9 @@ impl EntityGraph {
 /// What query-time graph methods need, built once per opened index.
 pub struct GraphContext {
     pub linker: linking::Linker,
+    /// The embedder of the graph's entity and fact vectors where it is not the index's
+    /// (`--graph-embedder`); `None`: the question's passage-space vector serves both.
+    pub embedder: Option<std::sync::Arc<dyn crate::embed::Embedder>>,
     pub ppr: ppr::PprGraph,
     /// GEAR's triple index, built when a method first asks for it.
     triples: Lazy<std::sync::Arc<TripleIndex>>,
@@ -237,6 +245,7 @@ impl GraphContext {
         let ppr = ppr::PprGraph::from_entity_graph(&graph);
         GraphContext {
             linker: linking::Linker::new(graph),
+            embedder: None,
             ppr,
             triples: Default::default(),
             passage_response: Default::default(),

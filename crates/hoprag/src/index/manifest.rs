@@ -27,6 +27,13 @@ pub struct Manifest {
     pub updated_at: u64,
 }
 
+impl Manifest {
+    /// The embedder of the graph's entity and fact vectors: the graph's own, or the index's.
+    pub fn graph_embedder(&self) -> &EmbedderInfo {
+        self.graph.as_ref().and_then(|g| g.embedder.as_ref()).unwrap_or(&self.embedder)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmbedderInfo {
     pub id: String,
@@ -49,6 +56,10 @@ pub struct GraphInfo {
     /// is rebuilt.
     pub passages: usize,
     pub stats: GraphStats,
+    /// The embedder of the graph's entity and fact vectors where it is not the index's
+    /// (`--graph-embedder`): questions are then embedded by both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder: Option<EmbedderInfo>,
 }
 
 /// What a graph build produced (recorded in the manifest, shown by `hoprag graph`).

@@ -1,5 +1,6 @@
 //! Dense baseline: nearest passages to the query embedding.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -28,6 +29,26 @@ pub(crate) fn query_embedding(embedder: &dyn Embedder, query: &Query, trace: &mu
             Ok((Arc::new(embedder.embed_one(&query.text, TextKind::Query)?), json!({"embedder": embedder.id()})))
         }),
     }
+}
+
+/// The query's vector in the graph's space, and the embedder of that space: `embedding`
+/// (the passage-space vector) and `embedder` when the graph was embedded by the index's
+/// own embedder; else the graph embedder's vector (the one supplied, or computed now).
+pub(crate) fn graph_query_embedding<'a, 'v>(
+    graph_embedder: Option<&'a Arc<dyn Embedder>>,
+    embedder: &'a dyn Embedder,
+    query: &Query,
+    embedding: &'v [f32],
+    trace: &mut Trace,
+) -> Result<(Cow<'v, [f32]>, &'a dyn Embedder)> {
+    let Some(graph_embedder) = graph_embedder else { return Ok((Cow::Borrowed(embedding), embedder)) };
+    let vector = match &query.graph_embedding {
+        Some(e) => e.to_vec(),
+        None => trace.step("embed query for the graph", || {
+            Ok((graph_embedder.embed_one(&query.text, TextKind::Query)?, json!({"embedder": graph_embedder.id()})))
+        })?,
+    };
+    Ok((Cow::Owned(vector), graph_embedder.as_ref()))
 }
 
 /// Dense search as a traced step; shared by every method that starts from the vector list.

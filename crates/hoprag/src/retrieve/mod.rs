@@ -38,6 +38,9 @@ use crate::llm::{Llm, LlmStatsSnapshot, Meter};
 pub struct Query {
     pub text: String,
     pub embedding: Option<Arc<Vec<f32>>>,
+    /// The question's vector in the graph's space, where the graph has an embedder of its
+    /// own (computed when needed if absent; see [`dense::graph_query_embedding`]).
+    pub graph_embedding: Option<Arc<Vec<f32>>>,
     /// The question's gold passages, which evaluation attaches for oracle analyses
     /// (e.g. RegimeRouter's oracle router). No other method may read them.
     pub gold: Option<Arc<Gold>>,
@@ -53,7 +56,7 @@ pub struct Gold {
 
 impl Query {
     pub fn new(text: impl Into<String>) -> Self {
-        Query { text: text.into(), embedding: None, gold: None }
+        Query { text: text.into(), embedding: None, graph_embedding: None, gold: None }
     }
 
     pub fn with_embedding(text: impl Into<String>, embedding: Vec<f32>) -> Self {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::dense::{dense_search, query_embedding};
+use super::dense::{dense_search, graph_query_embedding, query_embedding};
 use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
@@ -128,8 +128,9 @@ fn entity_seeds(
         NerMode::Llm => Some(llm_mentions(ctx, query, trace)?),
         _ => None,
     };
+    let (embedding, embedder) = graph_query_embedding(ctx.embedder.as_ref(), embedder, query, embedding, trace)?;
     let seeds = trace.step("link entities", || {
-        let linked = ctx.linker.link(&query.text, embedding, mentions.as_deref(), embedder, &params.link)?;
+        let linked = ctx.linker.link(&query.text, &embedding, mentions.as_deref(), embedder, &params.link)?;
         let detail = json!(linked);
         Ok((linked, detail))
     })?;

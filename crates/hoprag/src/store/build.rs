@@ -215,7 +215,10 @@ pub fn attach_graph(store: &dyn Store, graph: &EntityGraph, source: String) -> R
         ));
     }
     let mut manifest = base.clone();
-    manifest.graph = Some(GraphInfo { source, passages: graph.passage_entities.len(), stats: graph.stats.clone() });
+    // A graph embedded by the index's own embedder records none of its own.
+    let embedder = graph.embedder.clone().filter(|e| *e != base.embedder);
+    manifest.graph =
+        Some(GraphInfo { source, passages: graph.passage_entities.len(), stats: graph.stats.clone(), embedder });
     manifest.updated_at = unix_now();
     writer.commit(Change::Graph { manifest: &manifest, graph }, &crate::progress::Silent).map(|_| ())
 }

@@ -108,7 +108,7 @@ impl Store for FolderStore {
             return Ok(None);
         }
         let dir = self.root.join(index.generation()).join(GRAPH);
-        let graph = EntityGraph::load(&dir, index.manifest.embedder.dim)?;
+        let graph = EntityGraph::load(&dir, index.manifest.graph_embedder().dim)?;
         graph
             .check(index.len())
             .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;

@@ -36,15 +36,22 @@ impl Gear {
         let ctx = &self.ctx;
         let kind = ctx.params.base;
         let texts: Vec<String> = memory.iter().map(Fact::text).collect();
-        let embeddings = ctx.triples.embed_queries(kind, &texts, ctx.embedder.as_ref())?;
+        // The base retriever searches passages in their space, the triple index in the
+        // triples' (the same vectors unless the graph has an embedder of its own).
+        let embeddings = ctx.triples.embed_queries(kind, &texts, ctx.triple_embedder())?;
+        let passage_embeddings = match ctx.graph_embedder {
+            Some(_) => ctx.triples.embed_queries(kind, &texts, ctx.embedder.as_ref())?,
+            None => embeddings.clone(),
+        };
         texts
             .iter()
             .zip(embeddings)
-            .map(|(text, e)| {
-                let embedding = (kind != SearchKind::Bm25).then(|| Arc::new(e.clone()));
+            .zip(passage_embeddings)
+            .map(|((text, e), passage_e)| {
+                let embedding = (kind != SearchKind::Bm25).then(|| Arc::new(passage_e));
                 let from_passages: Ranked = ctx
                     .base
-                    .retrieve(&Query { text: text.clone(), embedding, gold: None }, k)?
+                    .retrieve(&Query { embedding, ..Query::new(text.clone()) }, k)?
                     .hits
                     .into_iter()
                     .map(|h| (h.passage, h.score))
@@ -86,7 +93,7 @@ impl Retriever for Gear {
             steps = n;
             trace.step("iteration", || Ok(((), json!({"step": n, "query": current.text}))))?;
             let q = query_embedding(ctx.embedder.as_ref(), &current, &mut trace)?;
-            let query = Query { text: current.text.clone(), embedding: Some(q.clone()), gold: None };
+            let query = Query { embedding: Some(q.clone()), gold: None, ..current.clone() };
             // C_q(n): SyncGE on q(n), from round_passages base passages.
             let (retrieved, _, failure) = sync_ge(ctx, llm, &query, &q, p.round_passages, usize::MAX, &mut trace)?;
             llm_failures.extend(failure);

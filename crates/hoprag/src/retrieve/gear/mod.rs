@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::dense::graph_query_embedding;
 use super::{list_detail, Query, Retriever, Trace};
 use crate::config::{GearParams, HybridParams, SequenceScoring};
 use crate::corpus::PassageIdx;
@@ -50,6 +51,8 @@ pub struct Expansion {
     pub(crate) triples: Arc<TripleIndex>,
     pub(crate) index: Arc<Index>,
     pub(crate) embedder: Arc<dyn Embedder>,
+    /// The embedder of the triples' vectors where it is not `embedder` (the graph's own).
+    pub(crate) graph_embedder: Option<Arc<dyn Embedder>>,
     pub(crate) params: GearParams,
     /// How deep hybrid triple search reads each list.
     pub(crate) hybrid: HybridParams,
@@ -64,7 +67,18 @@ impl Expansion {
         params: GearParams,
         hybrid: HybridParams,
     ) -> Self {
-        Expansion { base, triples, index, embedder, params, hybrid }
+        Expansion { base, triples, index, embedder, graph_embedder: None, params, hybrid }
+    }
+
+    /// The same expansion over triples embedded by `graph_embedder` (the graph's own,
+    /// where it has one).
+    pub fn with_graph_embedder(self, graph_embedder: Option<Arc<dyn Embedder>>) -> Self {
+        Expansion { graph_embedder, ..self }
+    }
+
+    /// The embedder of the triple index's vectors.
+    pub(crate) fn triple_embedder(&self) -> &dyn Embedder {
+        self.graph_embedder.as_deref().unwrap_or(self.embedder.as_ref())
     }
 
     /// Passages the single-step methods take from the base retriever for a request of k.
@@ -93,7 +107,7 @@ impl Expansion {
         trace.step("triple link", || {
             let texts: Vec<String> = facts.iter().map(stages::Fact::text).collect();
             let kind = self.params.base;
-            let embeddings = self.triples.embed_queries(kind, &texts, self.embedder.as_ref())?;
+            let embeddings = self.triples.embed_queries(kind, &texts, self.triple_embedder())?;
             let mut linked = Vec::new();
             let mut detail = Vec::new();
             for (text, e) in texts.iter().zip(&embeddings) {
@@ -108,21 +122,27 @@ impl Expansion {
         })
     }
 
-    /// Algorithm 1 from `initial`, the beams flattened breadth-first into passages
-    /// (C̃_q), fused with the base list by RRF (Eq. 3) and cut to `k`.
+    /// Algorithm 1 from `initial` for `query` (whose passage-space embedding is
+    /// `embedding`), the beams flattened breadth-first into passages (C̃_q), fused with
+    /// the base list by RRF (Eq. 3) and cut to `k`.
     pub(crate) fn expand(
         &self,
-        query: &[f32],
+        query: &Query,
+        embedding: &[f32],
         initial: &[u32],
         base: &Ranked,
         k: usize,
         trace: &mut Trace,
     ) -> Result<Ranked> {
         let graph = &self.triples.graph;
+        // Sequences are scored against the triples' own vectors, so in their space.
+        let (query, embedder) =
+            graph_query_embedding(self.graph_embedder.as_ref(), self.embedder.as_ref(), query, embedding, trace)?;
+        let query = query.as_ref();
         let expanded = trace.step("beam search", || {
             let pooled = PooledScorer { graph, query };
             let text = |t: u32| self.triples.text(t).to_string();
-            let encode = EncodeScorer { graph, text: &text, embedder: self.embedder.as_ref(), query };
+            let encode = EncodeScorer { graph, text: &text, embedder, query };
             let scorer: &dyn SequenceScorer = match self.params.scoring {
                 SequenceScoring::Pooled => &pooled,
                 SequenceScoring::Encode => &encode,

@@ -27,7 +27,7 @@ impl Retriever for NaiveGe {
         let ctx = &self.ctx;
         let mut trace = Trace::default();
         let q = query_embedding(ctx.embedder.as_ref(), query, &mut trace)?;
-        let query = Query { text: query.text.clone(), embedding: Some(q.clone()), gold: None };
+        let query = Query { embedding: Some(q.clone()), gold: None, ..query.clone() };
         // C'_q = h_base^k(q, C)
         let base = ctx.base_passages(&query, ctx.base_k(k), &mut trace)?;
         // T_q: all triples of C'_q, in the base list's order.
@@ -38,7 +38,7 @@ impl Retriever for NaiveGe {
             Ok((t, d))
         })?;
         // Algorithm 1, C̃_q, RRF(C̃_q, C'_q) (Eq. 3)
-        let fused = ctx.expand(&q, &initial, &base, k, &mut trace)?;
+        let fused = ctx.expand(&query, &q, &initial, &base, k, &mut trace)?;
         Ok(Retrieval { hits: hits(fused), trace })
     }
 }

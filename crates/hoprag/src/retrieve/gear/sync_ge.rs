@@ -68,7 +68,7 @@ pub(crate) fn sync_ge(
     // T_q = {tripleLink(t') : t' ∈ T'_q}  (Eq. 2)
     let initial = ctx.triple_link(&read, trace)?;
     // Algorithm 1, C̃_q, RRF(C̃_q, C'_q)  (Eq. 3)
-    let fused = ctx.expand(q, &initial, &base, k, trace)?;
+    let fused = ctx.expand(query, q, &initial, &base, k, trace)?;
     Ok((fused, read, None))
 }
 
@@ -116,7 +116,7 @@ impl Retriever for SyncGe {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let mut trace = Trace::default();
         let q = query_embedding(self.ctx.embedder.as_ref(), query, &mut trace)?;
-        let query = Query { text: query.text.clone(), embedding: Some(q.clone()), gold: None };
+        let query = Query { embedding: Some(q.clone()), gold: None, ..query.clone() };
         let (mut fused, _, failure) =
             sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k), k, &mut trace)?;
         if let Some(reason) = failure {

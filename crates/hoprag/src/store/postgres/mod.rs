@@ -223,7 +223,7 @@ impl Store for PgStore {
                 format!("generation {id}: the manifest names a graph the store lacks"),
             ));
         };
-        let graph = graph::read(&mut tx, graph_id, index.manifest.embedder.dim, &self.location)?;
+        let graph = graph::read(&mut tx, graph_id, index.manifest.graph_embedder().dim, &self.location)?;
         tx.commit().map_err(self.err("ending a read"))?;
         graph.check(index.len()).map_err(|m| {
             Error::index(&self.location, format!("graph {graph_id}: {m}: the graph does not belong to this index"))
