@@ -334,8 +334,8 @@ impl Engine {
                 }
                 // The choice runs with auto's dense guard (it only affects ppr).
                 let mut config = self.config.clone();
-                config.ppr.dense_guard =
-                    if name == "auto" { self.config.auto.dense_guard } else { self.config.auto_llm.0.dense_guard };
+                let params = if name == "auto" { &self.config.auto } else { &self.config.auto_llm.0 };
+                config.ppr.dense_guard = params.dense_guard_for(&self.index.manifest.embedder.id);
                 // The graph loads here, not in the engine made for the choice, so that the
                 // two share it and what it computes on first use.
                 if self.graph_kind() != GraphKind::None {

@@ -5,6 +5,8 @@
 //! runs is configuration, so that `hoprag tune --method auto --grid with_graph=...` can
 //! re-check the choice on new data (or with another LLM).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -61,9 +63,21 @@ pub struct AutoParams {
     /// choice (max 5, gap 0.25, from two 21–25-question tune halves) fell 1.2 below
     /// `ppr` on hotpotqa-dev's tune half. Evidence in docs/seed-methods.md.
     pub dense_guard: DenseGuard,
+    /// The dense guard for indexes whose embedder id is a key here or starts with the key
+    /// and `:` (its settings), in place of `dense_guard`: how much of the top the dense
+    /// list earns depends on how good it is. `embeddinggemma`: max 5, gap 0.25, chosen
+    /// on the tune halves of all six shared sets as `dense_guard` was
+    /// (docs/embeddinggemma.md, "auto for EmbeddingGemma").
+    pub dense_guard_by_embedder: BTreeMap<String, DenseGuard>,
 }
 
 impl AutoParams {
+    /// The dense guard for an index embedded by `embedder` (its id).
+    pub fn dense_guard_for(&self, embedder: &str) -> DenseGuard {
+        let applies = |key: &str| embedder == key || embedder.strip_prefix(key).is_some_and(|s| s.starts_with(':'));
+        self.dense_guard_by_embedder.iter().find(|(key, _)| applies(key)).map_or(self.dense_guard, |(_, guard)| *guard)
+    }
+
     /// The method for an index with this kind of graph.
     pub fn choice(&self, graph: GraphKind) -> &str {
         match graph {
@@ -81,6 +95,10 @@ impl Default for AutoParams {
             with_heuristic_graph: "ppr".into(),
             without_graph: "dense".into(),
             dense_guard: DenseGuard { max: 2, gap: 0.5, depth: 50 },
+            dense_guard_by_embedder: BTreeMap::from([(
+                "embeddinggemma".to_string(),
+                DenseGuard { max: 5, gap: 0.25, depth: 50 },
+            )]),
         }
     }
 }
@@ -122,5 +140,22 @@ impl Retriever for Auto {
 
     fn concurrency(&self) -> Option<usize> {
         self.inner.concurrency()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_follows_the_embedder_and_its_settings() {
+        let p = AutoParams::default();
+        assert_eq!(p.dense_guard_for("minilm"), p.dense_guard);
+        let gemma = p.dense_guard_by_embedder["embeddinggemma"];
+        assert_ne!(gemma, p.dense_guard);
+        assert_eq!(p.dense_guard_for("embeddinggemma"), gemma);
+        assert_eq!(p.dense_guard_for("embeddinggemma:query=retrieval,dim=256"), gemma);
+        // A longer name that merely starts like a key is another model.
+        assert_eq!(p.dense_guard_for("embeddinggemmax"), p.dense_guard);
     }
 }
