@@ -332,6 +332,29 @@ fn parity(dataset: &str, n: usize, questions: usize) {
 }
 
 #[test]
+fn a_graph_with_its_own_embedder_round_trips() {
+    let Some(url) = fresh("t_graph_embedder") else { return };
+    let store = pg(&url);
+    let passages = synthetic("g", 0, 60);
+    let e = HashEmbedder::new();
+    build_index(store.as_ref(), &corpus(passages.clone()), vec!["g".into()], &e, &exact(), &Silent).unwrap();
+    // Entity and fact vectors of another model and dimension than the passages' 64.
+    let other = HashEmbedder { id: "mpnet".into(), dim: 48 };
+    let graph =
+        EntityGraph::build(passages.len(), extract_heuristic(&passages), &other, &GraphOptions::default(), &Silent)
+            .unwrap();
+    attach_graph(store.as_ref(), &graph, "heuristic".into()).unwrap();
+    let index = store.load().unwrap();
+    let own = index.manifest.graph.as_ref().unwrap().embedder.clone().expect("recorded");
+    assert_eq!((own.id.as_str(), own.dim), ("mpnet", 48));
+    assert_eq!(index.manifest.embedder.dim, 64);
+    let g = store.load_graph(&index).unwrap().expect("a graph");
+    assert_eq!(g.entity_vectors.dim(), 48);
+    assert_eq!(g.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
+    assert_eq!(g.fact_vectors.as_flat(), graph.fact_vectors.as_flat());
+}
+
+#[test]
 fn append_is_seen_by_new_readers_only() {
     let Some(url) = fresh("t_append") else { return };
     let store = pg(&url);
