@@ -37,12 +37,13 @@ pub struct Engine {
 pub const METHODS: &[(&str, &str)] = &[
     (
         "auto",
-        "the best LLM-free pipeline measured for the index at hand (section auto; README \"Choosing auto\"): ppr \
-         (HippoRAG 2 facts plus the entities the question names) behind a dense guard (up to 5 dense passages \
-         whose score is within a quarter of the dense top 50's score range of the best go first) on a graph from \
-         heuristic or LLM triples; dense without a graph. Evidence, R@5 on the test half (MD5 split; settings \
-         chosen on the tune half): musique-train dense 54.4, auto 65.0 (GPT-3.5 triples) / 58.9 (heuristic); \
-         hotpotqa-train (heuristic) dense 83.9, auto 87.5 (comparison questions 100 = dense; ppr alone 78.6)",
+        "the best LLM-free pipeline measured for the index at hand (section auto; docs/seed-methods.md §4): ppr \
+         (HippoRAG 2 facts plus the entities the question names) behind a dense guard (up to 2 dense passages \
+         whose score is within half of the dense top 50's score range of the best go first; with EmbeddingGemma \
+         up to 5 within a quarter, auto.dense_guard_by_embedder) on a graph from heuristic or LLM triples; dense \
+         without a graph. Evidence, R@5 on the test halves (MD5 split; guards chosen on the tune halves of all \
+         six shared sets): musique-dev dense 54.4, auto 59.6; 2wiki-hipporag dense 61.4, auto 76.1; with \
+         EmbeddingGemma musique-dev dense 61.2, auto 69.0",
     ),
     (
         "auto_llm",
