@@ -468,10 +468,10 @@ impl Engine {
     /// Queries with their embeddings computed in batches: in the passages' space and,
     /// where the graph has an embedder of its own, in the graph's.
     pub fn embed_queries(&self, texts: &[String], progress: &dyn crate::progress::Progress) -> Result<Vec<Query>> {
-        let graph_embedder = match self.graph_kind() {
-            GraphKind::None => None,
-            _ => self.graph()?.embedder.clone(),
-        };
+        // The graph is loaded (it holds the graph embedder) only when it has its own.
+        let manifest = &self.index.manifest;
+        let graph_embedder =
+            if *manifest.graph_embedder() == manifest.embedder { None } else { self.graph()?.embedder.clone() };
         let embed = |embedder: &dyn Embedder| -> Result<Vec<Vec<f32>>> {
             progress.start(&format!("embedding questions ({})", embedder.id()), texts.len() as u64);
             let vectors =

@@ -29,8 +29,8 @@ use rayon::prelude::*;
 use serde::Deserialize;
 
 use super::kernels::{self, Epilogue, SharedMut, View};
-use super::weights::{Linear, Tensors};
-use super::{for_each_head, plan_batches, project, rows_par2};
+use super::weights::{read_config, Linear, Tensors};
+use super::{embed_batched, for_each_head, project, rows_par2};
 use crate::error::{Error, Result};
 
 /// A Gemma 3 text model's shape, from its `config.json`.
@@ -80,9 +80,7 @@ struct HfGemmaConfig {
 
 impl GemmaConfig {
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let hf: HfGemmaConfig =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
+        let hf: HfGemmaConfig = read_config(path)?;
         let bad = |what: String| Error::Model(format!("{}: {what}", path.display()));
         if hf.model_type != "gemma3_text" {
             return Err(bad(format!("model_type {:?} is not gemma3_text", hf.model_type)));
@@ -301,12 +299,7 @@ impl GemmaEncoder {
     /// `max_positions` long), one per sequence, in order.
     pub fn embed(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
         super::check_sequences(sequences, self.config.max_positions, self.vocab)?;
-        let batches = plan_batches(sequences, self.threads);
-        let threads_per_batch = if batches.len() >= self.threads { 1 } else { self.threads };
-        let vectors: Vec<Vec<Vec<f32>>> = self.pool.install(|| {
-            batches.par_iter().map(|range| self.forward(&sequences[range.clone()], threads_per_batch)).collect()
-        });
-        Ok(vectors.into_iter().flatten().collect())
+        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads)))
     }
 
     fn forward(&self, sequences: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {

@@ -71,14 +71,7 @@ impl Encoder {
     /// already truncated to [`EncoderConfig::max_tokens`]), one per sequence, in order.
     pub fn embed(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
         check_sequences(sequences, self.config.max_tokens(), self.weights.vocab)?;
-        let batches = plan_batches(sequences, self.threads);
-        // Enough batches for every thread: each runs whole on one thread, with no
-        // hand-off inside the model. Fewer: the threads share each batch's products.
-        let threads_per_batch = if batches.len() >= self.threads { 1 } else { self.threads };
-        let vectors: Vec<Vec<Vec<f32>>> = self.pool.install(|| {
-            batches.par_iter().map(|range| self.forward(&sequences[range.clone()], threads_per_batch)).collect()
-        });
-        Ok(vectors.into_iter().flatten().collect())
+        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads)))
     }
 
     /// One packed batch through the whole model, then mean pooling.
@@ -293,6 +286,22 @@ fn rows_par2(threads: usize, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(
 /// Splits the sequences, in order, into batches of about `1/threads` of all the tokens
 /// each (so every thread gets one), but never more than [`BATCH_TOKENS`] (so the
 /// activations stay small) or fewer than [`PARALLEL_MIN_ROWS`] unless that is all.
+/// `forward` over the packed batches of `sequences` on `pool`, the vectors in input order.
+/// Enough batches for every thread: each runs whole on one thread, with no hand-off inside
+/// the model. Fewer: the threads share each batch's products.
+fn embed_batched(
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    sequences: &[&[u32]],
+    forward: impl Fn(&[&[u32]], usize) -> Vec<Vec<f32>> + Sync,
+) -> Vec<Vec<f32>> {
+    let batches = plan_batches(sequences, threads);
+    let threads_per_batch = if batches.len() >= threads { 1 } else { threads };
+    let vectors: Vec<Vec<Vec<f32>>> = pool
+        .install(|| batches.par_iter().map(|range| forward(&sequences[range.clone()], threads_per_batch)).collect());
+    vectors.into_iter().flatten().collect()
+}
+
 fn plan_batches(sequences: &[&[u32]], threads: usize) -> Vec<std::ops::Range<usize>> {
     let total: usize = sequences.iter().map(|s| s.len()).sum();
     let target = total.div_ceil(threads.max(1)).clamp(PARALLEL_MIN_ROWS, BATCH_TOKENS);

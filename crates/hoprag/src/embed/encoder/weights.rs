@@ -71,11 +71,15 @@ fn default_eps() -> f32 {
     1e-12
 }
 
+/// A model's `config.json`, parsed as `T`; errors name the file.
+pub(super) fn read_config<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+}
+
 impl EncoderConfig {
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let hf: HfConfig =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
+        let hf: HfConfig = read_config(path)?;
         let bad = |what: String| Error::Model(format!("{}: {what}", path.display()));
         if let Some(act) = hf.hidden_act.as_deref().filter(|a| *a != "gelu") {
             return Err(bad(format!("hidden_act {act:?} is not supported (only \"gelu\")")));
