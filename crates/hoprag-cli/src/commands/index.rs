@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusFormat, CorpusOptions, IngestReport, LoadedCorpus, SplitOptions};
 use hoprag::embed::{load_embedder, EmbedderSpec};
-use hoprag::index::VectorIndexKind;
+use hoprag::index::{HnswParams, Quantization, VectorIndexKind};
 use hoprag::store::{add_passages, build_index, BuildOptions, BuildStats};
 
 use super::Context;
@@ -63,6 +63,10 @@ pub struct IndexArgs {
     /// Vector index: exact, hnsw, or auto (HNSW from 50,000 passages).
     #[arg(long, default_value = "auto")]
     vector_index: VectorIndexKind,
+    /// How the HNSW graph stores its copy of the vectors: i8 (a quarter of the memory,
+    /// candidates re-scored exactly on the f32 vectors) or f32.
+    #[arg(long, default_value = "i8", value_name = "i8|f32")]
+    hnsw_quantization: Quantization,
     /// Replace an existing index at --out.
     #[arg(long)]
     force: bool,
@@ -138,7 +142,8 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let corpus = args.corpus.load(ctx)?;
     let embedder = load_embedder(&args.embedder, &ctx.config.embedder)?;
     ctx.note(format!("embedding with {} ({} dimensions)", embedder.id(), embedder.dim()));
-    let options = BuildOptions { vector_index: args.vector_index, overwrite: args.force, ..Default::default() };
+    let hnsw = HnswParams { quantization: args.hnsw_quantization, ..Default::default() };
+    let options = BuildOptions { vector_index: args.vector_index, hnsw, overwrite: args.force, ..Default::default() };
     let source = args.corpus.corpus.display().to_string();
     let store = super::open_store(&args.out)?;
     let stats = build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)

@@ -9,7 +9,8 @@ pub mod vector;
 pub use lexical::{analyze, analyzer, LexicalIndex, TantivyBm25};
 pub use manifest::{Counts, EmbedderInfo, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
 pub use vector::{
-    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Screen, VectorIndex, VectorIndexKind,
+    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Quantization, Rescored, Screen, VectorIndex,
+    VectorIndexKind,
 };
 
 use std::path::Path;
@@ -93,7 +94,7 @@ impl Index {
         }
         let vectors = Arc::new(vectors);
         let vector: Arc<dyn VectorIndex> = match (manifest.vector_index, ann) {
-            (VectorIndexKind::Hnsw, Some(ann)) => ann,
+            (VectorIndexKind::Hnsw, Some(ann)) => Rescored::wrap(ann, vectors.clone()),
             (VectorIndexKind::Hnsw, None) => {
                 return Err(err("the manifest names an HNSW index the store lacks".into()))
             }

@@ -27,7 +27,7 @@ use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
 use hoprag::dataset::load_dataset;
 use hoprag::embed::{Embedder, TextKind};
 use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions, GraphStats};
-use hoprag::index::{Index, VectorIndex, VectorIndexKind};
+use hoprag::index::{HnswParams, Index, Quantization, VectorIndex, VectorIndexKind};
 use hoprag::progress::Progress;
 use hoprag::retrieve::{Query, Retriever};
 use hoprag::store::{self, dir_size, BuildOptions, Store};
@@ -91,6 +91,9 @@ pub struct ScaleBench {
     /// 0: all of them.
     #[arg(long, default_value_t = 0, value_name = "N")]
     agreement: usize,
+    /// How the HNSW graph stores its copy of the vectors (see `hoprag index`).
+    #[arg(long, default_value = "i8", value_name = "i8|f32")]
+    hnsw_quantization: Quantization,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -349,7 +352,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         }
         build_graph(store.as_ref(), generated.corpus, &inputs.embedder, &ctx.config.graph, &ctx.progress)?
     } else {
-        build_index(store.as_ref(), generated.corpus, inputs.embedder.clone(), graph, &ctx.progress)?
+        build_index(store.as_ref(), generated.corpus, inputs.embedder.clone(), graph, args.hnsw_quantization, &ctx.progress)?
     };
     let build_peak_rss_mb = peak_rss_mb();
     drop(inputs);
@@ -390,12 +393,17 @@ fn build_index(
     corpus: LoadedCorpus,
     embedder: Arc<ComposedEmbedder>,
     graph_options: Option<&GraphOptions>,
+    quantization: Quantization,
     progress: &dyn Progress,
 ) -> anyhow::Result<BuildReport> {
     // HNSW whatever the size, so that its figures are there at every N; bigger embedder
     // calls than the default, as the composed embedder is parallel within a call.
-    let options =
-        BuildOptions { vector_index: VectorIndexKind::Hnsw, embed_batch: 4096, overwrite: true, ..Default::default() };
+    let options = BuildOptions {
+        vector_index: VectorIndexKind::Hnsw,
+        hnsw: HnswParams { quantization, ..Default::default() },
+        embed_batch: 4096,
+        overwrite: true,
+    };
     let stats = store::build_index(store, &corpus, vec!["bench scale".into()], embedder.as_ref(), &options, progress)
         .with_context(|| format!("building the index in {}", store.location()))?;
     let index_secs = stats.total_secs - stats.embed_secs;
