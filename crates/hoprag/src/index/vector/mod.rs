@@ -208,3 +208,79 @@ impl Matrix {
         Some(Matrix { dim, data })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Unit vectors from a fixed xorshift stream, some of them near-duplicates (close
+    /// scores are where an i8 copy misorders).
+    fn vectors(n: usize, dim: usize) -> Matrix {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+        };
+        let mut m = Matrix::new(dim);
+        let mut last: Vec<f32> = Vec::new();
+        for i in 0..n {
+            let mut v: Vec<f32> = (0..dim).map(|_| next()).collect();
+            if i % 10 == 1 {
+                v = last.iter().map(|x| x + 0.01 * next()).collect();
+            }
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= norm);
+            m.push(&v);
+            last = v;
+        }
+        m
+    }
+
+    #[test]
+    fn an_i8_graph_re_scored_gives_exact_scores_in_exact_order() {
+        let m = Arc::new(vectors(3000, 64));
+        let params = HnswParams { quantization: Quantization::I8, ..Default::default() };
+        let hnsw: Arc<dyn VectorIndex> = Arc::new(HnswIndex::build(&m, params).unwrap());
+        assert!(hnsw.approximate_scores());
+        let rescored = Rescored::wrap(hnsw, m.clone());
+        assert!(!rescored.approximate_scores());
+        let exact = ExactIndex::new(m.clone());
+        let (mut found, mut wanted) = (0, 0);
+        for q in (0..3000u32).step_by(97) {
+            let query = m.row(q);
+            let got = rescored.search(query, 10).unwrap();
+            assert_eq!(got.len(), 10);
+            for w in got.windows(2) {
+                assert!(w[0].1 >= w[1].1, "best first");
+            }
+            for &(p, s) in &got {
+                assert_eq!(s, exact::dot(m.row(p), query), "the f32 score of passage {p}");
+            }
+            let truth: Vec<PassageIdx> = exact.search(query, 10).unwrap().into_iter().map(|(p, _)| p).collect();
+            wanted += truth.len();
+            found += got.iter().filter(|(p, _)| truth.contains(p)).count();
+        }
+        assert!(found as f64 >= 0.95 * wanted as f64, "recall {found} of {wanted}");
+    }
+
+    #[test]
+    fn an_f32_graph_is_searched_as_it_is() {
+        let m = Arc::new(vectors(200, 16));
+        let params = HnswParams { quantization: Quantization::F32, ..Default::default() };
+        let hnsw: Arc<dyn VectorIndex> = Arc::new(HnswIndex::build(&m, params).unwrap());
+        assert!(!hnsw.approximate_scores());
+        let wrapped = Rescored::wrap(hnsw.clone(), m);
+        assert!(Arc::ptr_eq(&wrapped, &hnsw), "not wrapped");
+    }
+
+    #[test]
+    fn manifests_without_a_quantization_read_as_f32() {
+        let p: HnswParams =
+            serde_json::from_str(r#"{"connectivity":16,"expansion_add":128,"expansion_search":128}"#).unwrap();
+        assert_eq!(p.quantization, Quantization::F32);
+        assert_eq!(HnswParams::default().quantization, Quantization::I8);
+    }
+}

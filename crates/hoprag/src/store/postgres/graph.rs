@@ -10,7 +10,7 @@ use postgres::GenericClient;
 
 use super::{db_err, vector_type};
 use crate::error::{Error, Result};
-use crate::graph::{Edge, EdgeKind, EntityGraph, GraphStats, Triple};
+use crate::graph::{Edge, EdgeKind, EntityGraph, GraphStats, Name, Triple};
 use crate::index::Matrix;
 
 /// Writes `graph` under a new graph id and returns the id.
@@ -181,8 +181,6 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
     // A graph written before facts were shared holds each triple's vector in its row
     // (and no facts): each triple is then its own fact.
     let mut triples = Vec::with_capacity(n_triples);
-    // Millions of triples name a few thousand entities and predicates: one copy each.
-    let mut names = crate::graph::name::Interner::default();
     let mut triple_entities = Vec::with_capacity(n_triples);
     let mut triple_facts = Vec::with_capacity(n_triples);
     let sql = format!(
@@ -199,9 +197,9 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
             }
             triples.push(Triple {
                 passage: row.try_get::<i32>(1).map_err(&err)? as u32,
-                subject: names.name(row.try_get(2).map_err(&err)?),
-                predicate: names.name(row.try_get(3).map_err(&err)?),
-                object: names.name(row.try_get(4).map_err(&err)?),
+                subject: Name::new(row.try_get(2).map_err(&err)?),
+                predicate: Name::new(row.try_get(3).map_err(&err)?),
+                object: Name::new(row.try_get(4).map_err(&err)?),
             });
             let s: Option<i32> = row.try_get(5).map_err(&err)?;
             let o: Option<i32> = row.try_get(6).map_err(&err)?;
