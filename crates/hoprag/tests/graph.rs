@@ -58,6 +58,7 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     let titles: Vec<&str> = ppr.hits.iter().map(|h| engine.index.passage(h.passage).title.as_str()).collect();
     assert!(titles.contains(&"Varn Light"), "{titles:?}");
     assert!(ppr.trace.steps.iter().any(|s| s.name == "link entities"));
+    stored_walk_ranks_as_one_solved_at_query_time(dir.path(), &q);
     assert!(ppr.trace.steps.iter().any(|s| s.name == "ppr"));
     let pg = engine.retriever("phasegraph").unwrap().retrieve(&q, 5).unwrap();
     assert_eq!(pg.hits.len(), 5);
@@ -411,4 +412,47 @@ fn embeddinggemma_builds_its_graph_with_minilm_unless_told_otherwise() {
     assert_eq!(spec("embeddinggemma:dim=256").default_graph_embedder(), spec("minilm"));
     assert_eq!(spec("mpnet").default_graph_embedder(), spec("mpnet"));
     assert_eq!(spec("minilm").default_graph_embedder(), spec("minilm"));
+}
+
+/// The walk solved when the graph was attached is stored beside it and used; an index
+/// whose graph lacks it (written before it was stored) solves it at query time, and
+/// ranks the same, to the last bit of every score.
+fn stored_walk_ranks_as_one_solved_at_query_time(dir: &std::path::Path, q: &Query) {
+    let generation = store::folder(dir).load().unwrap().generation().to_string();
+    let walk = dir.join(&generation).join("graph").join("walk.f64");
+    assert!(walk.exists(), "attach_graph stores the walk");
+    let hits = |dir: &std::path::Path| {
+        let engine = Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+        let graph = engine.graph().unwrap();
+        let stats =
+            graph.passage_response(engine.index.vectors(), Config::default().ppr.ppr.damping).unwrap().stats().clone();
+        let r = engine.retriever("ppr").unwrap().retrieve(q, 10).unwrap();
+        (r.hits.iter().map(|h| (h.passage, h.score.to_bits())).collect::<Vec<_>>(), stats.stored)
+    };
+    let (stored, from_store) = hits(dir);
+    assert!(from_store, "the engine used the stored walk");
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(dir, copy.path());
+    std::fs::remove_file(copy.path().join(&generation).join("graph").join("walk.f64")).unwrap();
+    let (solved, from_copy) = hits(copy.path());
+    assert!(!from_copy, "solved at query time without it");
+    assert_eq!(stored, solved);
+    // A damaged walk is an error naming its file, not a silent re-solve.
+    std::fs::write(copy.path().join(&generation).join("graph").join("walk.f64"), b"garbage").unwrap();
+    let engine = Engine::new(store::folder(copy.path()), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+    let err = engine.graph().err().expect("a damaged walk is refused").to_string();
+    assert!(err.contains("walk.f64"), "{err}");
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

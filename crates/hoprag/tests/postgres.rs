@@ -236,6 +236,9 @@ fn parity(dataset: &str, n: usize, questions: usize) {
     assert_eq!(g.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
     assert_eq!(g.triple_facts, graph.triple_facts);
     assert_eq!(g.fact_vectors.as_flat(), graph.fact_vectors.as_flat());
+    // The passage seeds' walk, solved when the graph was attached, is stored with it.
+    let folder_walk = folder.load_graph(&folder.load().unwrap()).unwrap().unwrap().walk.expect("solved at attach");
+    assert_eq!(g.walk.as_deref(), Some(&*folder_walk), "the stored walk round-trips, equal on both stores");
     // Statistics through JSON: counts exactly, timings to the last bits (serde_json's
     // default float parser may round the last digit differently).
     let (a, b) = (&g.stats, &graph.stats);

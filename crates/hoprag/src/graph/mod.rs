@@ -118,6 +118,11 @@ pub struct EntityGraph {
     /// (the manifest keeps it; a graph read back has `None`).
     #[serde(skip)]
     pub embedder: Option<crate::index::EmbedderInfo>,
+    /// The passage seeds' walk solved on the entities ([`split_ppr::Solved`]), computed
+    /// when the graph was attached to its index and stored with it; `None` for graphs
+    /// stored before, or not yet attached: the first query then computes it.
+    #[serde(skip)]
+    pub walk: Option<std::sync::Arc<split_ppr::Solved>>,
     #[serde(skip)]
     entity_index: std::collections::HashMap<String, u32>,
     /// The first triple of each fact.
@@ -177,6 +182,7 @@ impl EntityGraph {
             entity_vectors,
             fact_vectors,
             embedder: None,
+            walk: None,
             entity_index: Default::default(),
             fact_triples: Vec::new(),
         };
@@ -252,8 +258,9 @@ impl GraphContext {
         }
     }
 
-    /// The passage seeds' walk for `passages`, computed on first use (callers meanwhile
-    /// wait for it: see [`crate::lazy`]) and then shared; `None` when the graph is not one
+    /// The passage seeds' walk for `passages`, assembled on first use from the solution
+    /// stored with the graph, or computed where there is none (callers meanwhile wait
+    /// for it: see [`crate::lazy`]), and then shared; `None` when the graph is not one
     /// of passages linked to entities only, or the walk does not converge. Computed in the
     /// query that first needs it, not in the background, so that every query of an index
     /// takes the same path and gets the same scores, warm or not: the first one pays it
@@ -267,7 +274,14 @@ impl GraphContext {
         let key = (passages.as_flat().as_ptr() as usize, passages.rows(), damping.to_bits());
         let e = self.graph().entities.len();
         self.passage_response.get_or_compute(key, || {
-            split_ppr::PassageResponse::compute(&self.ppr, e, passages, damping).map(std::sync::Arc::new)
+            use split_ppr::{Form, PassageResponse};
+            // The stored solution where it is this walk's (the index's own vectors: the
+            // graph was attached to this index; the default damping), else solved now.
+            let stored = self.graph().walk.as_ref().filter(|w| w.damping() == damping);
+            stored
+                .and_then(|w| PassageResponse::from_solved(&self.ppr, e, passages, w, Form::Auto))
+                .or_else(|| PassageResponse::compute(&self.ppr, e, passages, damping))
+                .map(std::sync::Arc::new)
         })
     }
 

@@ -100,7 +100,15 @@ pub struct ResponseStats {
     pub iterations: usize,
     /// The walk's contraction per iteration on the entity nodes (at most the damping).
     pub contraction: f64,
+    /// Seconds this process spent: assembling the response, and solving the walk where
+    /// it was not stored.
     pub secs: f64,
+    /// Seconds the solve took (in this process, or when the graph was attached).
+    #[serde(default)]
+    pub solve_secs: f64,
+    /// Whether the solve came stored with the graph.
+    #[serde(default)]
+    pub stored: bool,
     /// Bytes of the response kept for queries (rows or entity rows, codes, norms,
     /// constants), the push's steps excluded.
     pub bytes: usize,
@@ -370,46 +378,65 @@ impl<'a> EntityWalk<'a> {
     }
 }
 
-impl PassageResponse {
-    /// Walks the passage vectors (the first `passages` rows of `vectors`, passage `p` at
-    /// node `entities + p`) through the graph; `None` when the graph is not one of
-    /// passages linked to entities only, or the walk does not converge.
-    pub fn compute(graph: &PprGraph, entities: usize, vectors: &Matrix, damping: f64) -> Option<PassageResponse> {
-        Self::compute_as(graph, entities, vectors, damping, Form::Auto)
-    }
+/// The expensive half of a [`PassageResponse`]: the entities' values of the passage seeds'
+/// walk for every column of the passage vectors and the constant column (`y` in
+/// [`EntityWalk`]), each column's last change, found by iterating over every
+/// passage–entity edge until each column converges. What depends on the query side only
+/// (codes, norms, the passages' constants, the push's steps) is rebuilt from it in one
+/// pass. Computed when the graph is attached to its index and stored with it, so that a
+/// process that opens the index does not pay it (minutes at a million passages).
+#[derive(Clone)]
+pub struct Solved {
+    entities: usize,
+    passages: usize,
+    dim: usize,
+    damping: f64,
+    iterations: usize,
+    secs: f64,
+    /// Per column, the L1 change of the last iteration.
+    change: Vec<f64>,
+    /// Blocks of [`BLOCK`] columns (the last one shorter), each entity-major.
+    values: Vec<f64>,
+}
 
-    /// [`PassageResponse::compute`], kept in the given form.
-    pub fn compute_as(
-        graph: &PprGraph,
-        entities: usize,
-        vectors: &Matrix,
-        damping: f64,
-        form: Form,
-    ) -> Option<PassageResponse> {
+/// The same solution, however long each took.
+impl PartialEq for Solved {
+    fn eq(&self, o: &Solved) -> bool {
+        (self.entities, self.passages, self.dim, self.iterations) == (o.entities, o.passages, o.dim, o.iterations)
+            && self.damping.to_bits() == o.damping.to_bits()
+            && self.change.iter().map(|x| x.to_bits()).eq(o.change.iter().map(|x| x.to_bits()))
+            && self.values.iter().map(|x| x.to_bits()).eq(o.values.iter().map(|x| x.to_bits()))
+    }
+}
+
+impl std::fmt::Debug for Solved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Solved {{ {} entities, {} passages, dim {}, damping {}, {} iterations, {:.3}s }}",
+            self.entities, self.passages, self.dim, self.damping, self.iterations, self.secs
+        )
+    }
+}
+
+/// The first bytes of a stored [`Solved`], and its layout's version.
+const SOLVED_MAGIC: &[u8; 8] = b"hrgwalk1";
+
+impl Solved {
+    /// Solves the entities' values of every column; `None` when the graph is not one of
+    /// passages linked to entities only, or the walk does not converge.
+    pub fn solve(graph: &PprGraph, entities: usize, vectors: &Matrix, damping: f64) -> Option<Solved> {
         let start = std::time::Instant::now();
         let passages = graph.nodes().checked_sub(entities)?;
         let dim = vectors.dim();
-        let d = damping;
-        if vectors.rows() < passages || !(0.0..1.0).contains(&d) {
+        if vectors.rows() < passages || !(0.0..1.0).contains(&damping) {
             return None;
         }
-        let rows = match form {
-            Form::Auto => passages <= entities,
-            Form::Rows => true,
-            Form::Entities => false,
-        };
         let steps = Steps::new(graph);
-        let walk = EntityWalk::new(graph, &steps, entities, d)?;
-        let mut entity_rows = vec![0f32; entities * dim];
-        let mut passage_rows = if rows { vec![0f32; passages * dim] } else { Vec::new() };
-        let mut constant = vec![0f64; passages];
-        let mut column_error = vec![0f64; dim];
-        let mut constant_error = 0.0;
+        let walk = EntityWalk::new(graph, &steps, entities, damping)?;
+        let mut values = Vec::with_capacity(entities * (dim + 1));
+        let mut change = Vec::with_capacity(dim + 1);
         let mut iterations = 0;
-        let rho = walk.contraction;
-        // A passage's error is at most d times the entities' (L1), bounded by the
-        // contraction: Δ·ρ / (1 − ρ).
-        let bound = |change: f64| d * change * rho / (1.0 - rho) * (1.0 + 1e-9);
         for first in (0..dim + 1).step_by(BLOCK) {
             let width = BLOCK.min(dim + 1 - first);
             // Column `first + c`: the vectors' coordinate, or 1 for the constant column.
@@ -430,8 +457,154 @@ impl PassageResponse {
                     f64::max(sum, f64::MIN_POSITIVE)
                 })
                 .collect();
-            let (y, change, its) = walk.solve(width, &reset, &mass)?;
+            let (y, last, its) = walk.solve(width, &reset, &mass)?;
             iterations = iterations.max(its);
+            values.extend(y);
+            change.extend(last);
+        }
+        Some(Solved {
+            entities,
+            passages,
+            dim,
+            damping,
+            iterations,
+            secs: start.elapsed().as_secs_f64(),
+            change,
+            values,
+        })
+    }
+
+    pub fn damping(&self) -> f64 {
+        self.damping
+    }
+
+    /// Iterations of the slowest block of columns.
+    pub fn iterations(&self) -> usize {
+        self.iterations
+    }
+
+    /// Seconds the solve took.
+    pub fn secs(&self) -> f64 {
+        self.secs
+    }
+
+    /// Little-endian: the magic, five u64 (entities, passages, dim, iterations, block),
+    /// the damping and the seconds (f64), then the changes and the values (f64).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 * (9 + self.change.len() + self.values.len()));
+        out.extend_from_slice(SOLVED_MAGIC);
+        for n in [self.entities, self.passages, self.dim, self.iterations, BLOCK] {
+            out.extend_from_slice(&(n as u64).to_le_bytes());
+        }
+        for x in [self.damping, self.secs].iter().chain(&self.change).chain(&self.values) {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`Solved::to_bytes`]'s layout back, or says what is wrong with it.
+    pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Solved, String> {
+        let body = bytes.strip_prefix(SOLVED_MAGIC.as_slice()).ok_or("not a stored walk (bad magic)")?;
+        if body.len() % 8 != 0 || body.len() < 7 * 8 {
+            return Err(format!("{} bytes is not a stored walk's length", bytes.len()));
+        }
+        let words: Vec<[u8; 8]> = body.chunks_exact(8).map(|c| c.try_into().expect("8 bytes")).collect();
+        let n = |i: usize| u64::from_le_bytes(words[i]) as usize;
+        let (entities, passages, dim, iterations, block) = (n(0), n(1), n(2), n(3), n(4));
+        if block != BLOCK {
+            return Err(format!("stored in blocks of {block} columns, this version uses {BLOCK}"));
+        }
+        let floats: Vec<f64> = words[5..].iter().map(|w| f64::from_le_bytes(*w)).collect();
+        let want = 2 + (dim + 1) + entities.checked_mul(dim + 1).ok_or("impossible size")?;
+        if floats.len() != want {
+            return Err(format!(
+                "{} values for {entities} entities of dimension {dim} ({want} expected)",
+                floats.len()
+            ));
+        }
+        Ok(Solved {
+            entities,
+            passages,
+            dim,
+            damping: floats[0],
+            iterations,
+            secs: floats[1],
+            change: floats[2..dim + 3].to_vec(),
+            values: floats[dim + 3..].to_vec(),
+        })
+    }
+}
+
+impl PassageResponse {
+    /// Walks the passage vectors (the first `passages` rows of `vectors`, passage `p` at
+    /// node `entities + p`) through the graph; `None` when the graph is not one of
+    /// passages linked to entities only, or the walk does not converge.
+    pub fn compute(graph: &PprGraph, entities: usize, vectors: &Matrix, damping: f64) -> Option<PassageResponse> {
+        Self::compute_as(graph, entities, vectors, damping, Form::Auto)
+    }
+
+    /// [`PassageResponse::compute`], kept in the given form.
+    pub fn compute_as(
+        graph: &PprGraph,
+        entities: usize,
+        vectors: &Matrix,
+        damping: f64,
+        form: Form,
+    ) -> Option<PassageResponse> {
+        let solved = Solved::solve(graph, entities, vectors, damping)?;
+        let mut response = Self::from_solved(graph, entities, vectors, &solved, form)?;
+        response.stats.secs += solved.secs;
+        response.stats.stored = false;
+        Some(response)
+    }
+
+    /// The response from the entities' values an earlier [`Solved::solve`] found for the
+    /// same graph, passage vectors and damping (stored with the graph): equal to
+    /// [`PassageResponse::compute_as`]'s, at the cost of a pass over the passages.
+    /// `None` when `solved` is not this graph's (other counts or dimension) or the graph
+    /// is not one the split covers.
+    pub fn from_solved(
+        graph: &PprGraph,
+        entities: usize,
+        vectors: &Matrix,
+        solved: &Solved,
+        form: Form,
+    ) -> Option<PassageResponse> {
+        let start = std::time::Instant::now();
+        let passages = graph.nodes().checked_sub(entities)?;
+        let dim = vectors.dim();
+        let d = solved.damping;
+        if vectors.rows() < passages
+            || (solved.entities, solved.passages, solved.dim) != (entities, passages, dim)
+            || solved.values.len() != entities * (dim + 1)
+        {
+            return None;
+        }
+        let rows = match form {
+            Form::Auto => passages <= entities,
+            Form::Rows => true,
+            Form::Entities => false,
+        };
+        let steps = Steps::new(graph);
+        let walk = EntityWalk::new(graph, &steps, entities, d)?;
+        let mut entity_rows = vec![0f32; entities * dim];
+        let mut passage_rows = if rows { vec![0f32; passages * dim] } else { Vec::new() };
+        let mut constant = vec![0f64; passages];
+        let mut column_error = vec![0f64; dim];
+        let mut constant_error = 0.0;
+        let rho = walk.contraction;
+        // A passage's error is at most d times the entities' (L1), bounded by the
+        // contraction: Δ·ρ / (1 − ρ).
+        let bound = |change: f64| d * change * rho / (1.0 - rho) * (1.0 + 1e-9);
+        for first in (0..dim + 1).step_by(BLOCK) {
+            let width = BLOCK.min(dim + 1 - first);
+            let y = &solved.values[entities * first..][..entities * width];
+            let reset = |p: usize, out: &mut [f64]| {
+                let row = vectors.row(p as PassageIdx);
+                for (c, o) in out.iter_mut().enumerate() {
+                    *o = row.get(first + c).map_or(1.0, |&v| v as f64);
+                }
+            };
             for (e, values) in y.chunks_exact(width).enumerate() {
                 for (c, &v) in values.iter().enumerate() {
                     if first + c < dim {
@@ -439,7 +612,7 @@ impl PassageResponse {
                     }
                 }
             }
-            for (c, &ch) in change.iter().enumerate() {
+            for (c, &ch) in solved.change[first..first + width].iter().enumerate() {
                 match first + c {
                     col if col < dim => column_error[col] = bound(ch),
                     _ => constant_error = bound(ch),
@@ -450,7 +623,7 @@ impl PassageResponse {
             let value = |p: usize, out: &mut [f64]| {
                 let mut r = [0f64; BLOCK];
                 reset(p, &mut r[..width]);
-                walk.gathered(p, &y, width, out);
+                walk.gathered(p, y, width, out);
                 for (o, r) in out.iter_mut().zip(r) {
                     *o = (1.0 - d) * r + d * *o;
                 }
@@ -474,6 +647,7 @@ impl PassageResponse {
                 });
             }
         }
+        let iterations = solved.iterations;
         let row_norms = |m: &Matrix| -> Vec<f64> {
             m.as_flat()
                 .chunks_exact(dim.max(1))
@@ -512,6 +686,8 @@ impl PassageResponse {
             iterations,
             contraction: rho,
             secs: start.elapsed().as_secs_f64(),
+            solve_secs: solved.secs,
+            stored: true,
             bytes,
         };
         Some(PassageResponse {
@@ -952,6 +1128,42 @@ mod tests {
                 split_equals_full(e, p, form);
             }
         }
+    }
+
+    #[test]
+    fn a_stored_solution_gives_the_same_response_as_computing_it() {
+        let dim = 24;
+        for (e, p) in [(300u32, 200u32), (40, 400)] {
+            let g = graph(e, p);
+            let v = vectors(p as usize, dim);
+            let solved = Solved::solve(&g, e as usize, &v, 0.5).expect("small graph");
+            let read = Solved::from_bytes(&solved.to_bytes()).expect("its own bytes");
+            assert_eq!(read, solved, "round trip");
+            let computed = PassageResponse::compute(&g, e as usize, &v, 0.5).unwrap();
+            let stored = PassageResponse::from_solved(&g, e as usize, &v, &read, Form::Auto).unwrap();
+            assert_eq!(
+                (stored.constant.clone(), stored.column_error.clone()),
+                (computed.constant.clone(), computed.column_error.clone())
+            );
+            for trial in 0..4u32 {
+                let query: Vec<f32> =
+                    (0..dim).map(|i| (((i as u32 * 29 + trial * 11) % 13) as f32 - 6.0) / 10.0).collect();
+                let dense = v.dots(&query);
+                let seeds = [(trial * 5 % (e - 1), 1.0), ((trial * 17 + 3) % (e - 1), 0.5)];
+                let q = split_query(&seeds, &dense, &query, &v);
+                let (a, b) = (ranked_passages(&g, &computed, &q, 10), ranked_passages(&g, &stored, &q, 10));
+                let (a, b) = (a.expect("no ties"), b.expect("no ties"));
+                assert_eq!(a.top, b.top, "{e}/{p} trial {trial}: the same passages and scores");
+                assert_eq!(a.bound, b.bound);
+            }
+        }
+        // Another graph's solution, or damaged bytes, are refused.
+        let g = graph(300, 200);
+        let solved = Solved::solve(&g, 300, &vectors(200, 24), 0.5).unwrap();
+        assert!(PassageResponse::from_solved(&graph(40, 400), 40, &vectors(400, 24), &solved, Form::Auto).is_none());
+        let bytes = solved.to_bytes();
+        assert!(Solved::from_bytes(&bytes[..bytes.len() - 8]).is_err());
+        assert!(Solved::from_bytes(b"not a walk at all").is_err());
     }
 
     fn split_equals_full(e: u32, p: u32, form: Form) {

@@ -9,6 +9,7 @@ use super::{Change, Store, WriteTimes};
 use crate::corpus::{Dedup, LoadedCorpus, Passage};
 use crate::embed::{embed_passages, Embedder};
 use crate::error::{Error, Result};
+use crate::graph::split_ppr::Solved;
 use crate::graph::EntityGraph;
 use crate::index::{
     checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Index, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
@@ -199,9 +200,32 @@ fn dedup_against(index: &Index, passages: Vec<Passage>, source: &str, report: &m
     kept.passages
 }
 
+/// What attaching a graph computed besides writing it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GraphAttached {
+    /// Seconds solving the passage seeds' walk, and its iterations; `None` where the
+    /// graph is not one the split walk covers (it then runs the full walk).
+    pub walk_secs: Option<f64>,
+    pub walk_iterations: Option<usize>,
+}
+
 /// Attaches `graph` (built from the store's live generation) to a new generation,
-/// recorded as built from `source`.
-pub fn attach_graph(store: &dyn Store, graph: &EntityGraph, source: String) -> Result<()> {
+/// recorded as built from `source`. The passage seeds' walk is solved here on that
+/// generation's passage vectors, with the default damping, and stored with the graph
+/// ([`crate::graph::split_ppr::Solved`]), so that no process that opens the index pays
+/// for it (minutes at a million passages: docs/scale.md).
+pub fn attach_graph(store: &dyn Store, graph: &EntityGraph, source: String) -> Result<GraphAttached> {
+    let index = store.load()?;
+    let walk = {
+        let ppr = crate::graph::ppr::PprGraph::from_entity_graph(graph);
+        let damping = crate::graph::ppr::PprParams::default().damping;
+        Solved::solve(&ppr, graph.entities.len(), index.vectors(), damping)
+    };
+    drop(index);
+    let attached = GraphAttached {
+        walk_secs: walk.as_ref().map(Solved::secs),
+        walk_iterations: walk.as_ref().map(Solved::iterations),
+    };
     let writer = store.writer()?;
     let Some(base) = writer.base() else { return Err(super::no_index(store.location())) };
     if graph.passage_entities.len() > base.counts.passages {
@@ -220,7 +244,8 @@ pub fn attach_graph(store: &dyn Store, graph: &EntityGraph, source: String) -> R
     manifest.graph =
         Some(GraphInfo { source, passages: graph.passage_entities.len(), stats: graph.stats.clone(), embedder });
     manifest.updated_at = unix_now();
-    writer.commit(Change::Graph { manifest: &manifest, graph }, &crate::progress::Silent).map(|_| ())
+    writer.commit(Change::Graph { manifest: &manifest, graph, walk: walk.as_ref() }, &crate::progress::Silent)?;
+    Ok(attached)
 }
 
 impl BuildStats {

@@ -216,7 +216,7 @@ impl StoreWriter for FolderWriter<'_> {
                     write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
                 })?;
             }
-            Change::Graph { graph, .. } => {
+            Change::Graph { graph, walk, .. } => {
                 let old = base_dir()?;
                 timed(&mut times.write_secs, || {
                     for entry in fs::read_dir(old).map_err(|e| Error::io(old, e))? {
@@ -231,7 +231,8 @@ impl StoreWriter for FolderWriter<'_> {
                             fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
                         }
                     }
-                    graph.save(&dir.join(GRAPH))
+                    graph.save(&dir.join(GRAPH))?;
+                    walk.map_or(Ok(()), |w| EntityGraph::save_walk(&dir.join(GRAPH), w))
                 })?;
             }
         }

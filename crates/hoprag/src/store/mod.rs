@@ -18,7 +18,7 @@ mod folder;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 
-pub use build::{add_passages, attach_graph, build_index, BuildOptions, BuildStats};
+pub use build::{add_passages, attach_graph, build_index, BuildOptions, BuildStats, GraphAttached};
 pub use folder::{dir_size, FolderStore};
 
 use std::path::Path;
@@ -90,7 +90,8 @@ pub enum Change<'a> {
     /// stays attached, covering the passages it covered.
     Append { manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix },
     /// The base's passages with this entity graph attached, replacing any other.
-    Graph { manifest: &'a Manifest, graph: &'a EntityGraph },
+    /// The graph, with its passage seeds' walk where one was solved.
+    Graph { manifest: &'a Manifest, graph: &'a EntityGraph, walk: Option<&'a crate::graph::split_ppr::Solved> },
 }
 
 impl Change<'_> {

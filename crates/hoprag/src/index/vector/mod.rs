@@ -59,7 +59,10 @@ pub struct Rescored {
 
 impl Rescored {
     /// `inner` as it is when its scores are exact, else re-scored on `vectors`.
-    pub fn wrap(inner: std::sync::Arc<dyn VectorIndex>, vectors: std::sync::Arc<Matrix>) -> std::sync::Arc<dyn VectorIndex> {
+    pub fn wrap(
+        inner: std::sync::Arc<dyn VectorIndex>,
+        vectors: std::sync::Arc<Matrix>,
+    ) -> std::sync::Arc<dyn VectorIndex> {
         if inner.approximate_scores() {
             std::sync::Arc::new(Rescored { inner, vectors })
         } else {

@@ -10,6 +10,7 @@ use postgres::GenericClient;
 
 use super::{db_err, vector_type};
 use crate::error::{Error, Result};
+use crate::graph::split_ppr::Solved;
 use crate::graph::{Edge, EdgeKind, EntityGraph, GraphStats, Name, Triple};
 use crate::index::Matrix;
 
@@ -17,6 +18,7 @@ use crate::index::Matrix;
 pub(crate) fn write(
     client: &mut impl GenericClient,
     graph: &EntityGraph,
+    walk: Option<&Solved>,
     vector: &Type,
     location: &str,
 ) -> Result<i64> {
@@ -117,7 +119,39 @@ pub(crate) fn write(
         }
     }
     w.finish().map_err(&err)?;
+
+    if let Some(walk) = walk {
+        let copy = "COPY graph_walks (graph, part, bytes) FROM STDIN (FORMAT binary)";
+        let mut w =
+            BinaryCopyInWriter::new(client.copy_in(copy).map_err(&err)?, &[Type::INT8, Type::INT4, Type::BYTEA]);
+        for (part, bytes) in walk.to_bytes().chunks(WALK_PART).enumerate() {
+            let row: [&(dyn ToSql + Sync); 3] = [&id, &(part as i32), &bytes];
+            w.write(&row).map_err(&err)?;
+        }
+        w.finish().map_err(&err)?;
+    }
     Ok(id)
+}
+
+/// Bytes per row of `graph_walks`.
+const WALK_PART: usize = 64 << 20;
+
+/// Graph `id`'s stored walk, if it has one.
+fn read_walk(client: &mut impl GenericClient, id: i64, location: &str) -> Result<Option<Solved>> {
+    let err = db_err(location, "reading the graph's walk");
+    let rows =
+        client.query("SELECT part, bytes FROM graph_walks WHERE graph = $1 ORDER BY part", &[&id]).map_err(&err)?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        if row.get::<_, i32>(0) as usize != i {
+            return Err(Error::index(location, format!("graph {id}'s walk lacks part {i}")));
+        }
+        bytes.extend_from_slice(row.get::<_, &[u8]>(1));
+    }
+    Solved::from_bytes(&bytes).map(Some).map_err(|e| Error::index(location, format!("graph {id}'s walk: {e}")))
 }
 
 /// Reads graph `id` back (vectors of dimension `dim`).
@@ -262,7 +296,7 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         )));
     }
     let (entity_vectors, fact_vectors) = (matrix(dim, entity_vectors), matrix(dim, fact_vectors));
-    EntityGraph::from_parts(
+    let mut graph = EntityGraph::from_parts(
         entities,
         labels,
         passage_entities,
@@ -274,7 +308,9 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         Arc::new(entity_vectors),
         Arc::new(fact_vectors),
     )
-    .map_err(bad)
+    .map_err(bad)?;
+    graph.walk = read_walk(client, id, location)?.map(Arc::new);
+    Ok(graph)
 }
 
 fn matrix(dim: usize, data: Vec<f32>) -> Matrix {

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "init", include_str!("../../../migrations/postgres/0001_init.sql")),
     (2, "facts", include_str!("../../../migrations/postgres/0002_facts.sql")),
     (3, "lexical_files", include_str!("../../../migrations/postgres/0003_lexical_files.sql")),
+    (4, "graph_walks", include_str!("../../../migrations/postgres/0004_graph_walks.sql")),
 ];
 
 /// The newest schema version this hoprag knows.

@@ -164,9 +164,9 @@ impl StoreWriter for PgWriter<'_> {
                 };
                 (manifest, next)
             }
-            Change::Graph { manifest, graph } => {
+            Change::Graph { manifest, graph, walk } => {
                 let base = base.as_ref().ok_or_else(no_index)?;
-                let id = timed(&mut times.write_secs, || super::graph::write(client, graph, &vector, &location))?;
+                let id = timed(&mut times.write_secs, || super::graph::write(client, graph, walk, &vector, &location))?;
                 let next = Next {
                     build: base.build,
                     passages: base.passages,
