@@ -89,9 +89,8 @@ impl Store for FolderStore {
         let manifest: Manifest = read_json(&generation.join(MANIFEST))?;
         let passages = read_passages(&generation.join(PASSAGES))?;
         let vpath = generation.join(VECTORS);
-        let bytes = fs::read(&vpath).map_err(|e| Error::io(&vpath, e))?;
         let dim = manifest.embedder.dim;
-        let vectors = Matrix::from_le_bytes(dim, &bytes).ok_or_else(|| {
+        let vectors = Matrix::open(&vpath, dim).map_err(|e| Error::io(&vpath, e))?.ok_or_else(|| {
             Error::index(&self.root, format!("{VECTORS} is not a whole number of vectors of dimension {dim}"))
         })?;
         let lexical: Arc<dyn LexicalIndex> = Arc::new(TantivyBm25::open(&generation.join(LEXICAL))?);

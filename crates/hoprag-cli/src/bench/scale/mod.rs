@@ -217,6 +217,15 @@ struct QueryReport {
     graph_load_secs: f64,
     /// Resident memory of the querying process after the index and graph are open.
     rss_after_open_mb: f64,
+    /// Of it, pages of mapped files (the vector files, tantivy's segments): the kernel
+    /// shares them with its page cache and may drop them under pressure.
+    #[serde(default)]
+    rss_file_after_open_mb: f64,
+    /// Resident memory and mapped-file pages after the last query.
+    #[serde(default)]
+    rss_at_end_mb: f64,
+    #[serde(default)]
+    rss_file_at_end_mb: f64,
     /// Its peak, after every query.
     peak_rss_mb: f64,
     hnsw_recall_at_k: f64,
@@ -533,6 +542,7 @@ fn measure_queries(
     }
     let graph_load_secs = t.elapsed().as_secs_f64();
     let rss_after_open_mb = rss_mb();
+    let rss_file_after_open_mb = super::proc_status_mib("RssFile").unwrap_or(0.0);
     // The split walk's precomputation, which the first ppr query would otherwise pay.
     let ppr_precompute = if has_graph {
         let damping = Config::default().ppr.ppr.damping;
@@ -674,6 +684,9 @@ fn measure_queries(
         open_secs,
         graph_load_secs,
         rss_after_open_mb,
+        rss_file_after_open_mb,
+        rss_at_end_mb: rss_mb(),
+        rss_file_at_end_mb: super::proc_status_mib("RssFile").unwrap_or(0.0),
         peak_rss_mb: peak_rss_mb(),
         hnsw_recall_at_k,
         hnsw_breadths,
@@ -782,14 +795,17 @@ fn print(r: &Report) {
 
 fn print_queries(q: &QueryReport) {
     println!(
-        "on disk: {:.1} MB (graph {}); open {:.1}s + graph {:.1}s; memory after open {:.0} MB, peak while \
-         querying {:.0} MB",
+        "on disk: {:.1} MB (graph {}); open {:.1}s + graph {:.1}s; memory after open {:.0} MB ({:.0} MB of it \
+         mapped files), peak while querying {:.0} MB, after the last query {:.0} MB ({:.0} MB mapped files)",
         q.disk_bytes as f64 / 1e6,
         q.graph_bytes.map_or("not measured separately".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
         q.open_secs,
         q.graph_load_secs,
         q.rss_after_open_mb,
-        q.peak_rss_mb
+        q.rss_file_after_open_mb,
+        q.peak_rss_mb,
+        q.rss_at_end_mb,
+        q.rss_file_at_end_mb
     );
     println!(
         "{} questions × {} passes, k = {}, one at a time, question vector given; hnsw recall@{} vs exact: {:.3}",

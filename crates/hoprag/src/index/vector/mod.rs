@@ -140,17 +140,58 @@ impl std::str::FromStr for VectorIndexKind {
 #[derive(Debug, Clone, Default)]
 pub struct Matrix {
     dim: usize,
-    data: Vec<f32>,
+    data: Rows,
+}
+
+/// A matrix's values: in memory, or mapped from a store's vector file.
+#[derive(Debug, Clone)]
+enum Rows {
+    Owned(Vec<f32>),
+    /// A read-only map of a file of little-endian f32 values. The query paths read the
+    /// rows of a few hundred candidates (their int8 screens rule out the rest), so the
+    /// kernel keeps resident only those pages, and a full pass (building a screen) can
+    /// hand its pages back ([`Matrix::release_pages`]): at a million passages the f32
+    /// vectors of passages and facts are 3 GB a process need not hold.
+    Mapped(std::sync::Arc<memmap2::Mmap>),
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows::Owned(Vec::new())
+    }
 }
 
 impl Matrix {
     pub fn new(dim: usize) -> Self {
-        Matrix { dim, data: Vec::new() }
+        Matrix { dim, data: Rows::Owned(Vec::new()) }
     }
 
     pub fn from_flat(dim: usize, data: Vec<f32>) -> Self {
         assert!(dim > 0 && data.len().is_multiple_of(dim), "matrix data is not a whole number of rows");
-        Matrix { dim, data }
+        Matrix { dim, data: Rows::Owned(data) }
+    }
+
+    /// The matrix stored in `path` (little-endian f32, [`Matrix::to_le_bytes`]), mapped
+    /// rather than read where the platform's floats are little-endian. The store never
+    /// changes a generation's files once written (a change writes a new generation), so
+    /// the map stays valid. `Ok(None)`: not a whole number of rows of `dim`.
+    pub fn open(path: &std::path::Path, dim: usize) -> std::io::Result<Option<Matrix>> {
+        if cfg!(target_endian = "big") {
+            return Ok(Self::from_le_bytes(dim, &std::fs::read(path)?));
+        }
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len() as usize;
+        if dim == 0 || !len.is_multiple_of(4 * dim) {
+            return Ok(None);
+        }
+        if len == 0 {
+            return Ok(Some(Matrix::new(dim)));
+        }
+        // SAFETY: the file is a generation's, never written again while mapped (above).
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        // f32 reads need 4-byte alignment: a map starts on a page.
+        assert!((map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>()));
+        Ok(Some(Matrix { dim, data: Rows::Mapped(std::sync::Arc::new(map)) }))
     }
 
     pub fn dim(&self) -> usize {
@@ -158,17 +199,21 @@ impl Matrix {
     }
 
     pub fn rows(&self) -> usize {
-        self.data.len().checked_div(self.dim).unwrap_or(0)
+        self.as_flat().len().checked_div(self.dim).unwrap_or(0)
     }
 
     pub fn row(&self, i: PassageIdx) -> &[f32] {
         let i = i as usize;
-        &self.data[i * self.dim..(i + 1) * self.dim]
+        &self.as_flat()[i * self.dim..(i + 1) * self.dim]
     }
 
     pub fn push(&mut self, v: &[f32]) {
         assert_eq!(v.len(), self.dim, "vector dimension");
-        self.data.extend_from_slice(v);
+        if let Rows::Mapped(_) = self.data {
+            self.data = Rows::Owned(self.as_flat().to_vec());
+        }
+        let Rows::Owned(data) = &mut self.data else { unreachable!("made owned above") };
+        data.extend_from_slice(v);
     }
 
     /// The inner product of every row with `query`, in row order (one parallel pass;
@@ -181,7 +226,7 @@ impl Matrix {
             return out;
         }
         let step = exact::ROWS_PER_TASK;
-        out.par_chunks_mut(step).zip(self.data.par_chunks(step * self.dim)).for_each(|(scores, rows)| {
+        out.par_chunks_mut(step).zip(self.as_flat().par_chunks(step * self.dim)).for_each(|(scores, rows)| {
             for (s, row) in scores.iter_mut().zip(rows.chunks_exact(self.dim)) {
                 *s = exact::dot(row, query);
             }
@@ -190,17 +235,44 @@ impl Matrix {
     }
 
     pub fn as_flat(&self) -> &[f32] {
-        &self.data
+        match &self.data {
+            Rows::Owned(v) => v,
+            Rows::Mapped(map) => {
+                // SAFETY: aligned (checked in `open`), a whole number of f32 (checked
+                // there too), and every bit pattern is an f32.
+                unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<f32>(), map.len() / 4) }
+            }
+        }
+    }
+
+    /// Hands a mapped matrix's resident pages back to the kernel after a pass over every
+    /// row (the values stay in the file and the page cache; later reads fault in what they
+    /// touch); nothing for a matrix in memory.
+    pub fn release_pages(&self) {
+        if let Rows::Mapped(map) = &self.data {
+            // SAFETY: a read-only file map: dropped pages read back the file's bytes.
+            if let Err(e) = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) } {
+                log::debug!("madvise(DONTNEED) on a vector map: {e}");
+            }
+        }
+    }
+
+    /// Whether the values are mapped from a file rather than held in memory.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.data, Rows::Mapped(_))
     }
 
     /// The row-major data, taken.
     pub fn into_flat(self) -> Vec<f32> {
-        self.data
+        match self.data {
+            Rows::Owned(v) => v,
+            Rows::Mapped(_) => self.as_flat().to_vec(),
+        }
     }
 
     /// Little-endian bytes, the on-disk format.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        self.data.iter().flat_map(|x| x.to_le_bytes()).collect()
+        self.as_flat().iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
     pub fn from_le_bytes(dim: usize, bytes: &[u8]) -> Option<Self> {
@@ -208,7 +280,7 @@ impl Matrix {
             return None;
         }
         let data = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        Some(Matrix { dim, data })
+        Some(Matrix { dim, data: Rows::Owned(data) })
     }
 }
 
@@ -277,6 +349,27 @@ mod tests {
         assert!(!hnsw.approximate_scores());
         let wrapped = Rescored::wrap(hnsw.clone(), m);
         assert!(Arc::ptr_eq(&wrapped, &hnsw), "not wrapped");
+    }
+
+    #[test]
+    fn a_mapped_matrix_reads_as_the_one_written() {
+        let m = vectors(50, 8);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.f32");
+        std::fs::write(&path, m.to_le_bytes()).unwrap();
+        let mut mapped = Matrix::open(&path, 8).unwrap().expect("whole rows");
+        assert!(mapped.is_mapped() || cfg!(target_endian = "big"));
+        assert_eq!(mapped.as_flat(), m.as_flat());
+        assert_eq!((mapped.rows(), mapped.row(7)), (50, m.row(7)));
+        mapped.release_pages();
+        assert_eq!(mapped.as_flat(), m.as_flat(), "the same values after its pages are handed back");
+        let q = m.row(3).to_vec();
+        assert_eq!(mapped.dots(&q), m.dots(&q));
+        mapped.push(m.row(0));
+        assert!(!mapped.is_mapped() && mapped.rows() == 51 && mapped.row(50) == m.row(0), "a push copies it first");
+        assert!(Matrix::open(&path, 7).unwrap().is_none(), "not whole rows of 7");
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(Matrix::open(&path, 8).unwrap().unwrap().rows(), 0);
     }
 
     #[test]

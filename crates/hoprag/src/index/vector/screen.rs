@@ -382,6 +382,8 @@ impl Screen {
             );
         }
         let coarse = coarse.then(|| Coarse::new(m));
+        // Queries read the codes, and only their candidates' f32 rows.
+        m.release_pages();
         Screen { dim, stride, codes, norms: NormColumns::new(&norms), coarse }
     }
 
