@@ -735,6 +735,10 @@ pub struct SplitRanking {
     /// How far any returned score may be from the fixed point of the full walk from the
     /// caller's seeds.
     pub bound: f64,
+    /// Whether the bounds separate the ranking (it is the full walk's); `false` when the
+    /// push ran out of its budget and the ranking is by the estimates, each within
+    /// `bound` of its true value.
+    pub proven: bool,
 }
 
 /// The seeds of one query, as [`crate::retrieve::ppr`] builds them: entity nodes with
@@ -750,6 +754,10 @@ pub struct SplitQuery<'a> {
     /// The passage vectors the response was computed from (their exact rows, for the
     /// entity form).
     pub vectors: &'a Matrix,
+    /// Edge steps the push may take before the ranking is returned unproven
+    /// ([`crate::graph::ppr::PprParams::split_budget`]); 0: none (past the cost of a full
+    /// walk, `None`).
+    pub budget: usize,
 }
 
 /// Every passage's `(S V)_p · q` within an interval (midpoint, half-width), and, in the
@@ -884,9 +892,33 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     // out of the best `n` for good: later rounds skip it (on the 2wiki graph, 51
     // questions, a median of 580 of the 6,119 passages are left after the first round).
     let mut live: Vec<usize> = (0..np).collect();
+    let budget = if q.budget > 0 { q.budget.min(work_limit) } else { work_limit };
     loop {
-        if push.work > work_limit {
-            return None;
+        if push.work > budget {
+            if q.budget == 0 {
+                return None;
+            }
+            // Unproven: the best by the estimates (ties by index, as the full walk's),
+            // the dot products of the head taken exactly first.
+            let residual = push.residual();
+            let by_value = |order: &mut Vec<usize>, half: &[(f64, f64)]| {
+                let value = |p: usize| push.nodes[e + p].estimate + half[p].0;
+                order.sort_by(|&x, &y| crate::rank::desc(value(x), value(y)).then(x.cmp(&y)));
+            };
+            let mut order: Vec<usize> = live.clone();
+            by_value(&mut order, &passage_half);
+            for &p in order.iter().take(4 * n) {
+                if screen_error[p] > 0.0 {
+                    passage_half[p] = passage(p, exact_dot(p), 0.0);
+                }
+            }
+            by_value(&mut order, &passage_half);
+            order.truncate(n);
+            let value = |p: usize| push.nodes[e + p].estimate + passage_half[p].0;
+            let slack_of = |p: usize| residual.min(eps * push.nodes[e + p].degree) + passage_half[p].1;
+            let bound = order.iter().map(|&p| kappa * (slack_of(p) + 1e-5 * value(p).abs())).fold(0.0, f64::max);
+            let top = order.into_iter().map(|p| (p as PassageIdx, kappa * value(p))).collect();
+            return Some(SplitRanking { top, pushes: push.pushes, residual, bound, proven: false });
         }
         let residual = push.residual();
         // Passage p's score and slack: the push's estimate and bound plus its half.
@@ -922,7 +954,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             // range): it scales every score alike, by well under 1e-5.
             let bound = order.iter().map(|&p| kappa * (slack[p] + 1e-5 * score[p].abs())).fold(0.0, f64::max);
             let top = order.into_iter().map(|p| (p as PassageIdx, kappa * score[p])).collect();
-            return Some(SplitRanking { top, pushes: push.pushes, residual, bound });
+            return Some(SplitRanking { top, pushes: push.pushes, residual, bound, proven: true });
         }
         eps /= PUSH_STEP;
         if eps < PUSH_FLOOR * seed_mass.max(f64::MIN_POSITIVE) || residual == 0.0 {
@@ -1116,7 +1148,15 @@ mod tests {
         query: &'a [f32],
         vectors: &'a Matrix,
     ) -> SplitQuery<'a> {
-        SplitQuery { entity_seeds, dense_range: range(dense), query, passage_weight: 0.05, damping: 0.5, vectors }
+        SplitQuery {
+            entity_seeds,
+            dense_range: range(dense),
+            query,
+            passage_weight: 0.05,
+            damping: 0.5,
+            vectors,
+            budget: 0,
+        }
     }
 
     #[test]
@@ -1128,6 +1168,41 @@ mod tests {
                 split_equals_full(e, p, form);
             }
         }
+    }
+
+    #[test]
+    fn past_its_budget_the_push_ranks_by_its_estimates_within_their_bound() {
+        let (e, p, dim) = (40u32, 400u32, 24);
+        let g = graph(e, p);
+        let v = vectors(p as usize, dim);
+        let response = PassageResponse::compute(&g, e as usize, &v, 0.5).unwrap();
+        let query: Vec<f32> = (0..dim).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
+        let dense = v.dots(&query);
+        let seeds = [(3, 1.0), (17, 0.4)];
+        let proven = ranked_passages(&g, &response, &split_query(&seeds, &dense, &query, &v), 10).unwrap();
+        assert!(proven.proven);
+        let q = SplitQuery { budget: 1, ..split_query(&seeds, &dense, &query, &v) };
+        let rough = ranked_passages(&g, &response, &q, 10).expect("ranked, unproven");
+        assert!(!rough.proven && rough.top.len() == 10);
+        // Every returned score is within the bound of the full walk's.
+        let (lo, hi) = range(&dense);
+        let mut all: Vec<(u32, f64)> = seeds.to_vec();
+        all.extend(dense.iter().enumerate().map(|(i, &s)| (e + i as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)));
+        let full =
+            g.personalized_pagerank(&all, &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() });
+        for &(passage, score) in &rough.top {
+            let truth = full.scores[e as usize + passage as usize];
+            assert!(
+                (score - truth).abs() <= rough.bound + 1e-15,
+                "{passage}: {score} vs {truth}, bound {}",
+                rough.bound
+            );
+        }
+        // A budget the proof fits in changes nothing.
+        let q = SplitQuery { budget: 1 << 30, ..split_query(&seeds, &dense, &query, &v) };
+        let roomy = ranked_passages(&g, &response, &q, 10).unwrap();
+        assert!(roomy.proven);
+        assert_eq!(roomy.top, proven.top);
     }
 
     #[test]

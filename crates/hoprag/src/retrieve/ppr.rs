@@ -282,6 +282,7 @@ fn split_walk(
         passage_weight: params.passage_node_weight,
         damping: params.ppr.damping,
         vectors: passages,
+        budget: params.ppr.split_budget,
     };
     trace.step("ppr", || {
         let split = ranked_passages(&ctx.ppr, &response, &query, depth);
@@ -289,8 +290,8 @@ fn split_walk(
             split.as_ref().map(|s| s.top.iter().map(|&(p, x)| (p, x as f32)).filter(|x| x.1 > 0.0).collect());
         let detail = match (&split, &list) {
             (Some(s), Some(l)) => {
-                json!({"split": true, "pushes": s.pushes, "residual": s.residual, "bound": s.bound, "passages": l.len(),
-                                         "top": list_detail(l)})
+                json!({"split": true, "proven": s.proven, "pushes": s.pushes, "residual": s.residual, "bound": s.bound,
+                       "passages": l.len(), "top": list_detail(l)})
             }
             _ => json!({"split": false, "reason": "the bounds did not separate the ranking; the full walk follows"}),
         };

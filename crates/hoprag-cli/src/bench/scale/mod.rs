@@ -94,6 +94,10 @@ pub struct ScaleBench {
     /// How the HNSW graph stores its copy of the vectors (see `hoprag index`).
     #[arg(long, default_value = "i8", value_name = "i8|f32")]
     hnsw_quantization: Quantization,
+    /// Time only this many of the 102 questions, evenly spaced (0: all): at a million
+    /// passages a method whose queries fall back to the full walk takes seconds each.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    questions: usize,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -282,10 +286,17 @@ struct Latency {
     /// ran after it (graph methods).
     #[serde(default)]
     split_fallbacks: usize,
+    /// Timed queries whose split walk ran out of its budget and ranked by its estimates,
+    /// unproven (`ppr.split_budget`).
+    #[serde(default)]
+    split_unproven: usize,
 }
 
 pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
-    let inputs = inputs(ctx, &args.data)?;
+    let mut inputs = inputs(ctx, &args.data)?;
+    // After the vocabulary (all questions' words) is fixed: the word vectors' cache key.
+    let kept = sample(inputs.questions.len(), args.questions);
+    inputs.questions = kept.into_iter().map(|i| inputs.questions[i].clone()).collect();
     if let Some(dir) = &args.against {
         let c = against::compare(dir, &inputs.embedder)?;
         if ctx.json {
@@ -508,6 +519,7 @@ fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Resul
         .arg(&args.data)
         .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
         .args(["--agreement", &args.agreement.to_string()])
+        .args(["--questions", &args.questions.to_string()])
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", exe.display()))?;
@@ -621,7 +633,7 @@ fn measure_queries(
     let (mut ppr_dense_fallbacks, mut ppr_steps, mut ppr_split_fallbacks) = (0, Vec::<(String, f64)>::new(), 0);
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
     for (name, method) in &methods {
-        let (mut ms, mut full_walks) = (Vec::new(), 0);
+        let (mut ms, mut full_walks, mut unproven) = (Vec::new(), 0, 0);
         // Pass 0 warms caches and is not timed.
         for pass in 0..=repeat {
             for q in &queries {
@@ -638,6 +650,7 @@ fn measure_queries(
                 ms.push(elapsed);
                 let fell_back = r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["split"] == false);
                 full_walks += usize::from(fell_back);
+                unproven += usize::from(r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["proven"] == false));
                 if name.starts_with("ppr") && fell_back {
                     ppr_split_fallbacks += 1;
                 }
@@ -658,6 +671,7 @@ fn measure_queries(
             ms: percentiles(ms),
             mean_ms,
             split_fallbacks: full_walks,
+            split_unproven: unproven,
         });
     }
     ctx.progress.finish();
@@ -823,7 +837,8 @@ fn print_queries(q: &QueryReport) {
             .collect();
         println!("{}", table(&header, &rows));
     }
-    let header: Vec<String> = ["method", "p50 ms", "p99 ms", "mean ms", "split fell back"].map(String::from).to_vec();
+    let header: Vec<String> =
+        ["method", "p50 ms", "p99 ms", "mean ms", "split fell back", "split unproven"].map(String::from).to_vec();
     let rows: Vec<Vec<String>> = q
         .latency_ms
         .iter()
@@ -834,6 +849,7 @@ fn print_queries(q: &QueryReport) {
                 format!("{:.2}", l.ms.p99),
                 format!("{:.2}", l.mean_ms),
                 l.split_fallbacks.to_string(),
+                l.split_unproven.to_string(),
             ]
         })
         .collect();
