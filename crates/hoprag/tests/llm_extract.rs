@@ -214,7 +214,7 @@ fn a_call_that_keeps_failing_is_counted_and_the_run_goes_on() {
     // The failed passage (and the unparsed one) keep the LLM-free extraction.
     assert_eq!(report.heuristic_fallback_passages, report.unparsed_passages + 1);
     let stand_in = extract_heuristic(&passages()[4..5]);
-    let spo = |t: &hoprag::graph::Triple| (t.subject.clone(), t.predicate.clone(), t.object.clone());
+    let spo = |t: &hoprag::graph::Triple| (t.subject, t.predicate, t.object);
     let mine: Vec<_> = x.triples.iter().filter(|t| t.passage == 4).map(spo).collect();
     assert_eq!(mine, stand_in.triples.iter().map(spo).collect::<Vec<_>>());
     assert!(!x.entities[4].is_empty() && x.entities[4] == stand_in.entities[0]);

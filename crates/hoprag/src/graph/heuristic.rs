@@ -58,7 +58,7 @@ pub fn extract_heuristic(passages: &[Passage]) -> Extraction {
         let first = out.triples.partition_point(|t| t.passage < passage);
         let mut seen = std::collections::HashSet::new();
         let mut kept = out.triples.split_off(first);
-        kept.retain(|t| seen.insert((t.subject.clone(), t.predicate.clone(), t.object.clone())));
+        kept.retain(|t| seen.insert((t.subject, t.predicate, t.object)));
         out.triples.extend(kept);
     }
     out
