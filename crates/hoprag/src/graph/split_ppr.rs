@@ -419,6 +419,15 @@ impl std::fmt::Debug for Solved {
     }
 }
 
+/// Passage `p`'s reset values in columns `first..first + out.len()`: the vector's
+/// coordinate, or 1 for the constant column (`dim`).
+fn reset_columns(vectors: &Matrix, first: usize, p: usize, out: &mut [f64]) {
+    let row = vectors.row(p as PassageIdx);
+    for (c, o) in out.iter_mut().enumerate() {
+        *o = row.get(first + c).map_or(1.0, |&v| v as f64);
+    }
+}
+
 /// The first bytes of a stored [`Solved`], and its layout's version.
 const SOLVED_MAGIC: &[u8; 8] = b"hrgwalk1";
 
@@ -439,13 +448,7 @@ impl Solved {
         let mut iterations = 0;
         for first in (0..dim + 1).step_by(BLOCK) {
             let width = BLOCK.min(dim + 1 - first);
-            // Column `first + c`: the vectors' coordinate, or 1 for the constant column.
-            let reset = |p: usize, out: &mut [f64]| {
-                let row = vectors.row(p as PassageIdx);
-                for (c, o) in out.iter_mut().enumerate() {
-                    *o = row.get(first + c).map_or(1.0, |&v| v as f64);
-                }
-            };
+            let reset = |p: usize, out: &mut [f64]| reset_columns(vectors, first, p, out);
             let mass: Vec<f64> = (0..width)
                 .map(|c| {
                     let col = first + c;
@@ -599,12 +602,7 @@ impl PassageResponse {
         for first in (0..dim + 1).step_by(BLOCK) {
             let width = BLOCK.min(dim + 1 - first);
             let y = &solved.values[entities * first..][..entities * width];
-            let reset = |p: usize, out: &mut [f64]| {
-                let row = vectors.row(p as PassageIdx);
-                for (c, o) in out.iter_mut().enumerate() {
-                    *o = row.get(first + c).map_or(1.0, |&v| v as f64);
-                }
-            };
+            let reset = |p: usize, out: &mut [f64]| reset_columns(vectors, first, p, out);
             for (e, values) in y.chunks_exact(width).enumerate() {
                 for (c, &v) in values.iter().enumerate() {
                     if first + c < dim {
