@@ -98,6 +98,10 @@ pub struct ScaleBench {
     /// passages a method whose queries fall back to the full walk takes seconds each.
     #[arg(long, default_value_t = 0, value_name = "N")]
     questions: usize,
+    /// The graph methods' `ppr.split_budget` (edge steps of the push before an unproven
+    /// ranking); by default the configuration's.
+    #[arg(long, value_name = "STEPS")]
+    split_budget: Option<usize>,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -319,7 +323,8 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(spec) = &args.index {
-        let report = measure_queries(ctx, store::open(spec)?, &inputs, args.repeat, args.k, args.agreement)?;
+        let report =
+            measure_queries(ctx, store::open(spec)?, &inputs, args.repeat, args.k, args.agreement, args.split_budget)?;
         if ctx.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -520,6 +525,7 @@ fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Resul
         .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
         .args(["--agreement", &args.agreement.to_string()])
         .args(["--questions", &args.questions.to_string()])
+        .args(args.split_budget.map(|b| format!("--split-budget={b}")))
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", exe.display()))?;
@@ -541,12 +547,18 @@ fn measure_queries(
     repeat: usize,
     k: usize,
     agreement_questions: usize,
+    split_budget: Option<usize>,
 ) -> anyhow::Result<QueryReport> {
     let t = Instant::now();
     let index = open_index(store.as_ref())?;
     let open_secs = t.elapsed().as_secs_f64();
     let embedder: Arc<dyn Embedder> = inputs.embedder.clone();
-    let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), Config::default())?;
+    let mut config = Config::default();
+    if let Some(budget) = split_budget {
+        config.ppr.ppr.split_budget = budget;
+        config.phasegraph.graph.ppr.split_budget = budget;
+    }
+    let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), config.clone())?;
     let has_graph = index.manifest.graph.is_some();
     let t = Instant::now();
     if has_graph {
@@ -677,8 +689,11 @@ fn measure_queries(
     ctx.progress.finish();
     let mut agreement = Vec::new();
     if has_graph {
-        let mut full = Config::default();
+        // Every graph method's walk: `ppr` and `auto` walk with `ppr`'s parameters,
+        // `phasegraph` with its own.
+        let mut full = config.clone();
         full.ppr.ppr.split = false;
+        full.phasegraph.graph.ppr.split = false;
         let full = engine.with_config(full);
         let sample = sample(queries.len(), agreement_questions);
         for (name, method) in methods.iter().filter(|m| ["ppr (heuristic graph)", "auto", "phasegraph"].contains(&m.0))
