@@ -432,7 +432,7 @@ fn stored_walk_ranks_as_one_solved_at_query_time(dir: &std::path::Path, q: &Quer
     let (stored, from_store) = hits(dir);
     assert!(from_store, "the engine used the stored walk");
     let copy = tempfile::tempdir().unwrap();
-    copy_tree(dir, copy.path());
+    common::copy_tree(dir, copy.path());
     std::fs::remove_file(copy.path().join(&generation).join("graph").join("walk.f64")).unwrap();
     let (solved, from_copy) = hits(copy.path());
     assert!(!from_copy, "solved at query time without it");
@@ -442,17 +442,4 @@ fn stored_walk_ranks_as_one_solved_at_query_time(dir: &std::path::Path, q: &Quer
     let engine = Engine::new(store::folder(copy.path()), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
     let err = engine.graph().err().expect("a damaged walk is refused").to_string();
     assert!(err.contains("walk.f64"), "{err}");
-}
-
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

@@ -5,7 +5,7 @@
 pub mod faults;
 pub mod fixture;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use hoprag::embed::{l2_normalize, Embedder, TextKind};
 use hoprag::Result;
@@ -87,4 +87,19 @@ pub fn hash_index(
     )
     .unwrap();
     store
+}
+
+/// Copies a folder tree (an index, to damage or change a copy of it).
+#[allow(dead_code)]
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

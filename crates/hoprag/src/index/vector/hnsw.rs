@@ -138,13 +138,6 @@ impl HnswIndex {
 
 impl VectorIndex for HnswIndex {
     fn search(&self, query: &[f32], k: usize) -> Result<Vec<(PassageIdx, f32)>> {
-        if query.len() != self.index.dimensions() {
-            return Err(Error::Embedding(format!(
-                "query has {} dimensions, index has {}",
-                query.len(),
-                self.index.dimensions()
-            )));
-        }
         self.search_with_breadth(query, k, self.search_breadth(k))
     }
 

@@ -284,6 +284,18 @@ impl Matrix {
     }
 }
 
+/// Values uniform in [-0.5, 0.5) from a seeded xorshift64 stream, for the vector tests.
+#[cfg(test)]
+pub(crate) fn uniform_stream(seed: u64) -> impl FnMut() -> f32 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,13 +304,7 @@ mod tests {
     /// Unit vectors from a fixed xorshift stream, some of them near-duplicates (close
     /// scores are where an i8 copy misorders).
     fn vectors(n: usize, dim: usize) -> Matrix {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        };
+        let mut next = uniform_stream(0x9e37_79b9_7f4a_7c15);
         let mut m = Matrix::new(dim);
         let mut last: Vec<f32> = Vec::new();
         for i in 0..n {

@@ -701,13 +701,7 @@ mod tests {
 
     /// Pseudo-random unit rows (xorshift), some exact duplicates to make ties.
     fn unit_rows(n: usize, dim: usize, seed: u64) -> Matrix {
-        let mut state = seed;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        };
+        let mut next = super::super::uniform_stream(seed);
         let mut m = Matrix::new(dim);
         for i in 0..n {
             let mut v: Vec<f32> = (0..dim).map(|_| next()).collect();
