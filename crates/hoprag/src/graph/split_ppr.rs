@@ -25,7 +25,7 @@ use rayon::prelude::*;
 
 use super::ppr::PprGraph;
 use crate::corpus::PassageIdx;
-use crate::index::{Matrix, Screen};
+use crate::index::{Matrix, Screen, Screened};
 use crate::rank::NthLargest;
 
 /// Columns of the precomputation walked together (f64 each): 8 per entity keep the
@@ -756,45 +756,89 @@ pub struct SplitQuery<'a> {
     /// ([`crate::graph::ppr::PprParams::split_budget`]); 0: none (past the cost of a full
     /// walk, `None`).
     pub budget: usize,
+    /// The caller's pass over the passage screen for `query` (the one that found the
+    /// dense range), read again in the entity form instead of a second pass; made here
+    /// when `None`.
+    pub screened: Option<&'a Screened>,
 }
 
-/// Every passage's `(S V)_p · q` within an interval (midpoint, half-width), and, in the
-/// entity form, `Σ_e P(e → p)·(S V)_e · q`.
-struct Dots {
-    intervals: Vec<(f64, f64)>,
-    gathered: Vec<f64>,
+/// Passage p's share of the score, `w · (a · (S V)_p · q + b · (S 1)_p)`, and its bound:
+/// the dot product's error, f32 storage (relative 2^-24 per entry, so at most
+/// `2^-24 · |row| · |q|` per dot product, `per_norm · norm_p`) and convergence (`fixed`).
+struct PassageShare {
+    w: f64,
+    a: f64,
+    b: f64,
+    per_norm: f64,
+    fixed: f64,
 }
 
-/// [`Dots`] for query `q`; `None` for a query the screens cannot bound.
-fn dot_intervals(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery) -> Option<Dots> {
-    let mid_half = |&(lo, hi): &(f32, f32)| ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
-    if q.passage_weight == 0.0 {
-        // No passage half: nothing to bound.
-        return Some(Dots { intervals: vec![(0.0, 0.0); response.passages], gathered: Vec::new() });
+impl PassageShare {
+    #[inline]
+    fn of(&self, dot: f64, dot_error: f64, constant: f64, norm: f64) -> (f64, f64) {
+        let (x, y) = (self.a * dot, self.b * constant);
+        let bound = self.w * (self.a.abs() * (dot_error + self.per_norm * norm) + self.fixed);
+        // Plus the f64 rounding of the sums.
+        (self.w * (x + y), bound + 1e-12 * self.w * (x.abs() + y.abs()))
     }
-    match &response.half {
-        Half::Rows { screen, .. } => {
-            Some(Dots { intervals: screen.intervals(q.query)?.iter().map(mid_half).collect(), gathered: Vec::new() })
-        }
-        Half::Entities { response: rows, .. } => {
-            let (e, np, d) = (response.entities, response.passages, response.damping);
-            let (screened, gathered) = rayon::join(
-                || response.passage_screen.intervals(q.query),
-                || {
-                    let z: Vec<f64> =
-                        rows.as_flat().par_chunks(response.dim.max(1)).map(|r| dot_f64(r, q.query)).collect();
-                    graph.gather(e..e + np, &z)
-                },
-            );
-            let intervals = screened?[..np]
-                .iter()
-                .zip(&gathered)
-                .map(|(i, &g)| {
+}
+
+/// Passages the split walk's first pass bounds at a time.
+const FIRST_PASS_ROWS: usize = 4096;
+
+/// A passage still in reach of the best `n`: its `(S V)_p · q` within `dot`
+/// (midpoint, half-width; 0 once taken exactly), and its score within `score ± slack`
+/// as of the last round.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    p: usize,
+    dot: (f64, f64),
+    exact: bool,
+    score: f64,
+    slack: f64,
+}
+
+/// Every passage's `(S V)_p · q` within an interval, without copying them: from the
+/// response's own int8 screen (rows form), or from the passage vectors' int8 pass and
+/// the gather `Σ_e P(e → p)·(S V)_e · q` (entity form).
+enum Dots<'a> {
+    /// No passage seeds: every product is known to be 0.
+    Zero,
+    Rows(Vec<(f32, f32)>),
+    Entities {
+        screened: &'a Screened,
+        gathered: Vec<f64>,
+    },
+}
+
+impl Dots<'_> {
+    /// The intervals of passages `first..first + mid.len()`, into `mid` and `half`.
+    fn intervals_into(&self, first: usize, d: f64, mid: &mut [f64], half: &mut [f64]) {
+        let mid_half = |(lo, hi): (f32, f32)| ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
+        let out = mid.iter_mut().zip(half.iter_mut());
+        match self {
+            Dots::Zero => out.for_each(|(m, h)| (*m, *h) = (0.0, 0.0)),
+            Dots::Rows(intervals) => out.zip(&intervals[first..]).for_each(|((m, h), &i)| (*m, *h) = mid_half(i)),
+            Dots::Entities { screened, gathered } => {
+                for (((m, h), &i), &g) in out.zip(&screened.intervals()[first..]).zip(&gathered[first..]) {
                     let (mid, half) = mid_half(i);
-                    ((1.0 - d) * mid + d * g, (1.0 - d) * half)
-                })
-                .collect();
-            Some(Dots { intervals, gathered })
+                    (*m, *h) = ((1.0 - d) * mid + d * g, (1.0 - d) * half);
+                }
+            }
+        }
+    }
+
+    /// Passage p's interval (midpoint, half-width).
+    #[inline]
+    fn interval(&self, p: usize, d: f64) -> (f64, f64) {
+        let mid_half = |(lo, hi): (f32, f32)| ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
+        match self {
+            Dots::Zero => (0.0, 0.0),
+            Dots::Rows(intervals) => mid_half(intervals[p]),
+            Dots::Entities { screened, gathered } => {
+                let (mid, half) = mid_half(screened.intervals()[p]);
+                ((1.0 - d) * mid + d * gathered[p], (1.0 - d) * half)
+            }
         }
     }
 }
@@ -823,6 +867,9 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     if d != response.damping || q.vectors.rows() != response.passage_screen.rows() || q.vectors.dim() != response.dim {
         return None;
     }
+    if q.screened.is_some_and(|s| s.intervals().len() != response.passage_screen.rows()) {
+        return None;
+    }
     // The passage seeds, x_p = a · s_p + b, as the walk's caller computes them; their
     // sums by linearity, from the sums of the vectors. (They scale every score alike, so
     // their rounding, unlike the caller's per-passage one, moves no passage's rank.)
@@ -843,25 +890,24 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
 
     // The passage half, with its bound: f32 storage (relative 2^-24 per entry, so at most
     // 2^-24 · |row| · |q| per dot product) and convergence; the dot products first within
-    // an interval (the int8 screen's), then exactly for the passages near the top.
+    // an interval (the screens'), then exactly for the passages near the top.
     let q_norm = q.query.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt();
     let convergence: f64 = response.column_error.iter().zip(q.query).map(|(e, &v)| e * (v as f64).abs()).sum();
     let storage = 2f64.powi(-24) * (1.0 + 1e-6);
-    let storage_norm = |p: usize| match &response.half {
-        Half::Rows { norms, .. } => norms[p],
-        Half::Entities { norms, .. } => d * norms[p],
+    let (norms, norm_factor) = match &response.half {
+        Half::Rows { norms, .. } => (norms, 1.0),
+        Half::Entities { norms, .. } => (norms, d),
     };
-    // Passage p's share of the score and its bound, from a dot product known within
-    // `dot_error`.
-    let passage = |p: usize, dot: f64, dot_error: f64| {
-        let (x, y) = (a * dot, b * response.constant[p]);
-        let part = w * (x + y);
-        let bound = w
-            * (a.abs() * (dot_error + storage * storage_norm(p) * q_norm + convergence)
-                + b.abs() * response.constant_error);
-        // Plus the f64 rounding of the sums above.
-        (part, bound + 1e-12 * w * (x.abs() + y.abs()))
+    let share = PassageShare {
+        w,
+        a,
+        b,
+        per_norm: storage * norm_factor * q_norm,
+        fixed: a.abs() * convergence + b.abs() * response.constant_error,
     };
+    let passage = |p: usize, (dot, dot_error): (f64, f64)| share.of(dot, dot_error, response.constant[p], norms[p]);
+    // What an interval's width adds to the bound: 0 once the product is exact.
+    let screen_error = |l: &Live| w * a.abs() * l.dot.1;
     // The entity half, pushed until the bounds separate the ranking; its first round on
     // one thread while the other bounds the passages' half.
     let mut push = Push::new(&response.steps, d);
@@ -870,27 +916,99 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     }
     let seed_mass = entity_mass / total;
     let mut eps = PUSH_START * seed_mass.max(f64::MIN_POSITIVE);
-    let (dots, ()) = rayon::join(|| dot_intervals(graph, response, q), || push.run(eps));
-    let Dots { intervals, gathered } = dots?;
-    let exact_dot = |p: usize| match &response.half {
-        Half::Rows { response, .. } => dot_f64(response.row(p as PassageIdx), q.query),
-        Half::Entities { .. } => (1.0 - d) * dot_f64(q.vectors.row(p as PassageIdx), q.query) + d * gathered[p],
+    // The int8 pass over the passage screen, when the caller has not made it.
+    let given = q.screened.filter(|s| !s.coarse());
+    let made = match (given, &response.half) {
+        (None, Half::Entities { .. }) if q.passage_weight > 0.0 => {
+            Some(response.passage_screen.screened(q.query, 1, true)?)
+        }
+        _ => None,
     };
-    // Each passage's half from its interval (its midpoint, the half-width added to the
-    // bound), and what the interval adds to the bound: 0 once the product is exact.
-    let (mut passage_half, mut screen_error): (Vec<(f64, f64)>, Vec<f64>) =
-        intervals.iter().enumerate().map(|(p, &(mid, half))| (passage(p, mid, half), w * a.abs() * half)).unzip();
+    let (dots, ()) = rayon::join(
+        || -> Option<Dots> {
+            if q.passage_weight == 0.0 {
+                return Some(Dots::Zero);
+            }
+            match &response.half {
+                Half::Rows { screen, .. } => Some(Dots::Rows(screen.intervals(q.query)?)),
+                Half::Entities { response: rows, .. } => {
+                    let z: Vec<f64> =
+                        rows.as_flat().par_chunks(response.dim.max(1)).map(|r| dot_f64(r, q.query)).collect();
+                    let gathered = graph.gather(e..e + np, &z);
+                    Some(Dots::Entities { screened: given.or(made.as_ref())?, gathered })
+                }
+            }
+        },
+        || push.run(eps),
+    );
+    let dots = dots?;
+    // Takes the products of `these` (positions in `live`) exactly.
+    let take_exactly = |live: &mut [Live], these: &[usize]| {
+        let exact_dot = |p: usize| match (&response.half, &dots) {
+            (Half::Rows { response, .. }, _) => dot_f64(response.row(p as PassageIdx), q.query),
+            (Half::Entities { .. }, Dots::Entities { gathered, .. }) => {
+                (1.0 - d) * dot_f64(q.vectors.row(p as PassageIdx), q.query) + d * gathered[p]
+            }
+            (Half::Entities { .. }, _) => 0.0,
+        };
+        // Scattered rows read from memory: both threads wait on them.
+        let exact: Vec<f64> = these.par_iter().map(|&i| exact_dot(live[i].p)).collect();
+        for (&i, dot) in these.iter().zip(exact) {
+            (live[i].dot, live[i].exact) = ((dot, 0.0), true);
+        }
+    };
     // Past this many row entries the push costs what the full walk (15–25 passes over
     // every entry) would.
     let work_limit = (16 * graph.entries()).max(1 << 14);
-    let (mut score, mut slack) = (vec![0f64; np], vec![0f64; np]);
-    // The passages still in reach of the best `n`. A round's lower bounds never fall in
-    // later rounds (the push only adds to estimates, and its residual and `eps` only
-    // shrink), so a passage whose upper bound is under a round's n-th best lower bound is
-    // out of the best `n` for good: later rounds skip it (on the 2wiki graph, 51
-    // questions, a median of 580 of the 6,119 passages are left after the first round).
-    let mut live: Vec<usize> = (0..np).collect();
     let budget = if q.budget > 0 { q.budget.min(work_limit) } else { work_limit };
+
+    // The first round over every passage in one pass, which keeps only those in reach
+    // of the best `n`: at a million passages the intervals alone are 16 MB, and a pass
+    // that wrote every passage's score and bound took longer than the walk itself. A
+    // passage the push has not reached has no estimate, and its bound needs only its
+    // degree; those it has reached are kept whatever the pass finds, and scored below.
+    let residual = push.residual();
+    let degrees = &response.steps.degrees;
+    let reached: Vec<usize> =
+        push.touched.iter().map(|&u| u as usize).filter(|u| (e..e + np).contains(u)).map(|u| u - e).collect();
+    let fresh = || (NthLargest::<f64>::new(n), Vec::new(), vec![0f64; FIRST_PASS_ROWS], vec![0f64; FIRST_PASS_ROWS]);
+    let (lower, mut in_reach, ..) = (0..np.div_ceil(FIRST_PASS_ROWS))
+        .into_par_iter()
+        .fold(fresh, |(mut lower, mut keep, mut low, mut high), block| {
+            let first = block * FIRST_PASS_ROWS;
+            let rows = first..(first + FIRST_PASS_ROWS).min(np);
+            let (lows, highs) = (&mut low[..rows.len()], &mut high[..rows.len()]);
+            // Bounds in plain loops over the block (they vectorise), then the offers.
+            dots.intervals_into(first, d, lows, highs);
+            let per_row = response.constant[rows.clone()].iter().zip(&norms[rows.clone()]).zip(&degrees[e + first..]);
+            for ((lo, hi), ((&constant, &norm), &degree)) in lows.iter_mut().zip(highs.iter_mut()).zip(per_row) {
+                let (part, bound) = share.of(*lo, *hi, constant, norm);
+                let slack = residual.min(eps * degree) + bound;
+                // Unreached: its estimate is 0, which also bounds a reached one's from
+                // below.
+                (*lo, *hi) = (part - slack, part + slack);
+            }
+            for (p, (&lo, &hi)) in rows.zip(lows.iter().zip(highs.iter())) {
+                lower.offer(lo);
+                if hi >= *lower.floor() || hi.is_nan() {
+                    keep.push(p);
+                }
+            }
+            (lower, keep, low, high)
+        })
+        .reduce(fresh, |(mut a, mut x, ..), (b, y, low, high)| {
+            a.merge(b);
+            x.extend(y);
+            (a, x, low, high)
+        });
+    in_reach.extend(reached);
+    in_reach.sort_unstable();
+    in_reach.dedup();
+    let first_floor = lower.get();
+    let exact = matches!(dots, Dots::Zero);
+    let mut live: Vec<Live> =
+        in_reach.into_iter().map(|p| Live { p, dot: dots.interval(p, d), exact, score: 0.0, slack: 0.0 }).collect();
+    let mut nth_floor = first_floor;
     loop {
         if push.work > budget {
             if q.budget == 0 {
@@ -899,59 +1017,59 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             // Unproven: the best by the estimates (ties by index, as the full walk's),
             // the dot products of the head taken exactly first.
             let residual = push.residual();
-            let by_value = |order: &mut Vec<usize>, half: &[(f64, f64)]| {
-                let value = |p: usize| push.nodes[e + p].estimate + half[p].0;
-                order.sort_by(|&x, &y| crate::rank::desc(value(x), value(y)).then(x.cmp(&y)));
+            let value = |l: &Live| push.nodes[e + l.p].estimate + passage(l.p, l.dot).0;
+            let by_value = |live: &mut Vec<Live>| {
+                live.sort_by(|x, y| crate::rank::desc(value(x), value(y)).then(x.p.cmp(&y.p)));
             };
-            let mut order: Vec<usize> = live.clone();
-            by_value(&mut order, &passage_half);
-            for &p in order.iter().take(4 * n) {
-                if screen_error[p] > 0.0 {
-                    passage_half[p] = passage(p, exact_dot(p), 0.0);
-                }
-            }
-            by_value(&mut order, &passage_half);
-            order.truncate(n);
-            let value = |p: usize| push.nodes[e + p].estimate + passage_half[p].0;
-            let slack_of = |p: usize| residual.min(eps * push.nodes[e + p].degree) + passage_half[p].1;
-            let bound = order.iter().map(|&p| kappa * (slack_of(p) + 1e-5 * value(p).abs())).fold(0.0, f64::max);
-            let top = order.into_iter().map(|p| (p as PassageIdx, kappa * value(p))).collect();
+            by_value(&mut live);
+            let head: Vec<usize> = (0..live.len().min(4 * n)).filter(|&i| !live[i].exact).collect();
+            take_exactly(&mut live, &head);
+            by_value(&mut live);
+            live.truncate(n);
+            let slack_of = |l: &Live| residual.min(eps * push.nodes[e + l.p].degree) + passage(l.p, l.dot).1;
+            let bound = live.iter().map(|l| kappa * (slack_of(l) + 1e-5 * value(l).abs())).fold(0.0, f64::max);
+            let top = live.iter().map(|l| (l.p as PassageIdx, kappa * value(l))).collect();
             return Some(SplitRanking { top, pushes: push.pushes, residual, bound, proven: false });
         }
         let residual = push.residual();
         // Passage p's score and slack: the push's estimate and bound plus its half.
         let entity_error = |p: usize| residual.min(eps * push.nodes[e + p].degree);
-        let total = |p: usize, half: (f64, f64)| (push.nodes[e + p].estimate + half.0, entity_error(p) + half.1);
+        let score = |l: &mut Live| {
+            let (part, bound) = passage(l.p, l.dot);
+            (l.score, l.slack) = (push.nodes[e + l.p].estimate + part, entity_error(l.p) + bound);
+        };
         let mut lower = NthLargest::new(n);
-        for &p in &live {
-            (score[p], slack[p]) = total(p, passage_half[p]);
-            lower.offer(score[p] - slack[p]);
+        for l in live.iter_mut() {
+            score(l);
+            lower.offer(l.score - l.slack);
         }
-        let nth_lower = lower.get();
-        // The passages that may be among the best `n` get their exact dot product (a
+        // Lower bounds only rise from round to round (the push only adds to estimates,
+        // and its residual and `eps` only shrink), so the first pass's floor stands.
+        nth_floor = nth_floor.max(lower.get());
+        // The passages that may be among the best `n` get their exact product (a
         // refined interval lies inside the screened one, so the others stay out), once
         // the screen's share of their bound is no longer small beside the push's: the
         // first coarse pushes leave every passage in reach of the top. Those whose upper
-        // bound is under the n-th best lower bound leave `live`.
-        live.retain(|&p| {
-            if screen_error[p] > 0.0
-                && score[p] + slack[p] >= nth_lower
-                && screen_error[p] * PUSH_STEP >= entity_error(p)
-            {
-                screen_error[p] = 0.0;
-                passage_half[p] = passage(p, exact_dot(p), 0.0);
-                (score[p], slack[p]) = total(p, passage_half[p]);
-            }
-            let upper = score[p] + slack[p];
-            // A NaN bound proves nothing: kept.
-            upper >= nth_lower || upper.is_nan()
-        });
-        if let Some(order) = proven_top(&score, &slack, &live, n) {
+        // bound is under the n-th best lower bound leave `live` for good.
+        let in_reach = |l: &Live| l.score + l.slack >= nth_floor;
+        let exactly: Vec<usize> = (0..live.len())
+            .filter(|&i| {
+                let l = &live[i];
+                !l.exact && in_reach(l) && screen_error(l) * PUSH_STEP >= entity_error(l.p)
+            })
+            .collect();
+        take_exactly(&mut live, &exactly);
+        exactly.iter().for_each(|&i| score(&mut live[i]));
+        // A NaN bound proves nothing: kept.
+        live.retain(|l| in_reach(l) || (l.score + l.slack).is_nan());
+        let (scores, slacks): (Vec<f64>, Vec<f64>) = live.iter().map(|l| (l.score, l.slack)).unzip();
+        // `live` is in passage order: ties by position are ties by passage.
+        if let Some(order) = proven_top(&scores, &slacks, &(0..live.len()).collect::<Vec<_>>(), n) {
             // Plus how far the sums above may be from the caller's sum of its f32 seeds
             // (each seed's rounding, and its dense score's, a few units of 2^-24 of the
             // range): it scales every score alike, by well under 1e-5.
-            let bound = order.iter().map(|&p| kappa * (slack[p] + 1e-5 * score[p].abs())).fold(0.0, f64::max);
-            let top = order.into_iter().map(|p| (p as PassageIdx, kappa * score[p])).collect();
+            let bound = order.iter().map(|&i| kappa * (slacks[i] + 1e-5 * scores[i].abs())).fold(0.0, f64::max);
+            let top = order.into_iter().map(|i| (live[i].p as PassageIdx, kappa * scores[i])).collect();
             return Some(SplitRanking { top, pushes: push.pushes, residual, bound, proven: true });
         }
         eps /= PUSH_STEP;
@@ -1154,6 +1272,7 @@ mod tests {
             damping: 0.5,
             vectors,
             budget: 0,
+            screened: None,
         }
     }
 
@@ -1163,9 +1282,11 @@ mod tests {
         // corpora), in both forms.
         for (e, p) in [(300u32, 200u32), (40, 400)] {
             for form in [Form::Auto, Form::Rows, Form::Entities] {
-                split_equals_full(e, p, form);
+                split_equals_full(e, p, form, false);
             }
         }
+        // The entity form over a screen with the 4-bit first stage (a million passages').
+        split_equals_full(40, 400, Form::Entities, true);
     }
 
     #[test]
@@ -1239,11 +1360,14 @@ mod tests {
         assert!(Solved::from_bytes(b"not a walk at all").is_err());
     }
 
-    fn split_equals_full(e: u32, p: u32, form: Form) {
+    fn split_equals_full(e: u32, p: u32, form: Form, first_stage: bool) {
         let dim = 24;
         let g = graph(e, p);
         let v = vectors(p as usize, dim);
-        let response = PassageResponse::compute_as(&g, e as usize, &v, 0.5, form).expect("small graph");
+        let mut response = PassageResponse::compute_as(&g, e as usize, &v, 0.5, form).expect("small graph");
+        if first_stage {
+            response.passage_screen = Screen::with_first_stage(&v, true);
+        }
         let rows = matches!(response.half, Half::Rows { .. });
         assert_eq!(rows, form == Form::Rows || (form == Form::Auto && p <= e), "{form:?}");
         assert!(response.stats().contraction <= 0.5 * (1.0 + 1e-6), "{:?}", response.stats());
@@ -1253,7 +1377,13 @@ mod tests {
             let dense = v.dots(&query);
             // Entity seeds, one of them the dangling entity (e - 1).
             let entity_seeds = [(trial * 3 % (e - 1), 1.0), ((trial * 41 + 5) % (e - 1), 0.4), (e - 1, 0.2)];
-            let q = split_query(&entity_seeds, &dense, &query, &v);
+            // Every other query brings the caller's pass over the screen: its int8 one,
+            // or one of the first stage, which the walk passes over for its own.
+            let every_row = trial % 4 == 1;
+            let pass = response.passage_screen.screened(&query, 1, every_row).unwrap();
+            assert_eq!(pass.coarse(), first_stage && !every_row);
+            let screened = (trial % 2 == 1).then_some(&pass);
+            let q = SplitQuery { screened, ..split_query(&entity_seeds, &dense, &query, &v) };
             let got = ranked_passages(&g, &response, &q, 10)
                 .unwrap_or_else(|| panic!("{e}/{p} {form:?} trial {trial}: no ties here"));
             // The full walk from the same seeds, run to convergence.

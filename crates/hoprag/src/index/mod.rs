@@ -9,8 +9,8 @@ pub mod vector;
 pub use lexical::{analyze, analyzer, LexicalIndex, TantivyBm25};
 pub use manifest::{Counts, EmbedderInfo, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
 pub use vector::{
-    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Quantization, Rescored, Screen, VectorIndex,
-    VectorIndexKind,
+    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Quantization, Rescored, Screen, Screened,
+    VectorIndex, VectorIndexKind,
 };
 
 use std::path::Path;

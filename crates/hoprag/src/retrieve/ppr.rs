@@ -37,7 +37,7 @@ use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
 use crate::graph::ppr::{PprParams, Ranked};
 use crate::graph::split_ppr::{ranked_passages, SplitQuery};
 use crate::graph::{query_ner, GraphContext};
-use crate::index::{Matrix, VectorIndex};
+use crate::index::{Matrix, Screened, VectorIndex};
 use crate::llm::Meter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,9 +88,10 @@ impl Default for PprMethodParams {
 pub(crate) enum Dense<'a> {
     /// Every passage's.
     All(&'a [f32]),
-    /// Only the lowest and the highest, over every passage: all the split walk needs; the
-    /// full walk computes the scores.
-    Range(f32, f32),
+    /// The pass over the passage vectors' screen, and from it the lowest and the highest
+    /// score over every passage, exactly: all the split walk needs; the full walk
+    /// computes the scores.
+    Screened(&'a Screened, f32, f32),
 }
 
 /// Passages scored by PPR from the query's facts (and mentions) and the passages' dense
@@ -160,20 +161,19 @@ fn walk(
             Ok((d, detail))
         })
     };
-    let mut owned = None;
+    let (mut owned, mut screened) = (None, None);
     let dense = match dense {
         Some(d) => Some(d),
         None if params.passage_node_weight > 0.0 && passages.rows() > 0 => {
             match split_range(ctx, passages, embedding, params, trace)? {
-                Some((lo, hi)) => Some(Dense::Range(lo, hi)),
+                Some((pass, lo, hi)) => Some(Dense::Screened(screened.insert(pass), lo, hi)),
                 None => Some(Dense::All(owned.insert(dense_scores(trace)?).as_slice())),
             }
         }
         None => None,
     };
     // Without passage seeds the split walk reads no dense score.
-    let unseeded = (params.passage_node_weight == 0.0).then_some(Dense::Range(0.0, 0.0));
-    if let Some(dense) = dense.or(unseeded).filter(|_| params.splits()) {
+    if params.splits() && (dense.is_some() || params.passage_node_weight == 0.0) {
         if let Some(list) = split_walk(ctx, passages, embedding, dense, &weights, params, depth, trace)? {
             return Ok(list);
         }
@@ -181,7 +181,7 @@ fn walk(
     // The full walk seeds every passage with its score.
     let mut owned = None;
     let dense = match dense {
-        Some(Dense::Range(..)) => Some(owned.insert(dense_scores(trace)?).as_slice()),
+        Some(Dense::Screened(..)) => Some(owned.insert(dense_scores(trace)?).as_slice()),
         Some(Dense::All(all)) => Some(all),
         None => None,
     };
@@ -218,17 +218,17 @@ fn walk(
     })
 }
 
-/// The lowest and highest dense score over the passages, exactly, from the passage
-/// vectors' int8 screen (a quarter of the bytes of every score in f32: at 1,000,000
-/// passages, 384 MB read instead of 1.5 GB), when the split walk will run: all it needs of
-/// the dense scores. `None` when it will not.
+/// The lowest and highest dense score over the passages, exactly, from one pass over the
+/// passage vectors' screen (at 1,000,000 passages its 4-bit first stage, 192 MB read
+/// instead of 1.5 GB), when the split walk will run: all it needs of the dense scores,
+/// and the pass itself, whose intervals the walk reads. `None` when it will not.
 fn split_range(
     ctx: &GraphContext,
     passages: &Matrix,
     embedding: &[f32],
     params: &PprMethodParams,
     trace: &mut Trace,
-) -> Result<Option<(f32, f32)>> {
+) -> Result<Option<(Screened, f32, f32)>> {
     if !params.splits() {
         return Ok(None);
     }
@@ -239,9 +239,13 @@ fn split_range(
         return Ok(None);
     }
     trace.step("dense range", || {
-        let found = response.passage_screen().extremes(passages, embedding, 1);
-        let range = found.min.zip(found.max);
-        Ok((range, json!({"passages": passages.rows(), "rescored": found.rescored})))
+        let screen = response.passage_screen();
+        let Some(pass) = screen.screened(embedding, 1, true) else {
+            return Ok((None, json!({"passages": passages.rows(), "reason": "the query is not finite"})));
+        };
+        let found = screen.extremes_of(&pass, passages, embedding);
+        let detail = json!({"passages": passages.rows(), "rescored": found.rescored});
+        Ok((found.min.zip(found.max).map(|(lo, hi)| (pass, lo, hi)), detail))
     })
 }
 
@@ -254,7 +258,7 @@ fn split_walk(
     ctx: &GraphContext,
     passages: &Matrix,
     embedding: &[f32],
-    dense: Dense<'_>,
+    dense: Option<Dense<'_>>,
     entity_seeds: &[(u32, f64)],
     params: &PprMethodParams,
     depth: usize,
@@ -263,16 +267,18 @@ fn split_walk(
     let Some(response) = ctx.passage_response(passages, params.ppr.damping) else {
         return Ok(None);
     };
-    let dense_range = match dense {
-        Dense::All(all) if all.len() >= response.passages() => {
+    let (dense_range, screened) = match dense {
+        // No passage seeds.
+        None => ((0.0, 0.0), None),
+        Some(Dense::All(all)) if all.len() >= response.passages() => {
             let graph_passages = &all[..response.passages()];
             if graph_passages.iter().any(|s| !s.is_finite()) {
                 return Ok(None);
             }
-            crate::rank::range(graph_passages)
+            (crate::rank::range(graph_passages), None)
         }
         // A range over more passages than the graph's is not theirs.
-        Dense::Range(lo, hi) if passages.rows() == response.passages() => (lo, hi),
+        Some(Dense::Screened(pass, lo, hi)) if passages.rows() == response.passages() => ((lo, hi), Some(pass)),
         _ => return Ok(None),
     };
     let query = SplitQuery {
@@ -283,6 +289,7 @@ fn split_walk(
         damping: params.ppr.damping,
         vectors: passages,
         budget: params.ppr.split_budget,
+        screened,
     };
     trace.step("ppr", || {
         let split = ranked_passages(&ctx.ppr, &response, &query, depth);
@@ -346,9 +353,12 @@ impl Ppr {
         let p = &self.params;
         let response = p.splits().then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
         if let Some(r) = response.filter(|r| r.passages() == self.passages.rows()) {
-            let found = r.passage_screen().extremes(&self.passages, q, depth);
-            if let (Some(lo), Some(hi)) = (found.min, found.max) {
-                return DenseStep { top: found.top, scores: DenseScores::Range(lo, hi) };
+            let screen = r.passage_screen();
+            if let Some(pass) = screen.screened(q, depth, true) {
+                let found = screen.extremes_of(&pass, &self.passages, q);
+                if let (Some(lo), Some(hi)) = (found.min, found.max) {
+                    return DenseStep { top: found.top, scores: DenseScores::Screened(pass, lo, hi) };
+                }
             }
         }
         let all = self.passages.dots(q);
@@ -365,7 +375,7 @@ impl Ppr {
         trace
             .step("dense scores", || {
                 let d = self.dense_scores(q, depth);
-                let screened = matches!(d.scores, DenseScores::Range(..));
+                let screened = matches!(d.scores, DenseScores::Screened(..));
                 Ok((d, json!({"passages": self.passages.rows(), "screened": screened})))
             })
             .map(Some)
@@ -381,14 +391,14 @@ struct DenseStep {
 /// [`Dense`], owned.
 enum DenseScores {
     All(Vec<f32>),
-    Range(f32, f32),
+    Screened(Screened, f32, f32),
 }
 
 impl DenseScores {
     fn view(&self) -> Dense<'_> {
         match self {
             DenseScores::All(all) => Dense::All(all),
-            &DenseScores::Range(lo, hi) => Dense::Range(lo, hi),
+            DenseScores::Screened(pass, lo, hi) => Dense::Screened(pass, *lo, *hi),
         }
     }
 }

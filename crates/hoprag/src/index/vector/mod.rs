@@ -7,7 +7,7 @@ mod screen;
 
 pub use exact::ExactIndex;
 pub use hnsw::{breadth_for as hnsw_breadth, HnswIndex, HnswParams, Quantization};
-pub use screen::{Extremes, Screen};
+pub use screen::{Extremes, Screen, Screened};
 
 use serde::{Deserialize, Serialize};
 

@@ -360,6 +360,28 @@ pub struct Extremes {
     pub rescored: usize,
 }
 
+/// One query's pass over a [`Screen`] ([`Screen::screened`]).
+pub struct Screened {
+    codes: QueryCodes,
+    intervals: Vec<(f32, f32)>,
+    /// The first stage's probes for the best `n` and the lowest (empty without one).
+    probes: Vec<u32>,
+    coarse: bool,
+    n: usize,
+}
+
+impl Screened {
+    /// Every row's interval, which holds its exact inner product with the query.
+    pub fn intervals(&self) -> &[(f32, f32)] {
+        &self.intervals
+    }
+
+    /// Whether the intervals are the 4-bit first stage's, not the int8 codes'.
+    pub fn coarse(&self) -> bool {
+        self.coarse
+    }
+}
+
 impl Screen {
     /// The int8 codes, and the 4-bit first stage for a matrix whose codes outgrow the
     /// cache.
@@ -367,7 +389,7 @@ impl Screen {
         Screen::with_first_stage(m, m.rows() * m.dim() > COARSE_FROM_BYTES)
     }
 
-    fn with_first_stage(m: &Matrix, coarse: bool) -> Screen {
+    pub(crate) fn with_first_stage(m: &Matrix, coarse: bool) -> Screen {
         let dim = m.dim();
         let stride = dim.div_ceil(LANE);
         let mut codes = vec![Lane::default(); m.rows() * stride];
@@ -396,27 +418,53 @@ impl Screen {
     /// what scoring every row in f32 gives.
     pub fn extremes(&self, m: &Matrix, query: &[f32], n: usize) -> Extremes {
         assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
-        assert_eq!(query.len(), self.dim, "query dimension");
-        // A query that is not finite cannot be bounded: score every row exactly.
-        if query.iter().any(|x| !x.is_finite()) {
-            let all = m.dots(query);
-            return Extremes::from_exact((0..all.len() as u32).zip(all).collect(), n, self.rows());
-        }
-        let q = QueryCodes::new(query);
-        let candidates = match &self.coarse {
+        match self.screened(query, n, false) {
+            Some(screened) => self.extremes_of(&screened, m, query),
+            // A query that is not finite cannot be bounded: score every row exactly.
             None => {
-                let all = self.all_intervals(&q);
-                let (floor, ceiling) = bounds(&all, n);
-                within(&all, floor, ceiling)
+                let all = m.dots(query);
+                Extremes::from_exact((0..all.len() as u32).zip(all).collect(), n, self.rows())
             }
+        }
+    }
+
+    /// One pass over the screen for `query`: every row's interval, from which
+    /// [`Screen::extremes_of`] finds the best `n` and the extremes, and a caller that
+    /// needs every row's bound (the split walk) reads them without a second pass. From
+    /// the 4-bit first stage where the screen has one, unless `every_row` asks for the
+    /// int8 codes' (twice the bytes, a tenth of the width: the first stage's leaves most
+    /// rows in reach of any threshold but its own). `None` for a query that is not
+    /// finite.
+    pub fn screened(&self, query: &[f32], n: usize, every_row: bool) -> Option<Screened> {
+        assert_eq!(query.len(), self.dim, "query dimension");
+        if query.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let codes = QueryCodes::new(query);
+        let (intervals, probes, coarse) = match &self.coarse {
+            _ if every_row => (self.all_intervals(&codes), Vec::new(), false),
+            None => (self.all_intervals(&codes), Vec::new(), false),
             Some(coarse) => {
-                let (first, probes) = coarse.intervals(&q, n);
-                let (floor, ceiling) = probe(m, query, &probes, n);
-                let rows = within(&first, floor, ceiling);
-                let fine = self.intervals_of(&rows, &q);
-                let (f, c) = bounds(&fine, n);
-                within(&fine, floor.max(f), ceiling.min(c)).into_iter().map(|i| rows[i as usize]).collect()
+                let (first, probes) = coarse.intervals(&codes, n);
+                (first, probes, true)
             }
+        };
+        Some(Screened { codes, intervals, probes, coarse, n })
+    }
+
+    /// [`Screen::extremes`] from a pass [`Screen::screened`] made.
+    pub fn extremes_of(&self, screened: &Screened, m: &Matrix, query: &[f32]) -> Extremes {
+        assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
+        let (all, n) = (&screened.intervals, screened.n);
+        let candidates = if screened.coarse {
+            let (floor, ceiling) = probe(m, query, &screened.probes, n);
+            let rows = within(all, floor, ceiling);
+            let fine = self.intervals_of(&rows, &screened.codes);
+            let (f, c) = bounds(&fine, n);
+            within(&fine, floor.max(f), ceiling.min(c)).into_iter().map(|i| rows[i as usize]).collect()
+        } else {
+            let (floor, ceiling) = bounds(all, n);
+            within(all, floor, ceiling)
         };
         let rescored = candidates.len();
         // Scattered rows read from memory: both threads wait on them.
