@@ -410,8 +410,22 @@ fn the_hnsw_graph_lives_in_the_database() {
     attach_graph(store.as_ref(), &g, "heuristic".into()).unwrap();
     assert_eq!(store.load().unwrap().vector_index().search(&v, 1).unwrap()[0], top);
 
-    // Damage: a short part, a part out of sequence, a missing graph.
+    // Damage: a generation record with an impossible size, a short part, a part out of
+    // sequence, a missing graph.
     let generation = store.generation().unwrap().unwrap();
+    let live = "id = (SELECT generation FROM current)";
+    let record: String =
+        client.query_one(&format!("SELECT hnsw::text FROM generations WHERE {live}"), &[]).unwrap().get(0);
+    client
+        .execute(
+            &format!("UPDATE generations SET hnsw = jsonb_set(hnsw, '{{bytes}}', '{}') WHERE {live}", 1u64 << 62),
+            &[],
+        )
+        .unwrap();
+    let err = store.load().err().expect("a wrong size").to_string();
+    assert!(err.contains(&format!("the generation says {}", 1u64 << 62)), "{err}");
+    client.execute(&format!("UPDATE generations SET hnsw = $1::text::jsonb WHERE {live}"), &[&record]).unwrap();
+    store.load().unwrap();
     client.execute("UPDATE hnsw_graphs SET bytes = substring(bytes from 2) WHERE passages = 550", &[]).unwrap();
     let err = store.load().err().expect("a truncated graph").to_string();
     assert!(

@@ -61,7 +61,10 @@ impl Table {
         let sql = format!("SELECT part, bytes FROM {} WHERE {} ORDER BY part", self.name, filter.join(" AND "));
         let err = db_err(location, "reading stored parts");
         let mut rows = client.query_raw(sql.as_str(), key.iter().copied()).map_err(&err)?;
-        let mut data = Vec::with_capacity(bytes.unwrap_or(0).min(isize::MAX as u64) as usize);
+        let mut data = Vec::new();
+        // Reserved up front (no copies as it grows) unless a damaged record asks for
+        // more than can be had: the size check below then names the damage.
+        let _ = data.try_reserve_exact(bytes.unwrap_or(0).min(isize::MAX as u64) as usize);
         let mut parts = 0i32;
         while let Some(row) = rows.next().map_err(&err)? {
             if row.get::<_, i32>(0) != parts {
