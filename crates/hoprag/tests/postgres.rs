@@ -460,9 +460,9 @@ fn the_hnsw_graph_lives_in_the_database() {
     assert!(err.contains("lacks part 1") && err.contains("hnsw_graphs"), "{err}");
 }
 
-/// A generation written before the graph was kept in the database (schema version 4:
-/// pgvector's HNSW index, `generations.hnsw` NULL) still opens and searches through
-/// pgvector; its next append builds the in-process graph from every vector.
+/// A schema of version 4 (pgvector's HNSW index, no `hnsw_graphs`) is upgraded on
+/// connect, and its generation still opens and searches through pgvector; its next
+/// append builds the in-process graph from every vector.
 #[test]
 fn an_old_generation_searches_through_pgvector() {
     let schema = "t_hnsw_old";
@@ -477,14 +477,20 @@ fn an_old_generation_searches_through_pgvector() {
         .query_one("SELECT g.build FROM current c JOIN generations g ON g.id = c.generation", &[])
         .unwrap()
         .get(0);
-    // What version 4 wrote: pgvector's index, no stored graph.
+    // What version 4 wrote: pgvector's index, neither the table nor the column of
+    // version 5.
     client
         .batch_execute(&format!(
             "CREATE INDEX ON passages_b{build} USING hnsw (embedding vector_cosine_ops) \
              WITH (m = 16, ef_construction = 128);
-             UPDATE generations SET hnsw = NULL; DELETE FROM hnsw_graphs;"
+             DROP TABLE hnsw_graphs; ALTER TABLE generations DROP COLUMN hnsw;
+             DELETE FROM hoprag_migrations WHERE version = 5;"
         ))
         .unwrap();
+    drop(store);
+    let store = pg(&url);
+    let version: i32 = client.query_one("SELECT max(version) FROM hoprag_migrations", &[]).unwrap().get(0);
+    assert_eq!(version, 5, "upgraded on connect");
     let old = store.load().unwrap();
     assert_eq!(old.vector_index().kind(), VectorIndexKind::Hnsw);
     let v = old.vectors().row(123).to_vec();
