@@ -116,11 +116,26 @@ impl HnswIndex {
 
     /// Inserts rows `first..` of the matrix (rows before are already in the graph).
     pub fn add(&self, matrix: &Matrix, first: PassageIdx) -> Result<()> {
-        let n = matrix.rows();
-        self.index.reserve_capacity_and_threads(n, rayon::current_num_threads()).map_err(err)?;
-        (first as usize..n)
+        self.insert(matrix, first as usize, 0)
+    }
+
+    /// Inserts the rows of `added` as passages `first..` (the graph holds passages
+    /// `..first`): an append that has the new vectors only, as the PostgreSQL store's
+    /// writer does.
+    pub fn extend(&self, added: &Matrix, first: PassageIdx) -> Result<()> {
+        if self.index.size() != first as usize {
+            return Err(err(format!("the graph holds {} vectors, the append starts at {first}", self.index.size())));
+        }
+        self.insert(added, 0, first as usize)
+    }
+
+    /// Inserts rows `from..` of `rows`, row i under key `offset + i`, in parallel.
+    fn insert(&self, rows: &Matrix, from: usize, offset: usize) -> Result<()> {
+        let n = rows.rows();
+        self.index.reserve_capacity_and_threads(offset + n, rayon::current_num_threads()).map_err(err)?;
+        (from..n)
             .into_par_iter()
-            .try_for_each(|i| self.index.add(i as u64, matrix.row(i as PassageIdx)).map_err(err))
+            .try_for_each(|i| self.index.add((offset + i) as u64, rows.row(i as PassageIdx)).map_err(err))
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
@@ -132,7 +147,33 @@ impl HnswIndex {
         let h = Self::empty(dim, params)?;
         let s = path.to_str().ok_or_else(|| Error::index(path, "path is not UTF-8"))?;
         h.index.load(s).map_err(|e| Error::index(path, format!("hnsw load: {e}")))?;
+        h.check_dim(dim).map_err(|m| Error::index(path, m))?;
         Ok(h)
+    }
+
+    /// The graph as [`save`](Self::save) writes it to a file.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; self.index.serialized_length()];
+        self.index.save_to_buffer(&mut bytes).map_err(err)?;
+        Ok(bytes)
+    }
+
+    /// A graph from [`to_bytes`](Self::to_bytes) (or a saved file's bytes); the error
+    /// says what is wrong, for the caller to name where the bytes came from.
+    pub fn from_bytes(bytes: &[u8], dim: usize, params: HnswParams) -> std::result::Result<Self, String> {
+        let h = Self::empty(dim, params).map_err(|e| e.to_string())?;
+        h.index.load_from_buffer(bytes).map_err(|e| format!("not a usearch index: {e}"))?;
+        h.check_dim(dim)?;
+        Ok(h)
+    }
+
+    /// usearch takes the dimension from the serialized header: one that differs from
+    /// the manifest's would fail every query.
+    fn check_dim(&self, dim: usize) -> std::result::Result<(), String> {
+        match self.index.dimensions() {
+            d if d == dim => Ok(()),
+            d => Err(format!("the HNSW graph has {d} dimensions, the manifest {dim}")),
+        }
     }
 }
 

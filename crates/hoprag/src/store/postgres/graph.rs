@@ -121,37 +121,18 @@ pub(crate) fn write(
     w.finish().map_err(&err)?;
 
     if let Some(walk) = walk {
-        let copy = "COPY graph_walks (graph, part, bytes) FROM STDIN (FORMAT binary)";
-        let mut w =
-            BinaryCopyInWriter::new(client.copy_in(copy).map_err(&err)?, &[Type::INT8, Type::INT4, Type::BYTEA]);
-        for (part, bytes) in walk.to_bytes().chunks(WALK_PART).enumerate() {
-            let row: [&(dyn ToSql + Sync); 3] = [&id, &(part as i32), &bytes];
-            w.write(&row).map_err(&err)?;
-        }
-        w.finish().map_err(&err)?;
+        let mut w = super::parts::WALKS.writer(client, location)?;
+        w.put(&[&id], &walk.to_bytes())?;
+        w.finish()?;
     }
     Ok(id)
 }
 
-/// Bytes per row of `graph_walks`.
-const WALK_PART: usize = 64 << 20;
-
 /// Graph `id`'s stored walk, if it has one.
 fn read_walk(client: &mut impl GenericClient, id: i64, location: &str) -> Result<Option<Solved>> {
-    let err = db_err(location, "reading the graph's walk");
-    let rows =
-        client.query("SELECT part, bytes FROM graph_walks WHERE graph = $1 ORDER BY part", &[&id]).map_err(&err)?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let mut bytes = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        if row.get::<_, i32>(0) as usize != i {
-            return Err(Error::index(location, format!("graph {id}'s walk lacks part {i}")));
-        }
-        bytes.extend_from_slice(row.get::<_, &[u8]>(1));
-    }
-    Solved::from_bytes(&bytes).map(Some).map_err(|e| Error::index(location, format!("graph {id}'s walk: {e}")))
+    let what = format!("graph {id}'s walk");
+    let Some(bytes) = super::parts::WALKS.read(client, &[&id], &what, None, location)? else { return Ok(None) };
+    Solved::from_bytes(&bytes).map(Some).map_err(|e| Error::index(location, format!("{what}: {e}")))
 }
 
 /// Reads graph `id` back (vectors of dimension `dim`).

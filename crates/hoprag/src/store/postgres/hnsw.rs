@@ -1,11 +1,66 @@
-//! Approximate dense search through pgvector's HNSW index on a build's passages.
+//! Approximate dense search: the usearch HNSW graph the folder store builds, kept in
+//! `hnsw_graphs` (schema version 5) and loaded by every process that opens the
+//! generation; generations written before are served by pgvector's HNSW index
+//! ([`PgHnsw`]).
 
 use postgres::types::ToSql;
+use postgres::GenericClient;
+use serde::{Deserialize, Serialize};
 
-use super::{checkout, db_err, passages_table, Pool};
+use super::{checkout, db_err, parts, passages_table, Pool};
 use crate::corpus::PassageIdx;
 use crate::error::{Error, Result};
-use crate::index::{VectorIndex, VectorIndexKind};
+use crate::index::{HnswIndex, HnswParams, VectorIndex, VectorIndexKind};
+
+/// What a generation row records of its HNSW graph: the `hnsw_graphs` rows of its build
+/// keyed by `passages`, and their size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredHnsw {
+    pub passages: usize,
+    pub bytes: u64,
+}
+
+/// Stores `graph`, the HNSW graph of the first `passages` passages of `build`.
+pub(crate) fn write(
+    client: &mut impl GenericClient,
+    build: i64,
+    passages: usize,
+    graph: &HnswIndex,
+    location: &str,
+) -> Result<StoredHnsw> {
+    if graph.len() != passages {
+        return Err(Error::index(
+            location,
+            format!("the HNSW graph holds {} vectors for {passages} passages", graph.len()),
+        ));
+    }
+    let bytes = graph.to_bytes()?;
+    let mut w = parts::HNSW.writer(client, location)?;
+    w.put(&[&build, &(passages as i32)], &bytes)?;
+    w.finish()?;
+    Ok(StoredHnsw { passages, bytes: bytes.len() as u64 })
+}
+
+/// Generation `generation`'s HNSW graph, in memory.
+pub(crate) fn open(
+    client: &mut impl GenericClient,
+    generation: i64,
+    build: i64,
+    stored: &StoredHnsw,
+    dim: usize,
+    params: HnswParams,
+    location: &str,
+) -> Result<HnswIndex> {
+    let what = format!("the HNSW graph of generation {generation} (build {build}, {} passages)", stored.passages);
+    let key: [&(dyn ToSql + Sync); 2] = [&build, &(stored.passages as i32)];
+    let bytes = parts::HNSW.read_required(client, &key, &what, Some(stored.bytes), location)?;
+    let graph =
+        HnswIndex::from_bytes(&bytes, dim, params).map_err(|m| Error::index(location, format!("{what}: {m}")))?;
+    if graph.len() != stored.passages {
+        return Err(Error::index(location, format!("{what} holds {} vectors", graph.len())));
+    }
+    Ok(graph)
+}
 
 /// pgvector's largest hnsw.ef_search.
 const MAX_EF_SEARCH: usize = 1000;

@@ -9,20 +9,13 @@
 
 use std::collections::HashSet;
 
-use postgres::binary_copy::BinaryCopyInWriter;
-use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::{ToSql, Type};
 use postgres::{Client, GenericClient};
 use serde::{Deserialize, Serialize};
 
-use super::{db_err, passages_table};
+use super::{db_err, parts, passages_table};
 use crate::error::{Error, Result};
 use crate::index::TantivyBm25;
 use crate::progress::Progress;
-
-/// Bytes per stored part of a file: a bytea holds at most 1 GB, and a COPY row is
-/// buffered whole on both ends.
-const PART_BYTES: usize = 32 << 20;
 
 /// What a generation row records of its tantivy index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,24 +102,13 @@ fn store_new(
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let types = [Type::INT8, Type::TEXT, Type::INT4, Type::BYTEA];
-    let mut w = BinaryCopyInWriter::new(
-        client.copy_in("COPY lexical_files (build, name, part, bytes) FROM STDIN (FORMAT binary)").map_err(&err)?,
-        &types,
-    );
+    let mut w = parts::LEXICAL.writer(client, location)?;
     for f in files.iter().filter(|f| !held.contains(&f.name)) {
         let path = dir.join(&f.name);
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        // An empty file is stored as one empty part, so that every file has part 0.
-        let parts: Vec<&[u8]> = if bytes.is_empty() { vec![&[]] } else { bytes.chunks(PART_BYTES).collect() };
-        for (part, chunk) in parts.into_iter().enumerate() {
-            let part = part as i32;
-            let row: [&(dyn ToSql + Sync); 4] = [&build, &f.name, &part, &chunk];
-            w.write(&row).map_err(&err)?;
-        }
+        w.put(&[&build, &f.name], &bytes)?;
     }
-    w.finish().map_err(&err)?;
-    Ok(())
+    w.finish()
 }
 
 /// The generation's tantivy index, in memory.
@@ -146,53 +128,13 @@ fn read(
     files: &LexicalFiles,
     location: &str,
 ) -> Result<Vec<(String, Vec<u8>)>> {
-    let err = db_err(location, "reading the lexical index");
-    let names: Vec<&str> = files.files.iter().map(|f| f.name.as_str()).collect();
-    let params: [&(dyn ToSql + Sync); 2] = [&build, &names];
-    let mut rows = client
-        .query_raw(
-            "SELECT name, part, bytes FROM lexical_files WHERE build = $1 AND name = ANY($2) ORDER BY name, part",
-            params,
-        )
-        .map_err(&err)?;
     let mut read: Vec<(String, Vec<u8>)> = Vec::with_capacity(files.files.len() + 1);
-    while let Some(row) = rows.next().map_err(&err)? {
-        let (name, part, bytes): (String, i32, &[u8]) = (row.get(0), row.get(1), row.get(2));
-        match read.last_mut() {
-            Some((last, data)) if *last == name => {
-                data.extend_from_slice(bytes);
-                continue;
-            }
-            _ if part != 0 => {
-                return Err(Error::index(
-                    location,
-                    format!("lexical file {name} of build {build} lacks its first part"),
-                ))
-            }
-            _ => read.push((name, bytes.to_vec())),
-        }
+    read.push(("meta.json".to_string(), files.meta.clone().into_bytes()));
+    for f in &files.files {
+        let what = format!("lexical file {} of build {build}", f.name);
+        let bytes = parts::LEXICAL.read_required(client, &[&build, &f.name], &what, Some(f.bytes), location)?;
+        read.push((f.name.clone(), bytes));
     }
-    // Sorted by name both ways: the stored files, checked one by one against the list.
-    let mut expected: Vec<&StoredFile> = files.files.iter().collect();
-    expected.sort_by(|a, b| a.name.cmp(&b.name));
-    for f in &expected {
-        match read.iter().find(|(n, _)| *n == f.name) {
-            None => return Err(Error::index(location, format!("lexical file {} of build {build} is missing", f.name))),
-            Some((_, data)) if data.len() as u64 != f.bytes => {
-                return Err(Error::index(
-                    location,
-                    format!(
-                        "lexical file {} of build {build} holds {} bytes, the generation says {}",
-                        f.name,
-                        data.len(),
-                        f.bytes
-                    ),
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    read.insert(0, ("meta.json".to_string(), files.meta.clone().into_bytes()));
     Ok(read)
 }
 

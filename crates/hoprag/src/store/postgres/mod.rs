@@ -9,9 +9,11 @@
 //! current            the live generation (one row), flipped in the writer's transaction
 //! builds             one row per build (a Replace), with the vector dimension
 //! passages_b<N>      build N's passages: idx, id, title, text, tokens, embedding vector(dim)
-//!                    (+ pgvector HNSW index, cosine, when the manifest asks for one)
+//!                    (+ pgvector HNSW index on builds made before schema version 5)
 //! lexical_files      each build's tantivy index files, in parts; a generation lists those
 //!                    it reads (generations.lexical, with tantivy's meta.json)
+//! hnsw_graphs        usearch HNSW graphs, in parts, keyed by build and passages; a
+//!                    generation names the one it reads (generations.hnsw)
 //! postings_b<N>      build N's postings (term, passage, tf, dl), written before schema
 //!                    version 3 only: BM25 in SQL for generations without lexical files
 //! graphs             one row per attached graph: its counts and statistics
@@ -28,15 +30,19 @@
 //!
 //! BM25 runs on tantivy, as on the folder store: each process that opens a generation
 //! loads its index files into memory ([`lexical`]); generations written before schema
-//! version 3 are still served by BM25 in SQL ([`SqlBm25`], tantivy's formula). Dense search runs in this process over the vectors loaded into
-//! memory (PPR and PhaseGraph need them all anyway), or through pgvector's HNSW index
-//! ([`PgHnsw`]) when the manifest chose HNSW.
+//! version 3 are still served by BM25 in SQL ([`SqlBm25`], tantivy's formula). Dense
+//! search runs in this process over the vectors loaded into memory (PPR and PhaseGraph
+//! need them all anyway): exactly, or when the manifest chose HNSW through the folder
+//! store's usearch graph, kept in `hnsw_graphs` and loaded with the generation
+//! ([`hnsw`]); generations written before schema version 5 search pgvector's HNSW
+//! index ([`PgHnsw`]).
 
 mod bm25;
 mod graph;
 mod hnsw;
 mod lexical;
 mod migrate;
+mod parts;
 mod writer;
 
 pub use bm25::SqlBm25;
@@ -93,6 +99,9 @@ pub(crate) struct Generation {
     /// The generation's tantivy index; `None` for generations written before schema
     /// version 3 (BM25 in SQL).
     pub lexical: Option<lexical::LexicalFiles>,
+    /// The generation's HNSW graph; `None` without HNSW, and for generations written
+    /// before schema version 5 (pgvector's HNSW index).
+    pub hnsw: Option<hnsw::StoredHnsw>,
 }
 
 impl PgStore {
@@ -187,9 +196,12 @@ impl Store for PgStore {
             Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
             None => Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?),
         };
-        tx.commit().map_err(self.err("ending a read"))?;
-        let ann: Option<Arc<dyn VectorIndex>> = match g.manifest.vector_index {
-            VectorIndexKind::Hnsw => Some(Arc::new(PgHnsw::new(
+        let ann: Option<Arc<dyn VectorIndex>> = match (g.manifest.vector_index, &g.hnsw) {
+            (VectorIndexKind::Hnsw, Some(stored)) => {
+                let dim = g.manifest.embedder.dim;
+                Some(Arc::new(hnsw::open(&mut tx, g.id, g.build, stored, dim, g.manifest.hnsw, &self.location)?))
+            }
+            (VectorIndexKind::Hnsw, None) => Some(Arc::new(PgHnsw::new(
                 self.pool.clone(),
                 &self.location,
                 g.build,
@@ -198,6 +210,7 @@ impl Store for PgStore {
             ))),
             _ => None,
         };
+        tx.commit().map_err(self.err("ending a read"))?;
         Index::from_parts(&self.location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)
     }
 
@@ -247,6 +260,7 @@ impl Store for PgStore {
                 0
             }
         };
+        let hnsw_bytes = g.hnsw.map_or(0, |h| h.bytes);
         if g.graph.is_some() {
             // Shared by every graph the store keeps (the live one and at most the
             // previous generation's).
@@ -258,7 +272,7 @@ impl Store for PgStore {
                 &[&tables],
             )
             .map_err(self.err("measuring the tables"))?;
-        Ok(row.get::<_, i64>(0).max(0) as u64 + lexical_bytes)
+        Ok(row.get::<_, i64>(0).max(0) as u64 + lexical_bytes + hnsw_bytes)
     }
 }
 
@@ -274,7 +288,7 @@ pub(crate) fn postings_table(build: i64) -> String {
 pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result<Option<Generation>> {
     let row = client
         .query_opt(
-            "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text, g.lexical::text \
+            "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text, g.lexical::text, g.hnsw::text \
              FROM current c JOIN generations g ON g.id = c.generation",
             &[],
         )
@@ -289,6 +303,11 @@ pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result
         .map(|l| serde_json::from_str(&l))
         .transpose()
         .map_err(|e| Error::index(location, format!("generation {id}: invalid lexical file list: {e}")))?;
+    let hnsw: Option<String> = row.get(7);
+    let hnsw = hnsw
+        .map(|h| serde_json::from_str(&h))
+        .transpose()
+        .map_err(|e| Error::index(location, format!("generation {id}: invalid HNSW graph record: {e}")))?;
     Ok(Some(Generation {
         id,
         build: row.get(1),
@@ -297,6 +316,7 @@ pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result
         graph: row.get(4),
         manifest,
         lexical,
+        hnsw,
     }))
 }
 

@@ -7,23 +7,18 @@ use postgres::types::{ToSql, Type};
 use postgres::Client;
 use rayon::prelude::*;
 
+use super::hnsw::{self, StoredHnsw};
 use super::lexical::{self, LexicalFiles};
-use super::{current, db_err, passages_table, postings_table, vector_type, Conn, Generation, PgStore};
-use crate::corpus::Passage;
+use super::{current, db_err, passages_table, postings_table, read_passages, vector_type, Conn, Generation, PgStore};
+use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
-use crate::index::{analyze, analyzer, Manifest, Matrix, VectorIndexKind};
+use crate::index::{analyze, analyzer, HnswIndex, Manifest, Matrix, VectorIndexKind};
 use crate::progress::Progress;
 use crate::store::{Change, StoreWriter, WriteTimes};
 
 /// Passages per COPY statement: the unit of progress, and of memory for the analysed
 /// texts.
 const BATCH: usize = 8192;
-/// Memory for building the HNSW index in one go: pgvector falls back to a much slower
-/// build when the graph outgrows `maintenance_work_mem`. About twice the vectors' bytes
-/// (the vectors plus the neighbour lists), at least 1 GB, at most 8 GB.
-fn hnsw_build_memory_mb(rows: usize, dim: usize) -> usize {
-    (rows * dim * 4 * 2 / (1 << 20)).clamp(1 << 10, 8 << 10)
-}
 
 /// A 64-bit FNV-1a hash: advisory-lock keys from names.
 pub(crate) fn lock_key(name: &str) -> i64 {
@@ -112,23 +107,19 @@ impl StoreWriter for PgWriter<'_> {
                         .batch_execute(&format!("ALTER TABLE {} ADD PRIMARY KEY (idx);", passages_table(build)))
                         .map_err(&err)
                 })?;
-                if manifest.vector_index == VectorIndexKind::Hnsw {
-                    timed(&mut times.vector_secs, || {
-                        progress.start("hnsw index", 0);
-                        let r = client.batch_execute(&format!(
-                            "SET LOCAL maintenance_work_mem = '{mb}MB';
-                             CREATE INDEX ON {p} USING hnsw (embedding vector_cosine_ops) \
-                             WITH (m = {m}, ef_construction = {ef});",
-                            mb = hnsw_build_memory_mb(passages.len(), vectors.dim()),
-                            p = passages_table(build),
-                            m = manifest.hnsw.connectivity,
-                            ef = manifest.hnsw.expansion_add.max(2 * manifest.hnsw.connectivity)
-                        ));
+                // The graph the folder store builds, in this process: pgvector's own
+                // index is not built (no query would use it; docs/postgres.md).
+                let hnsw = match manifest.vector_index {
+                    VectorIndexKind::Hnsw => Some(timed(&mut times.vector_secs, || {
+                        progress.start("hnsw graph", 0);
+                        let r = HnswIndex::build(vectors, manifest.hnsw)
+                            .and_then(|h| hnsw::write(client, build, passages.len(), &h, &location));
                         progress.finish();
-                        r.map_err(&err)
-                    })?;
-                }
-                (manifest, Next { build, passages: passages.len(), tokens, graph: None, lexical: Some(lexical) })
+                        r
+                    })?),
+                    _ => None,
+                };
+                (manifest, Next { build, passages: passages.len(), tokens, graph: None, lexical: Some(lexical), hnsw })
             }
             Change::Append { manifest, passages, vectors } => {
                 let base = base.as_ref().ok_or_else(no_index)?;
@@ -143,8 +134,8 @@ impl StoreWriter for PgWriter<'_> {
                     ));
                 }
                 let first = base.passages;
-                // The pgvector index, the primary key and the term index take the rows
-                // as they come.
+                // The primary key (and pgvector's index on builds from before schema
+                // version 5) take the rows as they come.
                 let tokens =
                     copy_rows(client, base.build, first, passages, vectors, &vector, &mut times, progress, &location)?;
                 let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
@@ -155,12 +146,19 @@ impl StoreWriter for PgWriter<'_> {
                 let lexical = timed(&mut times.lexical_secs, || {
                     lexical::write(client, base.build, from, first, &texts, progress, &location)
                 })?;
+                let hnsw = match manifest.vector_index {
+                    VectorIndexKind::Hnsw => {
+                        Some(timed(&mut times.vector_secs, || append_hnsw(client, base, manifest, vectors, &location))?)
+                    }
+                    _ => None,
+                };
                 let next = Next {
                     build: base.build,
                     passages: first + passages.len(),
                     tokens: base.tokens + tokens,
                     graph: base.graph,
                     lexical: Some(lexical),
+                    hnsw,
                 };
                 (manifest, next)
             }
@@ -173,6 +171,7 @@ impl StoreWriter for PgWriter<'_> {
                     tokens: base.tokens,
                     graph: Some(id),
                     lexical: base.lexical.clone(),
+                    hnsw: base.hnsw,
                 };
                 (manifest, next)
             }
@@ -207,6 +206,35 @@ struct Next {
     tokens: i64,
     graph: Option<i64>,
     lexical: Option<LexicalFiles>,
+    hnsw: Option<StoredHnsw>,
+}
+
+/// The HNSW graph of an append: the base's graph extended with the added vectors, as
+/// the folder store does; a base from before schema version 5 (pgvector's index) has
+/// none, so it is built from every vector.
+fn append_hnsw(
+    client: &mut Client,
+    base: &Generation,
+    manifest: &Manifest,
+    added: &Matrix,
+    location: &str,
+) -> Result<StoredHnsw> {
+    let (dim, first) = (manifest.embedder.dim, base.passages);
+    let graph = match &base.hnsw {
+        Some(stored) => {
+            let graph = hnsw::open(client, base.id, base.build, stored, dim, manifest.hnsw, location)?;
+            graph.extend(added, first as PassageIdx)?;
+            graph
+        }
+        None => {
+            let (_, mut vectors) = read_passages(client, base, location)?;
+            for i in 0..added.rows() {
+                vectors.push(added.row(i as PassageIdx));
+            }
+            HnswIndex::build(&vectors, manifest.hnsw)?
+        }
+    };
+    hnsw::write(client, base.build, first + added.rows(), &graph, location)
 }
 
 /// Records the generation, points `current` at it, and drops the builds and graphs
@@ -222,11 +250,12 @@ fn publish(
     let json = serde_json::to_string(manifest).map_err(|e| Error::Other(e.to_string()))?;
     let lexical =
         next.lexical.as_ref().map(serde_json::to_string).transpose().map_err(|e| Error::Other(e.to_string()))?;
+    let hnsw = next.hnsw.as_ref().map(serde_json::to_string).transpose().map_err(|e| Error::Other(e.to_string()))?;
     let id: i64 = client
         .query_one(
-            "INSERT INTO generations (build, passages, tokens, graph, manifest, lexical) \
-             VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb) RETURNING id",
-            &[&next.build, &(next.passages as i32), &next.tokens, &next.graph, &json, &lexical],
+            "INSERT INTO generations (build, passages, tokens, graph, manifest, lexical, hnsw) \
+             VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7::text::jsonb) RETURNING id",
+            &[&next.build, &(next.passages as i32), &next.tokens, &next.graph, &json, &lexical, &hnsw],
         )
         .map_err(&err)?
         .get(0);
@@ -252,6 +281,21 @@ fn publish(
     }
     // Generations of dropped builds and graphs go with them (ON DELETE CASCADE).
     client.execute("DELETE FROM graphs WHERE id <> ALL($1)", &[&keep_graphs]).map_err(&err)?;
+    // An append stores its build's graph again, whole: the graphs of older generations
+    // of a kept build go too.
+    let kept: Vec<(i64, i32)> = [next.hnsw.map(|h| (next.build, h)), base.and_then(|b| b.hnsw.map(|h| (b.build, h)))]
+        .into_iter()
+        .flatten()
+        .map(|(b, h)| (b, h.passages as i32))
+        .collect();
+    let (kept_builds, kept_passages): (Vec<i64>, Vec<i32>) = kept.into_iter().unzip();
+    client
+        .execute(
+            "DELETE FROM hnsw_graphs WHERE (build, passages) NOT IN \
+             (SELECT * FROM unnest($1::bigint[], $2::int[]))",
+            &[&kept_builds, &kept_passages],
+        )
+        .map_err(&err)?;
     Ok(())
 }
 
