@@ -243,7 +243,6 @@ struct QueryReport {
     latency_ms: Vec<Latency>,
     /// ppr queries for which no entity could be seeded (answered by dense retrieval).
     ppr_dense_fallbacks: usize,
-    ppr_steps: Vec<(String, f64)>,
     /// The split walk's precomputation (graph::split_ppr), done after the graph loads.
     #[serde(default)]
     ppr_precompute: Option<hoprag::graph::split_ppr::ResponseStats>,
@@ -294,6 +293,10 @@ struct Latency {
     /// unproven (`ppr.split_budget`).
     #[serde(default)]
     split_unproven: usize,
+    /// Mean milliseconds per query in each step of the method's trace (steps that run
+    /// side by side overlap).
+    #[serde(default)]
+    steps: Vec<(String, f64)>,
 }
 
 pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
@@ -642,10 +645,10 @@ fn measure_queries(
         methods.push(("phasegraph", engine.retriever("phasegraph")?));
     }
     let mut latency_ms = Vec::new();
-    let (mut ppr_dense_fallbacks, mut ppr_steps, mut ppr_split_fallbacks) = (0, Vec::<(String, f64)>::new(), 0);
+    let (mut ppr_dense_fallbacks, mut ppr_split_fallbacks) = (0, 0);
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
     for (name, method) in &methods {
-        let (mut ms, mut full_walks, mut unproven) = (Vec::new(), 0, 0);
+        let (mut ms, mut full_walks, mut unproven, mut steps) = (Vec::new(), 0, 0, Vec::<(String, f64)>::new());
         // Pass 0 warms caches and is not timed.
         for pass in 0..=repeat {
             for q in &queries {
@@ -666,13 +669,11 @@ fn measure_queries(
                 if name.starts_with("ppr") && fell_back {
                     ppr_split_fallbacks += 1;
                 }
-                if name.starts_with("ppr") {
-                    for s in &r.trace.steps {
-                        let x = s.micros as f64 / 1e3 / (queries.len() * repeat) as f64;
-                        match ppr_steps.iter_mut().find(|p| p.0 == s.name) {
-                            Some(p) => p.1 += x,
-                            None => ppr_steps.push((s.name.clone(), x)),
-                        }
+                for s in &r.trace.steps {
+                    let x = s.micros as f64 / 1e3 / (queries.len() * repeat) as f64;
+                    match steps.iter_mut().find(|p| p.0 == s.name) {
+                        Some(p) => p.1 += x,
+                        None => steps.push((s.name.clone(), x)),
                     }
                 }
             }
@@ -684,6 +685,7 @@ fn measure_queries(
             mean_ms,
             split_fallbacks: full_walks,
             split_unproven: unproven,
+            steps,
         });
     }
     ctx.progress.finish();
@@ -721,7 +723,6 @@ fn measure_queries(
         hnsw_breadths,
         latency_ms,
         ppr_dense_fallbacks,
-        ppr_steps,
         ppr_precompute,
         rss_after_precompute_mb,
         ppr_split_fallbacks,
@@ -869,7 +870,7 @@ fn print_queries(q: &QueryReport) {
         })
         .collect();
     println!("{}", table(&header, &rows));
-    if q.ppr_steps.is_empty() {
+    if !has_graph_methods(q) {
         println!("no entity graph: ppr not timed");
         return;
     }
@@ -897,11 +898,18 @@ fn print_queries(q: &QueryReport) {
             a.method, a.questions, q.k, a.top_k_overlap, a.identical, a.full_walk_ms.p50, a.full_walk_ms.p99
         );
     }
-    let steps: Vec<String> = q.ppr_steps.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();
-    println!(
-        "ppr mean ms per step: {}; {} of {} questions seeded no entity (dense)",
-        steps.join(", "),
-        q.ppr_dense_fallbacks,
-        q.questions
-    );
+    for l in q.latency_ms.iter().filter(|l| is_graph_method(&l.method)) {
+        let steps: Vec<String> = l.steps.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();
+        println!("{} mean ms per step: {}", l.method, steps.join(", "));
+    }
+    println!("{} of {} questions seeded no entity (ppr answered them by dense)", q.ppr_dense_fallbacks, q.questions);
+}
+
+/// The methods timed only on an index with an entity graph.
+fn is_graph_method(method: &str) -> bool {
+    method.starts_with("ppr") || method == "auto" || method == "phasegraph"
+}
+
+fn has_graph_methods(q: &QueryReport) -> bool {
+    q.latency_ms.iter().any(|l| is_graph_method(&l.method))
 }
