@@ -35,9 +35,9 @@ use crate::error::{Error, Result};
 use crate::fusion::{guard, DenseGuard};
 use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
 use crate::graph::ppr::{PprParams, Ranked};
-use crate::graph::split_ppr::{ranked_passages, SplitQuery};
+use crate::graph::split_ppr::{ranked_passages, PassageResponse, SplitQuery};
 use crate::graph::{query_ner, GraphContext};
-use crate::index::{Matrix, Screened, VectorIndex};
+use crate::index::{Extremes, Matrix, Screened, VectorIndex};
 use crate::llm::Meter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,14 +239,22 @@ fn split_range(
         return Ok(None);
     }
     trace.step("dense range", || {
-        let screen = response.passage_screen();
-        let Some(pass) = screen.screened(embedding, 1, true) else {
+        let Some((pass, found)) = screen_pass(&response, passages, embedding, 1) else {
             return Ok((None, json!({"passages": passages.rows(), "reason": "the query is not finite"})));
         };
-        let found = screen.extremes_of(&pass, passages, embedding);
         let detail = json!({"passages": passages.rows(), "rescored": found.rescored});
         Ok((found.min.zip(found.max).map(|(lo, hi)| (pass, lo, hi)), detail))
     })
+}
+
+/// One int8 pass over the passage vectors' screen for `q`: every passage's interval (what
+/// the split walk reads), and from it the best `n` passages and the lowest and highest
+/// score, exactly. `None` for a query that is not finite.
+fn screen_pass(response: &PassageResponse, passages: &Matrix, q: &[f32], n: usize) -> Option<(Screened, Extremes)> {
+    let screen = response.passage_screen();
+    let pass = screen.screened(q, n, true)?;
+    let found = screen.extremes_of(&pass, passages, q);
+    Some((pass, found))
 }
 
 /// The walk split by linearity (graph::split_ppr): the passage seeds' part from the
@@ -353,12 +361,10 @@ impl Ppr {
         let p = &self.params;
         let response = p.splits().then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
         if let Some(r) = response.filter(|r| r.passages() == self.passages.rows()) {
-            let screen = r.passage_screen();
-            if let Some(pass) = screen.screened(q, depth, true) {
-                let found = screen.extremes_of(&pass, &self.passages, q);
-                if let (Some(lo), Some(hi)) = (found.min, found.max) {
-                    return DenseStep { top: found.top, scores: DenseScores::Screened(pass, lo, hi) };
-                }
+            if let Some((pass, Extremes { top, min: Some(lo), max: Some(hi), .. })) =
+                screen_pass(&r, &self.passages, q, depth)
+            {
+                return DenseStep { top, scores: DenseScores::Screened(pass, lo, hi) };
             }
         }
         let all = self.passages.dots(q);
