@@ -944,12 +944,14 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     let dots = dots?;
     // Takes the products of `these` (positions in `live`) exactly.
     let take_exactly = |live: &mut [Live], these: &[usize]| {
-        let exact_dot = |p: usize| match (&response.half, &dots) {
-            (Half::Rows { response, .. }, _) => dot_f64(response.row(p as PassageIdx), q.query),
-            (Half::Entities { .. }, Dots::Entities { gathered, .. }) => {
+        let exact_dot = |p: usize| match (&dots, &response.half) {
+            // No passage half: every product is 0 (and known so from the start).
+            (Dots::Zero, _) => 0.0,
+            (Dots::Entities { gathered, .. }, _) => {
                 (1.0 - d) * dot_f64(q.vectors.row(p as PassageIdx), q.query) + d * gathered[p]
             }
-            (Half::Entities { .. }, _) => 0.0,
+            (Dots::Rows(_), Half::Rows { response, .. }) => dot_f64(response.row(p as PassageIdx), q.query),
+            (Dots::Rows(_), Half::Entities { .. }) => unreachable!("the rows form's screen gives `Dots::Rows`"),
         };
         // Scattered rows read from memory: both threads wait on them.
         let exact: Vec<f64> = these.par_iter().map(|&i| exact_dot(live[i].p)).collect();
