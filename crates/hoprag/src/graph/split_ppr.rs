@@ -831,15 +831,9 @@ impl Dots<'_> {
     /// Passage p's interval (midpoint, half-width).
     #[inline]
     fn interval(&self, p: usize, d: f64) -> (f64, f64) {
-        let mid_half = |(lo, hi): (f32, f32)| ((lo as f64 + hi as f64) / 2.0, (hi as f64 - lo as f64) / 2.0);
-        match self {
-            Dots::Zero => (0.0, 0.0),
-            Dots::Rows(intervals) => mid_half(intervals[p]),
-            Dots::Entities { screened, gathered } => {
-                let (mid, half) = mid_half(screened.intervals()[p]);
-                ((1.0 - d) * mid + d * gathered[p], (1.0 - d) * half)
-            }
-        }
+        let (mut mid, mut half) = ([0.0], [0.0]);
+        self.intervals_into(p, d, &mut mid, &mut half);
+        (mid[0], half[0])
     }
 }
 

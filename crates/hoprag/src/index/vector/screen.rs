@@ -442,12 +442,11 @@ impl Screen {
         }
         let codes = QueryCodes::new(query);
         let (intervals, probes, coarse) = match &self.coarse {
-            _ if every_row => (self.all_intervals(&codes), Vec::new(), false),
-            None => (self.all_intervals(&codes), Vec::new(), false),
-            Some(coarse) => {
+            Some(coarse) if !every_row => {
                 let (first, probes) = coarse.intervals(&codes, n);
                 (first, probes, true)
             }
+            _ => (self.all_intervals(&codes), Vec::new(), false),
         };
         Some(Screened { codes, intervals, probes, coarse, n })
     }
