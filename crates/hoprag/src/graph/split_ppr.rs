@@ -71,6 +71,9 @@ pub struct PassageResponse {
     dangling: Vec<u32>,
     /// The walk's steps by source node, for the push.
     steps: Steps,
+    /// The passages by their walk degree, highest first (ties by index): without passage
+    /// seeds, the bound of every passage the push has not reached is its degree's.
+    by_degree: Vec<u32>,
     stats: ResponseStats,
 }
 
@@ -674,11 +677,14 @@ impl PassageResponse {
         };
         let (vector_sum, dangling_sum) = (sum(&mut (0..passages as u32)), sum(&mut dangling.iter().copied()));
         let passage_screen = Screen::new(vectors);
+        let mut by_degree: Vec<u32> = (0..passages as u32).collect();
+        let degree = |p: &u32| steps.degrees[entities + *p as usize];
+        by_degree.sort_by(|a, b| crate::rank::desc(degree(a), degree(b)).then(a.cmp(b)));
         drop(walk);
         let bytes = match &half {
             Half::Rows { response, .. } => response.as_flat().len() * 5 + passages * 8,
             Half::Entities { response, .. } => response.as_flat().len() * 4 + passages * 8,
-        } + passages * 8;
+        } + passages * 12;
         let stats = ResponseStats {
             form: if rows { "rows" } else { "entities" }.into(),
             iterations,
@@ -702,6 +708,7 @@ impl PassageResponse {
             constant_error,
             dangling,
             steps,
+            by_degree,
             stats,
         })
     }
@@ -837,6 +844,83 @@ impl Dots<'_> {
     }
 }
 
+/// Without passage seeds, the passages the push has not reached, as one class: each
+/// scores 0 within `min(residual, eps · degree)`, so the class is in reach of the best
+/// `n` while the bound of its highest degree is, and out for good once that is not
+/// (bounds only tighten). A passage the push reaches joins `live`, unless its own bound
+/// had already put it out. At a million passages, bounding each of them every round
+/// took longer than the push.
+struct Unreached<'a> {
+    /// The passages by degree, highest first; those before `cursor` are all reached.
+    by_degree: &'a [u32],
+    cursor: usize,
+    /// Entries of the push's `touched` already joined.
+    joined: usize,
+    /// The last round's residual, `eps` and floor, while the class is in reach.
+    last: Option<(f64, f64, f64)>,
+    open: bool,
+}
+
+impl<'a> Unreached<'a> {
+    fn new(by_degree: &'a [u32]) -> Self {
+        Unreached { by_degree, cursor: 0, joined: 0, last: None, open: true }
+    }
+
+    /// Whether unreached passage `p` was in reach at the last round.
+    fn in_reach(&self, push: &Push, e: usize, p: usize) -> bool {
+        let degree = push.nodes[e + p].degree;
+        self.last.is_none_or(|(residual, eps, floor)| residual.min(eps * degree) >= floor)
+    }
+
+    /// Adds the passages the push reached since the last call that were still in reach.
+    fn join(&mut self, push: &Push, e: usize, live: &mut Vec<Live>) {
+        let new = &push.touched[self.joined..];
+        self.joined = push.touched.len();
+        if !self.open {
+            return;
+        }
+        let before = live.len();
+        for p in new.iter().map(|&u| u as usize).filter(|&u| u >= e).map(|u| u - e) {
+            if self.in_reach(push, e, p) {
+                live.push(Live { p, dot: (0.0, 0.0), exact: true, score: 0.0, slack: 0.0 });
+            }
+        }
+        if live.len() > before {
+            live.sort_unstable_by_key(|l| l.p);
+        }
+    }
+
+    /// The class's highest `score + slack` after this round (closing it when that is
+    /// under `floor`), or −∞ once closed.
+    fn test(&mut self, push: &Push, e: usize, residual: f64, eps: f64, floor: f64) -> f64 {
+        while self.open && self.cursor < self.by_degree.len() && push.reached(e + self.by_degree[self.cursor] as usize)
+        {
+            self.cursor += 1;
+        }
+        let Some(&p) = self.by_degree.get(self.cursor).filter(|_| self.open) else {
+            self.open = false;
+            return f64::NEG_INFINITY;
+        };
+        let bound = residual.min(eps * push.nodes[e + p as usize].degree);
+        if bound < floor {
+            self.open = false;
+            return f64::NEG_INFINITY;
+        }
+        self.last = Some((residual, eps, floor));
+        bound
+    }
+
+    /// Past the budget with fewer than `n` passages in `live`: the unreached ones in
+    /// reach, up to `n` of them by index (they score 0, ties by index).
+    fn fill(&self, push: &Push, e: usize, n: usize, live: &mut Vec<Live>) {
+        if !self.open || live.len() >= n {
+            return;
+        }
+        let fill = (0..push.nodes.len() - e).filter(|&p| !push.reached(e + p) && self.in_reach(push, e, p)).take(n);
+        live.extend(fill.map(|p| Live { p, dot: (0.0, 0.0), exact: true, score: 0.0, slack: 0.0 }).collect::<Vec<_>>());
+    }
+}
+
 /// The `n` best passages of the walk seeded by `q`, proven; `None` when the bounds do not
 /// separate them (ties, or scores closer than the push can resolve), or the input is not
 /// one this split covers (the caller then runs the full walk).
@@ -963,49 +1047,63 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     // that wrote every passage's score and bound took longer than the walk itself. A
     // passage the push has not reached has no estimate, and its bound needs only its
     // degree; those it has reached are kept whatever the pass finds, and scored below.
+    // Without passage seeds there is nothing to bound passage by passage: the passages
+    // the push reaches join round by round, and the others are one class ([`Unreached`]).
+    let zero = matches!(dots, Dots::Zero);
     let residual = push.residual();
     let degrees = &response.steps.degrees;
-    let reached: Vec<usize> =
-        push.touched.iter().map(|&u| u as usize).filter(|u| (e..e + np).contains(u)).map(|u| u - e).collect();
-    let fresh = || (NthLargest::<f64>::new(n), Vec::new(), vec![0f64; FIRST_PASS_ROWS], vec![0f64; FIRST_PASS_ROWS]);
-    let (lower, mut in_reach, ..) = (0..np.div_ceil(FIRST_PASS_ROWS))
-        .into_par_iter()
-        .fold(fresh, |(mut lower, mut keep, mut low, mut high), block| {
-            let first = block * FIRST_PASS_ROWS;
-            let rows = first..(first + FIRST_PASS_ROWS).min(np);
-            let (lows, highs) = (&mut low[..rows.len()], &mut high[..rows.len()]);
-            // Bounds in plain loops over the block (they vectorise), then the offers.
-            dots.intervals_into(first, d, lows, highs);
-            let per_row = response.constant[rows.clone()].iter().zip(&norms[rows.clone()]).zip(&degrees[e + first..]);
-            for ((lo, hi), ((&constant, &norm), &degree)) in lows.iter_mut().zip(highs.iter_mut()).zip(per_row) {
-                let (part, bound) = share.of(*lo, *hi, constant, norm);
-                let slack = residual.min(eps * degree) + bound;
-                // Unreached: its estimate is 0, which also bounds a reached one's from
-                // below.
-                (*lo, *hi) = (part - slack, part + slack);
-            }
-            for (p, (&lo, &hi)) in rows.zip(lows.iter().zip(highs.iter())) {
-                lower.offer(lo);
-                if hi >= *lower.floor() || hi.is_nan() {
-                    keep.push(p);
+    let (first_floor, in_reach) = if zero {
+        (f64::NEG_INFINITY, Vec::new())
+    } else {
+        let reached: Vec<usize> =
+            push.touched.iter().map(|&u| u as usize).filter(|u| (e..e + np).contains(u)).map(|u| u - e).collect();
+        let fresh =
+            || (NthLargest::<f64>::new(n), Vec::new(), vec![0f64; FIRST_PASS_ROWS], vec![0f64; FIRST_PASS_ROWS]);
+        let (lower, mut in_reach, ..) = (0..np.div_ceil(FIRST_PASS_ROWS))
+            .into_par_iter()
+            .fold(fresh, |(mut lower, mut keep, mut low, mut high), block| {
+                let first = block * FIRST_PASS_ROWS;
+                let rows = first..(first + FIRST_PASS_ROWS).min(np);
+                let (lows, highs) = (&mut low[..rows.len()], &mut high[..rows.len()]);
+                // Bounds in plain loops over the block (they vectorise), then the offers.
+                dots.intervals_into(first, d, lows, highs);
+                let per_row =
+                    response.constant[rows.clone()].iter().zip(&norms[rows.clone()]).zip(&degrees[e + first..]);
+                for ((lo, hi), ((&constant, &norm), &degree)) in lows.iter_mut().zip(highs.iter_mut()).zip(per_row) {
+                    let (part, bound) = share.of(*lo, *hi, constant, norm);
+                    let slack = residual.min(eps * degree) + bound;
+                    // Unreached: its estimate is 0, which also bounds a reached one's from
+                    // below.
+                    (*lo, *hi) = (part - slack, part + slack);
                 }
-            }
-            (lower, keep, low, high)
-        })
-        .reduce(fresh, |(mut a, mut x, ..), (b, y, low, high)| {
-            a.merge(b);
-            x.extend(y);
-            (a, x, low, high)
-        });
-    in_reach.extend(reached);
-    in_reach.sort_unstable();
-    in_reach.dedup();
-    let first_floor = lower.get();
-    let exact = matches!(dots, Dots::Zero);
-    let mut live: Vec<Live> =
-        in_reach.into_iter().map(|p| Live { p, dot: dots.interval(p, d), exact, score: 0.0, slack: 0.0 }).collect();
+                for (p, (&lo, &hi)) in rows.zip(lows.iter().zip(highs.iter())) {
+                    lower.offer(lo);
+                    if hi >= *lower.floor() || hi.is_nan() {
+                        keep.push(p);
+                    }
+                }
+                (lower, keep, low, high)
+            })
+            .reduce(fresh, |(mut a, mut x, ..), (b, y, low, high)| {
+                a.merge(b);
+                x.extend(y);
+                (a, x, low, high)
+            });
+        in_reach.extend(reached);
+        in_reach.sort_unstable();
+        in_reach.dedup();
+        (lower.get(), in_reach)
+    };
+    let mut live: Vec<Live> = in_reach
+        .into_iter()
+        .map(|p| Live { p, dot: dots.interval(p, d), exact: zero, score: 0.0, slack: 0.0 })
+        .collect();
+    let mut unreached = zero.then(|| Unreached::new(&response.by_degree));
     let mut nth_floor = first_floor;
     loop {
+        if let Some(class) = &mut unreached {
+            class.join(&push, e, &mut live);
+        }
         if push.work > budget {
             if q.budget == 0 {
                 return None;
@@ -1017,6 +1115,9 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             let by_value = |live: &mut Vec<Live>| {
                 live.sort_by(|x, y| crate::rank::desc(value(x), value(y)).then(x.p.cmp(&y.p)));
             };
+            if let Some(class) = &unreached {
+                class.fill(&push, e, n, &mut live);
+            }
             by_value(&mut live);
             let head: Vec<usize> = (0..live.len().min(4 * n)).filter(|&i| !live[i].exact).collect();
             take_exactly(&mut live, &head);
@@ -1058,9 +1159,17 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         exactly.iter().for_each(|&i| score(&mut live[i]));
         // A NaN bound proves nothing: kept.
         live.retain(|l| in_reach(l) || (l.score + l.slack).is_nan());
+        // The unreached passages' highest bound, while it is in reach; as they score 0,
+        // fewer than `n` reached ones leave one of them in the head, unproven.
+        let outside =
+            unreached.as_mut().map_or(f64::NEG_INFINITY, |class| class.test(&push, e, residual, eps, nth_floor));
         let (scores, slacks): (Vec<f64>, Vec<f64>) = live.iter().map(|l| (l.score, l.slack)).unzip();
         // `live` is in passage order: ties by position are ties by passage.
-        if let Some(order) = proven_top(&scores, &slacks, &(0..live.len()).collect::<Vec<_>>(), n) {
+        let proven = match outside == f64::NEG_INFINITY || live.len() >= n {
+            true => proven_top(&scores, &slacks, &(0..live.len()).collect::<Vec<_>>(), n, outside),
+            false => None,
+        };
+        if let Some(order) = proven {
             // Plus how far the sums above may be from the caller's sum of its f32 seeds
             // (each seed's rounding, and its dense score's, a few units of 2^-24 of the
             // range): it scales every score alike, by well under 1e-5.
@@ -1077,10 +1186,11 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
 }
 
 /// The `n` best of the passages `among` by `score` (ties by index), if every one of them
-/// is proven above all of `among` that follow it: each true value lies within
-/// `score ± slack`. In linear passes (the n-th best score, the few at or above it, the
-/// bound of the rest): it runs a few times a query.
-fn proven_top(score: &[f64], slack: &[f64], among: &[usize], n: usize) -> Option<Vec<usize>> {
+/// is proven above all of `among` that follow it, and above `outside` (the highest
+/// `score + slack` of any other passage, each of which follows them): each true value
+/// lies within `score ± slack`. In linear passes (the n-th best score, the few at or
+/// above it, the bound of the rest): it runs a few times a query.
+fn proven_top(score: &[f64], slack: &[f64], among: &[usize], n: usize, outside: f64) -> Option<Vec<usize>> {
     let n = n.min(among.len());
     if n == 0 {
         return Some(Vec::new());
@@ -1096,8 +1206,7 @@ fn proven_top(score: &[f64], slack: &[f64], among: &[usize], n: usize) -> Option
     head.truncate(n);
     let last = head[n - 1];
     let follows = |p: usize| score[p] < score[last] || by_score(&p, &last).is_gt();
-    let mut above =
-        among.iter().copied().filter(|&p| follows(p)).map(|p| score[p] + slack[p]).fold(f64::NEG_INFINITY, f64::max);
+    let mut above = among.iter().copied().filter(|&p| follows(p)).map(|p| score[p] + slack[p]).fold(outside, f64::max);
     for &p in head.iter().rev() {
         if score[p] - slack[p] <= above {
             return None;
@@ -1215,6 +1324,12 @@ impl<'a> Push<'a> {
         }
     }
 
+    /// Whether the push has ever set node `u`'s residual.
+    fn reached(&self, u: usize) -> bool {
+        let node = &self.nodes[u];
+        node.residual != 0.0 || node.estimate != 0.0 || node.queued
+    }
+
     fn residual(&self) -> f64 {
         self.touched.iter().map(|&u| self.nodes[u as usize].residual).sum()
     }
@@ -1318,6 +1433,22 @@ mod tests {
         let roomy = ranked_passages(&g, &response, &q, 10).unwrap();
         assert!(roomy.proven);
         assert_eq!(roomy.top, proven.top);
+        // Without passage seeds, asking for more passages than the first push reached:
+        // the unreached ones fill the list at 0, each also within the bound.
+        let zero = [(3, 1.0)];
+        let q = SplitQuery { budget: 1, passage_weight: 0.0, ..split_query(&zero, &dense, &query, &v) };
+        let rough = ranked_passages(&g, &response, &q, 300).expect("ranked, unproven");
+        assert!(!rough.proven && rough.top.len() == 300, "{} passages", rough.top.len());
+        let mut listed: Vec<u32> = rough.top.iter().map(|x| x.0).collect();
+        listed.sort_unstable();
+        listed.dedup();
+        assert_eq!(listed.len(), 300, "each passage once");
+        let full =
+            g.personalized_pagerank(&zero, &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() });
+        for &(passage, score) in &rough.top {
+            let truth = full.scores[e as usize + passage as usize];
+            assert!((score - truth).abs() <= rough.bound + 1e-15, "{passage}: {score} vs {truth}");
+        }
     }
 
     #[test]
@@ -1499,15 +1630,38 @@ mod tests {
     fn proven_top_needs_every_gap_covered() {
         const ALL: [usize; 4] = [0, 1, 2, 3];
         let scores = [5.0, 4.0, 3.9, 1.0];
-        assert_eq!(proven_top(&scores, &[0.01; 4], &ALL, 3), Some(vec![0, 1, 2]));
+        assert_eq!(proven_top(&scores, &[0.01; 4], &ALL, 3, f64::NEG_INFINITY), Some(vec![0, 1, 2]));
         let loose = [0.01, 0.01, 0.01, 3.0];
-        assert_eq!(proven_top(&scores, &loose, &ALL, 3), None, "passage 3 might pass passage 2");
-        assert_eq!(proven_top(&scores, &loose, &[0, 1, 2], 3), Some(vec![0, 1, 2]), "3 is out of reach: not asked");
-        assert_eq!(proven_top(&scores, &[0.01; 4], &[1, 3], 1), Some(vec![1]), "the best among those asked");
-        assert_eq!(proven_top(&scores, &[0.06; 4], &ALL, 2), None, "1 and 2 overlap");
-        assert_eq!(proven_top(&[1.0, 3.0, 2.0, 0.5], &[0.1; 4], &ALL, 4), Some(vec![1, 2, 0, 3]), "all of them");
-        assert_eq!(proven_top(&[1.0, 2.0, 2.0, 0.5], &[0.0; 4], &ALL, 1), None, "a tie is never proven apart");
-        assert_eq!(proven_top(&[1.0, 2.0, 2.0, 0.5], &[0.0; 4], &ALL, 3), None, "nor inside the head");
-        assert_eq!(proven_top(&scores, &[0.0; 4], &ALL, 0), Some(vec![]));
+        assert_eq!(proven_top(&scores, &loose, &ALL, 3, f64::NEG_INFINITY), None, "passage 3 might pass passage 2");
+        assert_eq!(
+            proven_top(&scores, &loose, &[0, 1, 2], 3, f64::NEG_INFINITY),
+            Some(vec![0, 1, 2]),
+            "3 is out of reach: not asked"
+        );
+        assert_eq!(
+            proven_top(&scores, &[0.01; 4], &[1, 3], 1, f64::NEG_INFINITY),
+            Some(vec![1]),
+            "the best among those asked"
+        );
+        assert_eq!(proven_top(&scores, &[0.06; 4], &ALL, 2, f64::NEG_INFINITY), None, "1 and 2 overlap");
+        assert_eq!(
+            proven_top(&[1.0, 3.0, 2.0, 0.5], &[0.1; 4], &ALL, 4, f64::NEG_INFINITY),
+            Some(vec![1, 2, 0, 3]),
+            "all of them"
+        );
+        assert_eq!(
+            proven_top(&[1.0, 2.0, 2.0, 0.5], &[0.0; 4], &ALL, 1, f64::NEG_INFINITY),
+            None,
+            "a tie is never proven apart"
+        );
+        assert_eq!(
+            proven_top(&[1.0, 2.0, 2.0, 0.5], &[0.0; 4], &ALL, 3, f64::NEG_INFINITY),
+            None,
+            "nor inside the head"
+        );
+        assert_eq!(proven_top(&scores, &[0.0; 4], &ALL, 0, f64::NEG_INFINITY), Some(vec![]));
+        // Passages outside `among` follow the head, each below `outside`.
+        assert_eq!(proven_top(&scores, &[0.01; 4], &[0, 1, 2], 3, 3.95), None, "one outside might pass passage 2");
+        assert_eq!(proven_top(&scores, &[0.01; 4], &[0, 1, 2], 3, 3.5), Some(vec![0, 1, 2]));
     }
 }
