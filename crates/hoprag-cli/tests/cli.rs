@@ -394,6 +394,28 @@ fn bench_scale_adds_the_graph_to_an_index_built_earlier() {
     assert!(methods.iter().any(|m| m.starts_with("ppr")), "{methods:?}");
     assert!(second["queries"]["disk_bytes"].as_u64() > first["queries"]["disk_bytes"].as_u64());
 
+    // The queries alone, on the index kept, for the methods asked.
+    let o = hoprag(&[
+        "bench",
+        "scale",
+        "--index",
+        out,
+        "--data",
+        data,
+        "--repeat",
+        "1",
+        "--methods",
+        "bm25,phasegraph",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let third: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let methods: Vec<&str> =
+        third["latency_ms"].as_array().unwrap().iter().map(|l| l["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["bm25", "phasegraph"]);
+    let o = hoprag(&["bench", "scale", "--index", out, "--data", data, "--methods", "bm26"]);
+    assert!(!o.status.success() && stderr(&o).contains("bm26"), "{}", stderr(&o));
+
     let o = run(&["--add-graph", "--seed", "2"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("holds other passages than --passages 1000 --seed 2"), "{}", stderr(&o));

@@ -26,12 +26,13 @@ pub struct PprParams {
     /// linearity ([`super::split_ppr`]), when a caller ranks passages; the full walk runs
     /// when the split cannot prove the ranking, or the graph is too large for it.
     pub split: bool,
-    /// Edge steps the split walk's push may take to prove its ranking; past them it
-    /// ranks by its estimates, unproven (the trace says so, with the largest bound), rather
-    /// than run the full walk. What separates the last few of a million passages can take
-    /// hundreds of millions of steps, then a full walk of seconds; on the real subsets a
-    /// push proves its ranking in a median of 18,000 steps. 0: prove, or run the full
-    /// walk, however long it takes.
+    /// Edge steps the split walk's push may take to prove its ranking; past them, on a
+    /// graph with more entries than that (where the full walk, about a step per entry,
+    /// would cost more), it ranks by its estimates and the push's next step, unproven
+    /// (the trace says so, with the largest bound); on a smaller graph the full walk runs.
+    /// What separates the last few of a million passages can take hundreds of millions of
+    /// steps, then a full walk of seconds; on the real subsets a push proves its ranking
+    /// in a median of 18,000 steps. 0: prove, or run the full walk, however long it takes.
     pub split_budget: usize,
 }
 

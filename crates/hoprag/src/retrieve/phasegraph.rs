@@ -14,6 +14,7 @@ use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
 use crate::error::Result;
 use crate::fusion::{fuse_two, FusionParams, Normalization, Operator, Temperature};
+use crate::graph::ppr::PprParams;
 use crate::graph::GraphContext;
 use crate::index::{Matrix, VectorIndex};
 
@@ -52,10 +53,24 @@ impl Default for PhaseGraphParams {
                 alpha: 0.3,
                 beta: 1.0,
             },
-            graph: PprMethodParams { passage_node_weight: 0.0, ..PprMethodParams::default() },
+            graph: PprMethodParams {
+                passage_node_weight: 0.0,
+                ppr: PprParams { split_budget: PHASEGRAPH_SPLIT_BUDGET, ..PprParams::default() },
+                ..PprMethodParams::default()
+            },
         }
     }
 }
+
+/// The graph list's push budget: 2^19 edge steps, against `ppr`'s 2^22. Without passage
+/// seeds the walk's head is the passages of a few entities, near-tied, and at a million
+/// passages no push proves its order within 2^22 steps (190–210 ms); ranked by the
+/// estimates and the push's next step, 2^19 steps (about 20 ms) gave the full walk's
+/// fused top 10 on 20 questions of 20 (2^18: 18 of 20, overlap 1.000; 2^17: 13, 0.990;
+/// docs/scale.md). On the real sets' graphs a push that has not proven its order within
+/// it hands over to the full walk (cheaper there than the budget), exact; 2^18 left
+/// 2wiki-corpus's graph, which has more entries, one swapped pair in 341 questions.
+pub const PHASEGRAPH_SPLIT_BUDGET: usize = 1 << 19;
 
 pub struct PhaseGraph {
     graph: Arc<GraphContext>,

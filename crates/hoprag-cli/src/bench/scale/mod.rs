@@ -102,6 +102,10 @@ pub struct ScaleBench {
     /// ranking); by default the configuration's.
     #[arg(long, value_name = "STEPS")]
     split_budget: Option<usize>,
+    /// Time only these methods (comma-separated: bm25, dense, hybrid, ppr, auto,
+    /// phasegraph; `dense` is both the HNSW and the exact search); by default all.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = ["bm25", "dense", "hybrid", "ppr", "auto", "phasegraph"])]
+    methods: Vec<String>,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -326,8 +330,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(spec) = &args.index {
-        let report =
-            measure_queries(ctx, store::open(spec)?, &inputs, args.repeat, args.k, args.agreement, args.split_budget)?;
+        let report = measure_queries(ctx, store::open(spec)?, &inputs, &args)?;
         if ctx.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -529,6 +532,7 @@ fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Resul
         .args(["--agreement", &args.agreement.to_string()])
         .args(["--questions", &args.questions.to_string()])
         .args(args.split_budget.map(|b| format!("--split-budget={b}")))
+        .args((!args.methods.is_empty()).then(|| format!("--methods={}", args.methods.join(","))))
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", exe.display()))?;
@@ -547,11 +551,9 @@ fn measure_queries(
     ctx: &Context,
     store: Arc<dyn Store>,
     inputs: &Inputs,
-    repeat: usize,
-    k: usize,
-    agreement_questions: usize,
-    split_budget: Option<usize>,
+    args: &ScaleBench,
 ) -> anyhow::Result<QueryReport> {
+    let (repeat, k, agreement_questions, split_budget) = (args.repeat, args.k, args.agreement, args.split_budget);
     let t = Instant::now();
     let index = open_index(store.as_ref())?;
     let open_secs = t.elapsed().as_secs_f64();
@@ -561,6 +563,7 @@ fn measure_queries(
         config.ppr.ppr.split_budget = budget;
         config.phasegraph.graph.ppr.split_budget = budget;
     }
+
     let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), config.clone())?;
     let has_graph = index.manifest.graph.is_some();
     let t = Instant::now();
@@ -644,6 +647,10 @@ fn measure_queries(
         methods.push(("auto", engine.retriever("auto")?));
         methods.push(("phasegraph", engine.retriever("phasegraph")?));
     }
+    // Each label starts with its method's name.
+    let asked =
+        |label: &str| args.methods.is_empty() || args.methods.iter().any(|m| label.split(' ').next() == Some(m));
+    methods.retain(|(label, _)| asked(label));
     let mut latency_ms = Vec::new();
     let (mut ppr_dense_fallbacks, mut ppr_split_fallbacks) = (0, 0);
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
