@@ -917,7 +917,7 @@ impl<'a> Unreached<'a> {
             return;
         }
         let fill = (0..push.nodes.len() - e).filter(|&p| !push.reached(e + p) && self.in_reach(push, e, p)).take(n);
-        live.extend(fill.map(|p| Live { p, dot: (0.0, 0.0), exact: true, score: 0.0, slack: 0.0 }).collect::<Vec<_>>());
+        live.extend(fill.map(|p| Live { p, dot: (0.0, 0.0), exact: true, score: 0.0, slack: 0.0 }));
     }
 }
 
@@ -1002,8 +1002,8 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
         }
         _ => None,
     };
-    // Past this many row entries the push costs what the full walk (15–25 passes over
-    // every entry) would.
+    // Whatever the budget, the push stops at 16 steps per entry of the graph, the
+    // entries the full walk's 15–25 passes read (in time, several full walks: below).
     let work_limit = (16 * graph.entries()).max(1 << 14);
     let budget = if q.budget > 0 { q.budget.min(work_limit) } else { work_limit };
     let (dots, mut complete) = rayon::join(
@@ -1105,10 +1105,10 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             class.join(&push, e, &mut live);
         }
         if !complete {
-            // The full walk costs about a push step per entry of the graph (20-odd
-            // sequential passes, some 1.5 ns an entry each, against 30–50 ns for a step
-            // into random node states): where it costs no more than the budget, it runs
-            // instead, exact.
+            // In time the full walk costs about a push step per entry of the graph (its
+            // 20-odd sequential passes some 1.5 ns an entry each, a step into random node
+            // states 30–50 ns): where that is no more than the budget, it runs instead,
+            // exact.
             if graph.entries() <= budget {
                 return None;
             }
@@ -1287,10 +1287,10 @@ impl<'a> Push<'a> {
     /// caller to queue.
     #[inline]
     fn add(&mut self, u: u32, mass: f64) -> &mut Node {
-        let node = &mut self.nodes[u as usize];
-        if node.residual == 0.0 && node.estimate == 0.0 && !node.queued {
+        if !self.reached(u as usize) {
             self.touched.push(u);
         }
+        let node = &mut self.nodes[u as usize];
         node.residual += mass;
         node
     }
