@@ -389,31 +389,23 @@ fn bench_scale_adds_the_graph_to_an_index_built_earlier() {
     let graph = &second["build"]["graph"];
     let (triples, facts) = (graph["triples"].as_u64().unwrap(), graph["facts"].as_u64().unwrap());
     assert!(facts > 0 && facts < triples, "repeated sentences share facts: {facts} of {triples}");
-    let methods: Vec<&str> =
-        second["queries"]["latency_ms"].as_array().unwrap().iter().map(|l| l["method"].as_str().unwrap()).collect();
-    assert!(methods.iter().any(|m| m.starts_with("ppr")), "{methods:?}");
+    let methods = |latency: &serde_json::Value| -> Vec<String> {
+        latency.as_array().unwrap().iter().map(|l| l["method"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(methods(&second["queries"]["latency_ms"]).iter().any(|m| m.starts_with("ppr")), "{second}");
     assert!(second["queries"]["disk_bytes"].as_u64() > first["queries"]["disk_bytes"].as_u64());
 
     // The queries alone, on the index kept, for the methods asked.
-    let o = hoprag(&[
-        "bench",
-        "scale",
-        "--index",
-        out,
-        "--data",
-        data,
-        "--repeat",
-        "1",
-        "--methods",
-        "bm25,phasegraph",
-        "--json",
-    ]);
+    let queries = |asked: &str, extra: &[&str]| {
+        let mut args = vec!["bench", "scale", "--index", out, "--data", data, "--methods", asked];
+        args.extend(extra);
+        hoprag(&args)
+    };
+    let o = queries("bm25,phasegraph", &["--repeat", "1", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let third: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let methods: Vec<&str> =
-        third["latency_ms"].as_array().unwrap().iter().map(|l| l["method"].as_str().unwrap()).collect();
-    assert_eq!(methods, ["bm25", "phasegraph"]);
-    let o = hoprag(&["bench", "scale", "--index", out, "--data", data, "--methods", "bm26"]);
+    assert_eq!(methods(&third["latency_ms"]), ["bm25", "phasegraph"]);
+    let o = queries("bm26", &[]);
     assert!(!o.status.success() && stderr(&o).contains("bm26"), "{}", stderr(&o));
 
     let o = run(&["--add-graph", "--seed", "2"]);

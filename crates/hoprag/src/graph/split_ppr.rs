@@ -869,7 +869,7 @@ impl<'a> Unreached<'a> {
     /// Whether unreached passage `p` was in reach at the last round.
     fn in_reach(&self, push: &Push, e: usize, p: usize) -> bool {
         let degree = push.nodes[e + p].degree;
-        self.last.is_none_or(|(residual, eps, floor)| residual.min(eps * degree) >= floor)
+        self.last.is_none_or(|(residual, eps, floor)| push_bound(residual, eps, degree) >= floor)
     }
 
     /// Adds the passages the push reached since the last call that were still in reach.
@@ -901,7 +901,7 @@ impl<'a> Unreached<'a> {
             self.open = false;
             return f64::NEG_INFINITY;
         };
-        let bound = residual.min(eps * push.nodes[e + p as usize].degree);
+        let bound = push_bound(residual, eps, push.nodes[e + p as usize].degree);
         if bound < floor {
             self.open = false;
             return f64::NEG_INFINITY;
@@ -1071,7 +1071,7 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
                     response.constant[rows.clone()].iter().zip(&norms[rows.clone()]).zip(&degrees[e + first..]);
                 for ((lo, hi), ((&constant, &norm), &degree)) in lows.iter_mut().zip(highs.iter_mut()).zip(per_row) {
                     let (part, bound) = share.of(*lo, *hi, constant, norm);
-                    let slack = residual.min(eps * degree) + bound;
+                    let slack = push_bound(residual, eps, degree) + bound;
                     // Unreached: its estimate is 0, which also bounds a reached one's from
                     // below.
                     (*lo, *hi) = (part - slack, part + slack);
@@ -1136,14 +1136,14 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             take_exactly(&mut live, &head);
             by_value(&mut live);
             live.truncate(n);
-            let slack_of = |l: &Live| residual.min(eps * push.nodes[e + l.p].degree) + passage(l.p, l.dot).1;
+            let slack_of = |l: &Live| push_bound(residual, eps, push.nodes[e + l.p].degree) + passage(l.p, l.dot).1;
             let bound = live.iter().map(|l| kappa * (slack_of(l) + 1e-5 * value(l).abs())).fold(0.0, f64::max);
             let top = live.iter().map(|l| (l.p as PassageIdx, kappa * value(l))).collect();
             return Some(SplitRanking { top, pushes: push.pushes, residual, bound, proven: false });
         }
         let residual = push.residual();
         // Passage p's score and slack: the push's estimate and bound plus its half.
-        let entity_error = |p: usize| residual.min(eps * push.nodes[e + p].degree);
+        let entity_error = |p: usize| push_bound(residual, eps, push.nodes[e + p].degree);
         let score = |l: &mut Live| {
             let (part, bound) = passage(l.p, l.dot);
             (l.score, l.slack) = (push.nodes[e + l.p].estimate + part, entity_error(l.p) + bound);
@@ -1241,6 +1241,13 @@ fn dot_f64<T: Copy + Into<f64>>(row: &[T], q: &[f32]) -> f64 {
         }
     }
     lanes.iter().sum::<f64>() + tail
+}
+
+/// How far below its score a node's estimate may be once the push has left every
+/// residual at most `eps · degree` with `residual` in all (undirected graph): the mass
+/// still to reach it.
+fn push_bound(residual: f64, eps: f64, degree: f64) -> f64 {
+    residual.min(eps * degree)
 }
 
 /// One node's state in the push; what a step to the node reads and writes, together.

@@ -563,7 +563,6 @@ fn measure_queries(
         config.ppr.ppr.split_budget = budget;
         config.phasegraph.graph.ppr.split_budget = budget;
     }
-
     let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), config.clone())?;
     let has_graph = index.manifest.graph.is_some();
     let t = Instant::now();
