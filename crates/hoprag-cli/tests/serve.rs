@@ -486,19 +486,42 @@ fn serve_refuses_bad_settings_and_bad_files() {
 
 /// Stores the two-server test runs on: a folder always, and the PostgreSQL store when
 /// a server is given (`HOPRAG_TEST_POSTGRES`, as `scripts/test.sh` sets it), in a schema
-/// of its own built from the demo corpus.
-fn shared_stores(dir: &Path) -> Vec<String> {
+/// of its own built from the demo corpus, dropped when the guard returned beside them is.
+fn shared_stores(dir: &Path) -> (Vec<String>, Option<DropSchema>) {
     let mut stores = vec![demo_index(dir).to_string_lossy().into_owned()];
-    if let Ok(url) = std::env::var("HOPRAG_TEST_POSTGRES") {
-        let sep = if url.contains('?') { '&' } else { '?' };
+    let mut guard = None;
+    if let Ok(server) = std::env::var("HOPRAG_TEST_POSTGRES") {
+        let sep = if server.contains('?') { '&' } else { '?' };
+        let schema = format!("serve_{}", std::process::id());
         // The application name marks the servers' connections, for the dropped-connection check.
-        let url = format!("{url}{sep}schema=serve_{0}&application_name=hoprag_serve_{0}", std::process::id());
+        let url = format!("{server}{sep}schema={schema}&application_name=hoprag_{schema}");
+        guard = Some(DropSchema { server, schema });
         let corpus = demo().join("corpus.jsonl");
         let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--store", &url, "--force", "--json"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         stores.push(url);
     }
-    stores
+    (stores, guard)
+}
+
+/// Drops a test's schema when the test ends, passed or failed: the schema is named for
+/// the test process, so a server that outlives many runs would otherwise keep them all.
+struct DropSchema {
+    server: String,
+    schema: String,
+}
+
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        match postgres::Client::connect(&self.server, postgres::NoTls) {
+            Ok(mut admin) => {
+                if let Err(e) = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema)) {
+                    eprintln!("could not drop the test schema {}: {e}", self.schema);
+                }
+            }
+            Err(e) => eprintln!("could not connect to drop the test schema {}: {e}", self.schema),
+        }
+    }
 }
 
 #[test]
@@ -511,7 +534,8 @@ fn servers_on_one_store_answer_alike_under_load_and_follow_each_others_additions
         "Who married the founder of the mill?",
     ];
     let methods = ["bm25", "dense", "hybrid", "ppr", "auto"];
-    for store in shared_stores(dir.path()) {
+    let (stores, _schema) = shared_stores(dir.path());
+    for store in stores {
         let follow = ["--set", "serve.follow_ms=200"];
         let servers = [Server::start(Path::new(&store), &follow), Server::start(Path::new(&store), &follow)];
         let c = client();
