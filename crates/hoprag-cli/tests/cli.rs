@@ -405,6 +405,13 @@ fn bench_scale_adds_the_graph_to_an_index_built_earlier() {
     assert!(o.status.success(), "{}", stderr(&o));
     let third: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(methods(&third["latency_ms"]), ["bm25", "phasegraph"]);
+    assert!(!third["ppr_precompute"].is_null(), "a graph method's walk is prepared: {third}");
+    // Without a graph method the graph is not loaded (minutes at a million passages).
+    let o = queries("bm25", &["--repeat", "1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fourth: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(methods(&fourth["latency_ms"]), ["bm25"]);
+    assert!(fourth["ppr_precompute"].is_null(), "{fourth}");
     let o = queries("bm26", &[]);
     assert!(!o.status.success() && stderr(&o).contains("bm26"), "{}", stderr(&o));
 
