@@ -109,6 +109,9 @@ struct PassageGather {
     sources: Vec<u32>,
 }
 
+/// Passages a task of the gather sums.
+const GATHER_ROWS: usize = 4096;
+
 impl PassageGather {
     fn new(into_passage: &Csr, entities: usize) -> Option<PassageGather> {
         let mut prob = vec![f32::NAN; entities];
@@ -134,8 +137,8 @@ impl PassageGather {
     fn gather(&self, z: &[f64]) -> Vec<f64> {
         let y: Vec<f64> = z.iter().zip(&self.prob).map(|(&z, &p)| z * p as f64).collect();
         let mut out = vec![0f64; self.offsets.len() - 1];
-        out.par_chunks_mut(4096).enumerate().for_each(|(chunk, out)| {
-            let first = chunk * 4096;
+        out.par_chunks_mut(GATHER_ROWS).enumerate().for_each(|(chunk, out)| {
+            let first = chunk * GATHER_ROWS;
             for (i, o) in out.iter_mut().enumerate() {
                 let row = &self.sources[self.offsets[first + i] as usize..self.offsets[first + i + 1] as usize];
                 // Four sums side by side: a row's additions are otherwise one dependent chain.
