@@ -564,9 +564,10 @@ fn measure_queries(
         config.phasegraph.graph.ppr.split_budget = budget;
     }
     let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), config.clone())?;
-    // The graph is loaded (minutes at a million passages) for the graph methods only.
-    let graph_asked = args.methods.is_empty() || args.methods.iter().any(|m| is_graph_method(m));
-    let has_graph = index.manifest.graph.is_some() && graph_asked;
+    // What --methods asks for (all when it names none). The graph is loaded (minutes at a
+    // million passages) for the graph methods only.
+    let asked = |method: &str| args.methods.is_empty() || args.methods.iter().any(|m| m == method);
+    let has_graph = index.manifest.graph.is_some() && GRAPH_METHODS.into_iter().any(asked);
     let t = Instant::now();
     if has_graph {
         engine.graph()?;
@@ -649,9 +650,7 @@ fn measure_queries(
         methods.push(("phasegraph", engine.retriever("phasegraph")?));
     }
     // Each label starts with its method's name.
-    let asked =
-        |label: &str| args.methods.is_empty() || args.methods.iter().any(|m| label.split(' ').next() == Some(m));
-    methods.retain(|(label, _)| asked(label));
+    methods.retain(|(label, _)| label.split(' ').next().is_some_and(asked));
     let mut latency_ms = Vec::new();
     let (mut ppr_dense_fallbacks, mut ppr_split_fallbacks) = (0, 0);
     ctx.progress.start("querying", (methods.len() * queries.len() * (repeat + 1)) as u64);
@@ -706,8 +705,7 @@ fn measure_queries(
         full.phasegraph.graph.ppr.split = false;
         let full = engine.with_config(full);
         let sample = sample(queries.len(), agreement_questions);
-        for (name, method) in methods.iter().filter(|m| ["ppr (heuristic graph)", "auto", "phasegraph"].contains(&m.0))
-        {
+        for (name, method) in methods.iter().filter(|m| is_graph_method(m.0)) {
             let exact = full.retriever(method.name())?;
             agreement.push(agree(name, method.as_ref(), exact.as_ref(), &queries, &sample, k)?);
         }
@@ -914,8 +912,12 @@ fn print_queries(q: &QueryReport) {
 }
 
 /// The methods timed only on an index with an entity graph.
-fn is_graph_method(method: &str) -> bool {
-    method.starts_with("ppr") || method == "auto" || method == "phasegraph"
+/// The methods that walk the entity graph.
+const GRAPH_METHODS: [&str; 3] = ["ppr", "auto", "phasegraph"];
+
+/// Whether a method's label (its name first) names a graph method.
+fn is_graph_method(label: &str) -> bool {
+    label.split(' ').next().is_some_and(|m| GRAPH_METHODS.contains(&m))
 }
 
 fn has_graph_methods(q: &QueryReport) -> bool {
