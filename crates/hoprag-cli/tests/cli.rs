@@ -193,6 +193,14 @@ fn bad_corpus_files_name_the_file_and_entry() {
     let dir = tempfile::tempdir().unwrap();
     let idx = dir.path().join("idx");
 
+    // A file that is not there: named, and the OS's reason said once.
+    let absent = dir.path().join("absent.json");
+    let o = hoprag(&["index", "--corpus", absent.to_str().unwrap(), "--out", idx.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("absent.json"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, "[{\"title\": \"A\", \"text\": ").unwrap();
     let o = hoprag(&["index", "--corpus", broken.to_str().unwrap(), "--out", idx.to_str().unwrap()]);

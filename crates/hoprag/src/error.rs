@@ -7,12 +7,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The OS error is part of the message, not a `source()` as well: a reporter that
+    /// prints the chain (the CLI's `{:#}`) would otherwise say it twice.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     /// Input that cannot be used at all (as opposed to single entries, which are skipped
     /// and reported).
     #[error("{path}: {message}")]
@@ -36,7 +34,7 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io { path: path.into(), error: source }
     }
 
     pub fn input(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {

@@ -132,11 +132,11 @@ struct Inputs {
 fn inputs(ctx: &Context, data: &Path) -> anyhow::Result<Inputs> {
     let corpus_path = data.join("2wiki-corpus/corpus.json");
     let source = load_corpus(&corpus_path, &CorpusOptions::default())
-        .with_context(|| format!("reading the source passages {}", corpus_path.display()))?;
+        .context("reading the source passages (the shared data folder is --data)")?;
     let mut questions = Vec::new();
     for name in ["musique-train", "hotpotqa-train"] {
         let path = data.join(name).join("questions.json");
-        let (_, q) = load_dataset(&path).with_context(|| format!("reading the questions {}", path.display()))?;
+        let (_, q) = load_dataset(&path).context("reading the questions (the shared data folder is --data)")?;
         questions.extend(q.into_iter().map(|q| q.text));
     }
     let texts: Vec<String> = source.passages.iter().map(Passage::index_text).collect();
