@@ -21,6 +21,8 @@
 //! passages asked for; else the caller runs the full walk. Tied passages are never
 //! separated this way, so a tie always goes to the full walk.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use super::ppr::PprGraph;
@@ -789,6 +791,27 @@ impl PassageResponse {
         self.passages
     }
 
+    /// Every passage's `Σ_e P(e → p)·(S V)_e · q` in the entity form (`None` in the rows
+    /// form, or for a query of another dimension): the entities' part of its row's
+    /// product with the query, which the walk's first pass reads. It needs the query
+    /// alone, so a caller can take it beside its scans of the facts and the passages:
+    /// those wait on memory, this (a gather over cached entity values) mostly does not.
+    /// `graph`: the walk's, whose steps the gather follows where the response has no
+    /// [`PassageGather`] of its own.
+    pub fn entity_products(&self, graph: &PprGraph, query: &[f32]) -> Option<Vec<f64>> {
+        let Half::Entities { response: rows, gather, .. } = &self.half else {
+            return None;
+        };
+        if query.len() != self.dim {
+            return None;
+        }
+        let z: Vec<f64> = rows.as_flat().par_chunks(self.dim.max(1)).map(|r| dot_f64(r, query)).collect();
+        Some(match gather {
+            Some(g) => g.gather(&z),
+            None => graph.gather(self.entities..self.entities + self.passages, &z),
+        })
+    }
+
     /// The passage vectors' int8 screen (index::Screen), for exact dense rankings.
     pub fn passage_screen(&self) -> &Screen {
         &self.passage_screen
@@ -839,6 +862,9 @@ pub struct SplitQuery<'a> {
     /// dense range), read again in the entity form instead of a second pass; made here
     /// when `None`.
     pub screened: Option<&'a Screened>,
+    /// [`PassageResponse::entity_products`] for `query`, when the caller took them beside
+    /// its other work; taken here when `None`.
+    pub entity_products: Option<&'a [f64]>,
 }
 
 /// Passage p's share of the score, `w · (a · (S V)_p · q + b · (S 1)_p)`, and its bound:
@@ -886,7 +912,7 @@ enum Dots<'a> {
     Rows(Vec<(f32, f32)>),
     Entities {
         screened: &'a Screened,
-        gathered: Vec<f64>,
+        gathered: Cow<'a, [f64]>,
     },
 }
 
@@ -1085,12 +1111,10 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
             }
             match &response.half {
                 Half::Rows { screen, .. } => Some(Dots::Rows(screen.intervals(q.query)?)),
-                Half::Entities { response: rows, gather, .. } => {
-                    let z: Vec<f64> =
-                        rows.as_flat().par_chunks(response.dim.max(1)).map(|r| dot_f64(r, q.query)).collect();
-                    let gathered = match gather {
-                        Some(g) => g.gather(&z),
-                        None => graph.gather(e..e + np, &z),
+                Half::Entities { .. } => {
+                    let gathered = match q.entity_products.filter(|g| g.len() == np) {
+                        Some(given) => Cow::Borrowed(given),
+                        None => Cow::Owned(response.entity_products(graph, q.query)?),
                     };
                     Some(Dots::Entities { screened: given.or(made.as_ref())?, gathered })
                 }
@@ -1533,6 +1557,7 @@ mod tests {
             vectors,
             budget: 0,
             screened: None,
+            entity_products: None,
         }
     }
 
@@ -1662,6 +1687,13 @@ mod tests {
             let q = SplitQuery { screened, ..split_query(&entity_seeds, &dense, &query, &v) };
             let got = ranked_passages(&g, &response, &q, 10)
                 .unwrap_or_else(|| panic!("{e}/{p} {form:?} trial {trial}: no ties here"));
+            // The entities' products taken beforehand (as `ppr` takes them beside its
+            // scans) rank exactly as those the walk takes itself; the rows form has none.
+            let products = response.entity_products(&g, &query);
+            assert_eq!(products.is_some(), !rows, "{form:?}");
+            let given = SplitQuery { entity_products: products.as_deref(), ..q };
+            let again = ranked_passages(&g, &response, &given, 10).expect("as above");
+            assert_eq!(again.top, got.top, "{e}/{p} {form:?} trial {trial}");
             // The full walk from the same seeds, run to convergence.
             let (lo, hi) = range(&dense);
             let mut seeds: Vec<(u32, f64)> = entity_seeds.to_vec();
