@@ -386,8 +386,7 @@ impl Ppr {
     /// The dense scores the guard and the walk need, in one pass over the passage vectors,
     /// or over their int8 screen (exact; a quarter of the bytes) when the split walk will
     /// run: with the guard off, the walk's alone; `None` when neither needs any (no
-    /// passage seeds, and no guard). Taken before the entity seeds are known, so a query
-    /// that seeds none (answered by dense search) has paid for them in vain.
+    /// passage seeds, and no guard).
     fn dense_step(&self, q: &[f32], depth: usize, trace: &mut Trace) -> Result<Option<DenseStep>> {
         let p = &self.params;
         let guard = p.dense_guard.is_on();
@@ -451,24 +450,28 @@ impl Retriever for Ppr {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let p = &self.params;
-        // The dense step, the fact scan and the walk's entity products need only the query
-        // vector: they run side by side. The scans wait on memory and the products' gather
-        // on the cache, so each goes on while another waits (at a million passages the
-        // products took 15 ms after the scans' 27).
+        // The walk's entity products need only the query vector, and take their time
+        // mostly in the cache (a gather over the entities' values): they go on beside the
+        // fact scan and the dense step, which wait on memory. Those two run one after the
+        // other: side by side they contend for the same bandwidth, and at a million
+        // passages took longer together than in turn when other work loaded the machine.
+        // A query that seeds no entity is answered by dense search, so the dense step
+        // waits for the seeds.
         let embedder = self.embedder.as_ref();
-        let (mut link_trace, mut products_trace) = (Trace::default(), Trace::default());
-        let ((dense, seeds), products) = rayon::join(
-            || {
-                rayon::join(
-                    || self.dense_step(&q, p.dense_guard.depth.max(k), &mut trace),
-                    || entity_seeds(&self.graph, embedder, query, &q, p, &mut link_trace),
-                )
+        let mut products_trace = Trace::default();
+        let (seeded, products) = rayon::join(
+            || -> Result<_> {
+                let Some(seeds) = entity_seeds(&self.graph, embedder, query, &q, p, &mut trace)? else {
+                    return Ok(None);
+                };
+                let dense = self.dense_step(&q, p.dense_guard.depth.max(k), &mut trace)?;
+                Ok(Some((seeds, dense)))
             },
             || self.entity_products(&q, &mut products_trace),
         );
-        let (dense, seeds, products) = (dense?, seeds?, products?);
-        trace.steps.append(&mut link_trace.steps);
+        let (seeded, products) = (seeded?, products?);
         trace.steps.append(&mut products_trace.steps);
+        let (seeds, dense) = seeded.map_or((None, None), |(seeds, dense)| (Some(seeds), dense));
         let walk_dense = dense.as_ref().map(|d| d.scores.view());
         let graph = match seeds {
             Some(seeds) => {
