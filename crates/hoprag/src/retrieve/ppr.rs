@@ -450,11 +450,11 @@ impl Retriever for Ppr {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let p = &self.params;
-        // The walk's entity products need only the query vector, and take their time
-        // mostly in the cache (a gather over the entities' values): they go on beside the
-        // fact scan and the dense step, which wait on memory. Those two run one after the
-        // other: side by side they contend for the same bandwidth, and at a million
-        // passages took longer together than in turn when other work loaded the machine.
+        // The walk's entity products need only the query vector, and much of their time is
+        // a gather in the cache: they go on beside the fact scan and the dense step, which
+        // wait on memory. Those two run one after the other: side by side they contend for
+        // the same bandwidth (at a million passages, in pairs, 4 of 6 runs were faster in
+        // turn; docs/scale.md).
         // A query that seeds no entity is answered by dense search, so the dense step
         // waits for the seeds.
         let embedder = self.embedder.as_ref();
