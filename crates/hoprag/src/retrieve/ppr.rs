@@ -456,7 +456,7 @@ impl Retriever for Ppr {
         // the same bandwidth (at a million passages, in pairs, 4 of 6 runs were faster in
         // turn; docs/scale.md).
         // A query that seeds no entity is answered by dense search, so the dense step
-        // waits for the seeds.
+        // waits for the seeds (the products, started beside, are then taken in vain).
         let embedder = self.embedder.as_ref();
         let mut products_trace = Trace::default();
         let (seeded, products) = rayon::join(
