@@ -791,6 +791,12 @@ impl PassageResponse {
         self.passages
     }
 
+    /// Whether the response is in the entity form, where a query's
+    /// [`PassageResponse::entity_products`] are taken.
+    pub fn has_entity_form(&self) -> bool {
+        matches!(self.half, Half::Entities { .. })
+    }
+
     /// Every passage's `Σ_e P(e → p)·(S V)_e · q` in the entity form (`None` in the rows
     /// form, or for a query of another dimension): the entities' part of its row's
     /// product with the query, which the walk's first pass reads. It needs the query

@@ -233,15 +233,9 @@ fn split_range(
     params: &PprMethodParams,
     trace: &mut Trace,
 ) -> Result<Option<(Screened, f32, f32)>> {
-    if !params.splits() {
-        return Ok(None);
-    }
-    let Some(response) = ctx.passage_response(passages, params.ppr.damping) else {
+    let Some(response) = split_response(ctx, passages, params) else {
         return Ok(None);
     };
-    if response.passages() != passages.rows() {
-        return Ok(None);
-    }
     trace.step("dense range", || {
         let Some((pass, found)) = screen_pass(&response, passages, embedding, 1) else {
             return Ok((None, json!({"passages": passages.rows(), "reason": "the query is not finite"})));
@@ -249,6 +243,13 @@ fn split_range(
         let detail = json!({"passages": passages.rows(), "rescored": found.rescored});
         Ok((found.min.zip(found.max).map(|(lo, hi)| (pass, lo, hi)), detail))
     })
+}
+
+/// The walk's response to the passage seeds, when the split walk will run over these
+/// passages (the response is of the graph's passages, and they are all of them).
+fn split_response(ctx: &GraphContext, passages: &Matrix, params: &PprMethodParams) -> Option<Arc<PassageResponse>> {
+    let response = params.splits().then(|| ctx.passage_response(passages, params.ppr.damping)).flatten();
+    response.filter(|r| r.passages() == passages.rows())
 }
 
 /// One int8 pass over the passage vectors' screen for `q`: every passage's interval (what
@@ -360,21 +361,19 @@ impl Ppr {
         Ppr { graph, passages, vectors, embedder, params }
     }
 
-    /// The walk's response to the passage seeds, when the split walk will run over these
-    /// passages.
-    fn split_response(&self) -> Option<Arc<PassageResponse>> {
-        let p = &self.params;
-        let response = p.splits().then(|| self.graph.passage_response(&self.passages, p.ppr.damping)).flatten();
-        response.filter(|r| r.passages() == self.passages.rows())
-    }
-
     /// The best `depth` dense passages, for the guard, and what the walk needs of the
-    /// dense scores: from the passages' int8 screen when the split walk will run (exact;
-    /// every score only if the walk falls back to the full one), else every score.
-    fn dense_scores(&self, q: &[f32], depth: usize) -> (Vec<(PassageIdx, f32)>, DenseScores) {
-        if let Some(r) = self.split_response() {
+    /// dense scores: from the passages' int8 screen when the split walk will run
+    /// (`response`; exact, every score only if the walk falls back to the full one), else
+    /// every score.
+    fn dense_scores(
+        &self,
+        response: Option<&PassageResponse>,
+        q: &[f32],
+        depth: usize,
+    ) -> (Vec<(PassageIdx, f32)>, DenseScores) {
+        if let Some(r) = response {
             if let Some((pass, Extremes { top, min: Some(lo), max: Some(hi), .. })) =
-                screen_pass(&r, &self.passages, q, depth)
+                screen_pass(r, &self.passages, q, depth)
             {
                 return (top, DenseScores::Screened(pass, lo, hi));
             }
@@ -393,11 +392,12 @@ impl Ppr {
         if self.passages.rows() == 0 || !(guard || p.passage_node_weight > 0.0) {
             return Ok(None);
         }
+        let response = split_response(&self.graph, &self.passages, p);
         // Named as the walk's own steps are: what the guard-less walk needs is the range.
-        let name = if guard || self.split_response().is_none() { "dense scores" } else { "dense range" };
+        let name = if guard || response.is_none() { "dense scores" } else { "dense range" };
         trace
             .step(name, || {
-                let (top, scores) = self.dense_scores(q, if guard { depth } else { 1 });
+                let (top, scores) = self.dense_scores(response.as_deref(), q, if guard { depth } else { 1 });
                 let screened = matches!(scores, DenseScores::Screened(..));
                 let step = DenseStep { guard_top: guard.then_some(top), scores };
                 Ok((step, json!({"passages": self.passages.rows(), "screened": screened})))
@@ -408,7 +408,9 @@ impl Ppr {
     /// The split walk's entity products for `q` (`PassageResponse::entity_products`), when
     /// it will run in the entity form with passage seeds.
     fn entity_products(&self, q: &[f32], trace: &mut Trace) -> Result<Option<Vec<f64>>> {
-        let Some(response) = self.split_response().filter(|_| self.params.passage_node_weight > 0.0) else {
+        let p = &self.params;
+        let response = split_response(&self.graph, &self.passages, p).filter(|r| r.has_entity_form());
+        let Some(response) = response.filter(|_| p.passage_node_weight > 0.0) else {
             return Ok(None);
         };
         trace.step("entity products", || {
