@@ -15,26 +15,32 @@ import os
 import sys
 
 
+def lines(path):
+    try:
+        with open(path) as f:
+            yield from enumerate(f, 1)
+    except FileNotFoundError:
+        sys.exit(f"{path}: not found (written by `hoprag eval --method dense,ppr,auto --run DIR`)")
+
+
 def read_run(path):
     ranked = collections.defaultdict(list)
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if len(parts) != 6:
-                sys.exit(f"{path}:{n}: expected 6 fields (qid Q0 docid rank score tag), got {len(parts)}")
-            ranked[parts[0]].append((int(parts[3]), parts[2]))
+    for n, line in lines(path):
+        parts = line.split()
+        if len(parts) != 6:
+            sys.exit(f"{path}:{n}: expected 6 fields (qid Q0 docid rank score tag), got {len(parts)}")
+        ranked[parts[0]].append((int(parts[3]), parts[2]))
     return {q: [d for _, d in sorted(v)] for q, v in ranked.items()}
 
 
 def read_qrels(path):
     gold = collections.defaultdict(set)
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if len(parts) != 4:
-                sys.exit(f"{path}:{n}: expected 4 fields (qid 0 docid relevance), got {len(parts)}")
-            if int(parts[3]) > 0:
-                gold[parts[0]].add(parts[2])
+    for n, line in lines(path):
+        parts = line.split()
+        if len(parts) != 4:
+            sys.exit(f"{path}:{n}: expected 4 fields (qid 0 docid relevance), got {len(parts)}")
+        if int(parts[3]) > 0:
+            gold[parts[0]].add(parts[2])
     return gold
 
 
@@ -72,13 +78,13 @@ def main():
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("run_dirs", nargs="+")
     args = ap.parse_args()
+    results = [(d, *diagnose(d, args.k)) for d in args.run_dirs]
     print(
         f"| run | questions | top {args.k} changed | gold in / out | won / lost vs ppr "
         "| wins: dense rank put in | losses: dense rank put in -> ppr rank of the gold pushed out |"
     )
     print("|---|---|---|---|---|---|---|")
-    for d in args.run_dirs:
-        t, wins, losses = diagnose(d, args.k)
+    for d, t, wins, losses in results:
         won = "; ".join(",".join(map(str, i)) for i in wins)
         lost = "; ".join(f"{','.join(map(str, i))} -> {','.join(map(str, o))}" for i, o in losses)
         print(
