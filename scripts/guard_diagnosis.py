@@ -12,36 +12,8 @@ ppr rank of the gold passages it pushed out.
 import argparse
 import collections
 import os
-import sys
 
-
-def lines(path):
-    try:
-        with open(path) as f:
-            yield from enumerate(f, 1)
-    except FileNotFoundError:
-        sys.exit(f"{path}: not found (written by `hoprag eval --method dense,ppr,auto --run DIR`)")
-
-
-def read_run(path):
-    ranked = collections.defaultdict(list)
-    for n, line in lines(path):
-        parts = line.split()
-        if len(parts) != 6:
-            sys.exit(f"{path}:{n}: expected 6 fields (qid Q0 docid rank score tag), got {len(parts)}")
-        ranked[parts[0]].append((int(parts[3]), parts[2]))
-    return {q: [d for _, d in sorted(v)] for q, v in ranked.items()}
-
-
-def read_qrels(path):
-    gold = collections.defaultdict(set)
-    for n, line in lines(path):
-        parts = line.split()
-        if len(parts) != 4:
-            sys.exit(f"{path}:{n}: expected 4 fields (qid 0 docid relevance), got {len(parts)}")
-        if int(parts[3]) > 0:
-            gold[parts[0]].add(parts[2])
-    return gold
+from trec_runs import read_qrels, read_run
 
 
 def diagnose(run_dir, k):

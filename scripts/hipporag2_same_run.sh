@@ -45,24 +45,11 @@ echo "== HippoRAG 2 (PyPI hipporag 2.0.0a4, ../shared/peers/hipporag2/run.py)"
 echo "== same questions, same docids: R@k from the TREC runs and per-question agreement"
 python3 - "$out/runs" <<'EOF'
 import math, os, sys
-from collections import defaultdict
+
+sys.path.insert(0, "scripts")
+from trec_runs import read_qrels as qrels, read_run as run
 
 runs = sys.argv[1]
-
-def qrels(path):
-    gold = defaultdict(set)
-    for line in open(path):
-        q, _, d, rel = line.split()
-        if int(rel) > 0:
-            gold[q].add(d)
-    return gold
-
-def run(path):
-    ranked = defaultdict(list)
-    for line in open(path):
-        q, _, d, rank, _score, _tag = line.split()
-        ranked[q].append((int(rank), d))
-    return {q: [d for _, d in sorted(v)] for q, v in ranked.items()}
 
 def sign_p(w, l):
     # Exact two-sided sign test over the questions that differ.
