@@ -385,19 +385,24 @@ impl Ppr {
     /// The dense scores the guard and the walk need, in one pass over the passage vectors,
     /// or over their int8 screen (exact; a quarter of the bytes) when the split walk will
     /// run: with the guard off, the walk's alone; `None` when neither needs any (no
-    /// passage seeds, and no guard).
-    fn dense_step(&self, q: &[f32], depth: usize, trace: &mut Trace) -> Result<Option<DenseStep>> {
+    /// passage seeds, and no guard). `response`: the walk's, when it will run split.
+    fn dense_step(
+        &self,
+        response: Option<&PassageResponse>,
+        q: &[f32],
+        depth: usize,
+        trace: &mut Trace,
+    ) -> Result<Option<DenseStep>> {
         let p = &self.params;
         let guard = p.dense_guard.is_on();
         if self.passages.rows() == 0 || !(guard || p.passage_node_weight > 0.0) {
             return Ok(None);
         }
-        let response = split_response(&self.graph, &self.passages, p);
         // Named as the walk's own steps are: what the guard-less walk needs is the range.
         let name = if guard || response.is_none() { "dense scores" } else { "dense range" };
         trace
             .step(name, || {
-                let (top, scores) = self.dense_scores(response.as_deref(), q, if guard { depth } else { 1 });
+                let (top, scores) = self.dense_scores(response, q, if guard { depth } else { 1 });
                 let screened = matches!(scores, DenseScores::Screened(..));
                 let step = DenseStep { guard_top: guard.then_some(top), scores };
                 Ok((step, json!({"passages": self.passages.rows(), "screened": screened})))
@@ -406,11 +411,15 @@ impl Ppr {
     }
 
     /// The split walk's entity products for `q` (`PassageResponse::entity_products`), when
-    /// it will run in the entity form with passage seeds.
-    fn entity_products(&self, q: &[f32], trace: &mut Trace) -> Result<Option<Vec<f64>>> {
-        let p = &self.params;
-        let response = split_response(&self.graph, &self.passages, p).filter(|r| r.has_entity_form());
-        let Some(response) = response.filter(|_| p.passage_node_weight > 0.0) else {
+    /// it will run (`response`) in the entity form with passage seeds.
+    fn entity_products(
+        &self,
+        response: Option<&PassageResponse>,
+        q: &[f32],
+        trace: &mut Trace,
+    ) -> Result<Option<Vec<f64>>> {
+        let with_seeds = self.params.passage_node_weight > 0.0;
+        let Some(response) = response.filter(|r| with_seeds && r.has_entity_form()) else {
             return Ok(None);
         };
         trace.step("entity products", || {
@@ -460,16 +469,19 @@ impl Retriever for Ppr {
         // A query that seeds no entity is answered by dense search, so the dense step
         // waits for the seeds (the products, started beside, are then taken in vain).
         let embedder = self.embedder.as_ref();
+        // Looked up once, for both branches.
+        let response = split_response(&self.graph, &self.passages, p);
+        let response = response.as_deref();
         let mut products_trace = Trace::default();
         let (seeded, products) = rayon::join(
             || -> Result<_> {
                 let Some(seeds) = entity_seeds(&self.graph, embedder, query, &q, p, &mut trace)? else {
                     return Ok(None);
                 };
-                let dense = self.dense_step(&q, p.dense_guard.depth.max(k), &mut trace)?;
+                let dense = self.dense_step(response, &q, p.dense_guard.depth.max(k), &mut trace)?;
                 Ok(Some((seeds, dense)))
             },
-            || self.entity_products(&q, &mut products_trace),
+            || self.entity_products(response, &q, &mut products_trace),
         );
         let (seeded, products) = (seeded?, products?);
         trace.steps.append(&mut products_trace.steps);
