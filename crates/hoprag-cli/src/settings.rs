@@ -224,11 +224,14 @@ mod tests {
              [serve]\nmax_k = 7\ntoken = \"t0\"\n",
         );
         let (config, serve) = read_file(&path).unwrap();
-        assert_eq!(config.hybrid.rrf_k, 30.0);
-        assert_eq!(config.hybrid.depth, 100, "unset keys keep their defaults");
-        assert_eq!(config.phasegraph.fusion.alpha, 0.5);
-        let paper = Config::default().phasegraph.fusion;
-        assert_eq!(config.phasegraph.fusion.normalization, paper.normalization, "a partial table keeps the rest");
+        assert_eq!(config.methods.hybrid.rrf_k, 30.0);
+        assert_eq!(config.methods.hybrid.depth, 100, "unset keys keep their defaults");
+        assert_eq!(config.methods.phasegraph.fusion.alpha, 0.5);
+        let paper = Config::default().methods.phasegraph.fusion;
+        assert_eq!(
+            config.methods.phasegraph.fusion.normalization, paper.normalization,
+            "a partial table keeps the rest"
+        );
         assert_eq!(config.llm.api_key.as_deref(), Some("sk-file"));
         assert_eq!((serve.max_k, serve.token.as_deref()), (7, Some("t0")));
         assert_eq!(serve.max_batch, ServeSettings::default().max_batch);
@@ -256,7 +259,7 @@ mod tests {
         let layers = Layers { config_file: None, model_dir: Some(PathBuf::from("/models")) };
         let s = layers.resolve(Some(dir.path()), &["hybrid.rrf_k=10".into(), "serve.max_batch=3".into()]).unwrap();
         assert_eq!(s.file.as_deref(), Some(path.as_path()));
-        assert_eq!((s.config.hybrid.rrf_k, s.serve.max_k, s.serve.max_batch), (10.0, 7, 3));
+        assert_eq!((s.config.methods.hybrid.rrf_k, s.serve.max_k, s.serve.max_batch), (10.0, 7, 3));
         assert_eq!(s.config.embedder.minilm_dir.as_deref(), Some(Path::new("/models")));
         let e = layers.resolve(Some(dir.path()), &["serve.nope=1".into()]).err().unwrap().to_string();
         assert!(e.contains("serve.nope"), "{e}");

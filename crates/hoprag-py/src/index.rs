@@ -336,7 +336,7 @@ impl PyIndex {
 
     /// Retrieves the top `k` passages for a query (a list of `Result`s), or for each of a
     /// list of queries (a list of lists), with `method` and its parameters.
-    #[pyo3(signature = (query, method = "auto", k = 5, **params))]
+    #[pyo3(signature = (query, method = hoprag::retrieve::DEFAULT_METHOD, k = 5, **params))]
     fn retrieve(
         &self,
         py: Python<'_>,

@@ -25,7 +25,7 @@ fn fetch_model(py: Python<'_>, name: String) -> PyResult<std::path::PathBuf> {
 /// The retrieval methods and a one-line description of each (as `hoprag methods`).
 #[pyfunction]
 fn methods() -> Vec<(&'static str, &'static str)> {
-    hoprag::engine::METHODS.to_vec()
+    hoprag::retrieve::METHODS.iter().map(|m| (m.name, m.summary)).collect()
 }
 
 #[pymodule]

@@ -14,7 +14,6 @@
 //!   PostgreSQL with pgvector (feature `postgres`);
 //! - [`fusion`]: rank and score fusion pieces shared by the methods;
 //! - [`graph`]: triples, the entity graph, query entity linking, Personalized PageRank;
-//! - [`regime`]: RegimeRouter's sentence selector and router models, and their training;
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
 //! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
@@ -40,7 +39,6 @@ pub mod llm;
 pub mod models;
 pub mod progress;
 pub mod rank;
-pub mod regime;
 pub mod retrieve;
 #[cfg(feature = "serve")]
 pub mod serve;
@@ -53,3 +51,5 @@ pub use config::Config;
 pub use corpus::{Passage, PassageIdx};
 pub use engine::Engine;
 pub use error::{Error, Result};
+/// RegimeRouter's models, at the path the CLI and tests have always used.
+pub use retrieve::regime_router::model as regime;

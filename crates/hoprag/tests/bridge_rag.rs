@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use common::fixture::{Fixture, Reply, Request};
 use common::HashEmbedder;
-use hoprag::config::BridgeRagParams;
 use hoprag::corpus::{LoadedCorpus, Passage, PassageIdx};
 use hoprag::embed::{Embedder, TextKind};
 use hoprag::index::{Index, VectorIndex, VectorIndexKind};
 use hoprag::llm::{CachedLlm, Llm, OpenAiChat};
 use hoprag::progress::Silent;
 use hoprag::retrieve::bridge_rag::prompts::{ENTITY_SYSTEM, JUDGE_BRIDGE_SYSTEM, JUDGE_PLAIN_SYSTEM, SVO_SYSTEM};
+use hoprag::retrieve::BridgeRagParams;
 use hoprag::retrieve::{BridgeRag, Condition, DecisionRecord, Query, Retrieval, Retriever};
 use hoprag::store;
 use hoprag::{Config, Engine};
@@ -209,7 +209,8 @@ fn small_params() -> BridgeRagParams {
 }
 
 fn engine(index: &Arc<Index>, params: BridgeRagParams, llm: Arc<dyn Llm>) -> Engine {
-    let config = Config { bridge_rag: params, ..Config::default() };
+    let mut config = Config::default();
+    config.methods.bridge_rag = params;
     Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config).unwrap().with_llm(llm)
 }
 
@@ -422,7 +423,7 @@ fn conditions_share_one_pool_and_differ_only_in_the_judge() {
 
     // The condition is also a setting of `bridge_rag`.
     let mut config = engine.config.clone();
-    config.bridge_rag.condition = Condition::B;
+    config.methods.bridge_rag.condition = Condition::B;
     let b2 = engine.with_config(config).retriever("bridge_rag").unwrap().retrieve(&q, 5).unwrap();
     assert_eq!(record(&b2), rb);
     assert_eq!(server.requests().len(), 4, "all from the cache");
@@ -656,8 +657,9 @@ fn auto_llm_runs_its_configured_choice_and_says_so() {
     let server = Server::start(SVO_ANSWER, ENTITY_ANSWER, Judge::Full);
     let dir = tempfile::tempdir().unwrap();
     let index = build_index(dir.path(), passages());
-    let mut config = Config { bridge_rag: small_params(), ..Config::default() };
-    config.auto_llm.0.without_graph = "bridge_rag".into();
+    let mut config = Config::default();
+    config.methods.bridge_rag = small_params();
+    config.methods.auto_llm.without_graph = "bridge_rag".into();
     let engine = Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config)
         .unwrap()
         .with_llm(Arc::new(server.client()));
@@ -675,14 +677,14 @@ fn auto_llm_runs_its_configured_choice_and_says_so() {
     // A choice may carry parameters, and may not be an auto method itself.
     let engine = engine.with_config({
         let mut c = engine.config.clone();
-        c.auto_llm.0.without_graph = "bridge_rag[condition=a]".into();
+        c.methods.auto_llm.without_graph = "bridge_rag[condition=a]".into();
         c
     });
     let a = engine.retriever("auto_llm").unwrap().retrieve(&q, 5).unwrap();
     assert!(a.trace.steps.iter().all(|s| s.name != "judge"), "condition A asks no judge");
     let looping = engine.with_config({
         let mut c = engine.config.clone();
-        c.auto_llm.0.without_graph = "auto".into();
+        c.methods.auto_llm.without_graph = "auto".into();
         c
     });
     let err = looping.retriever("auto_llm").err().expect("auto_llm may not choose auto").to_string();

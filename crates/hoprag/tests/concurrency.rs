@@ -55,7 +55,7 @@ fn questions_queued_behind_a_cold_passage_response_never_deadlock() {
         for q in 0..16 {
             let (engine, context, done) = (engine.clone(), context.clone(), done.clone());
             pool.spawn(move || {
-                let response = context.passage_response(engine.index.vectors(), engine.config.ppr.ppr.damping);
+                let response = context.passage_response(engine.index.vectors(), engine.config.methods.ppr.ppr.damping);
                 let _ = done.send((q, response.is_some()));
             });
         }

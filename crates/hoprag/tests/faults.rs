@@ -108,7 +108,7 @@ fn run_fault(fault: Fault) {
 
     // The evaluation: every method completes; fallbacks and failures are counted.
     let mut config = Config::default();
-    config.gear.max_steps = 2;
+    config.methods.gear.max_steps = 2;
     let engine = Engine::new(store::folder(w.index.location().as_ref()), w.embedder.clone(), config)
         .unwrap()
         .with_llm(llm.clone());

@@ -76,7 +76,7 @@ fn mill_index(dir: &std::path::Path) -> Arc<Index> {
 /// GEAR over BM25 (the least embedder-dependent base), otherwise the paper's defaults.
 fn engine(index: Arc<Index>, tweak: impl FnOnce(&mut Config)) -> Engine {
     let mut config = Config::default();
-    config.gear.base = SearchKind::Bm25;
+    config.methods.gear.base = SearchKind::Bm25;
     tweak(&mut config);
     Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), config).unwrap()
 }
@@ -153,7 +153,7 @@ fn naive_ge_follows_the_chain_to_a_passage_bm25_missed() {
     // From the best BM25 passage alone, its triples' chains lead to the builder's passage.
     let one = engine.with_config({
         let mut c = engine.config.clone();
-        c.gear.base_k = 1;
+        c.methods.gear.base_k = 1;
         c
     });
     let r = one.retriever("naive_ge").unwrap().retrieve(&q, 3).unwrap();
@@ -168,7 +168,7 @@ fn naive_ge_follows_the_chain_to_a_passage_bm25_missed() {
     // Plain beam search is selectable and runs the same steps.
     let plain = engine.with_config({
         let mut c = engine.config.clone();
-        c.gear.diversity = false;
+        c.methods.gear.diversity = false;
         c
     });
     let r = plain.retriever("naive_ge").unwrap().retrieve(&q, 3).unwrap();
@@ -337,7 +337,7 @@ fn gear_stops_at_the_maximum_number_of_steps() {
     let q = Query::new("Where was the builder of Alder Mill born, and is Nowhere involved?");
     let index = mill_index(dir.path());
     for (max, expected) in [(1, 3), (2, 7), (3, 11)] {
-        let engine = engine(index.clone(), |c| c.gear.max_steps = max).with_llm(llm(&server));
+        let engine = engine(index.clone(), |c| c.methods.gear.max_steps = max).with_llm(llm(&server));
         let r = engine.retriever("gear").unwrap().retrieve(&q, 5).unwrap();
         let last = &steps(&r, "fuse all")[0].detail;
         assert_eq!((last["steps"].as_u64(), last["stopped"].as_str()), (Some(max as u64), Some("max steps")));

@@ -68,9 +68,9 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     // `auto` runs its choice for a heuristic graph, with its dense guard, and says so
     // first in its trace.
     let auto = engine.retriever("auto").unwrap().retrieve(&q, 5).unwrap();
-    let chosen = engine.config.auto.with_heuristic_graph.clone();
+    let chosen = engine.config.methods.auto.with_heuristic_graph.clone();
     let mut guarded = engine.config.clone();
-    guarded.ppr.dense_guard = guarded.auto.dense_guard;
+    guarded.methods.ppr.dense_guard = guarded.methods.auto.dense_guard;
     let expected = engine.with_config(guarded).retriever(&chosen).unwrap().retrieve(&q, 5).unwrap();
     assert_eq!(auto.hits, expected.hits);
     assert!(auto.trace.steps.iter().any(|s| s.name == "dense guard"), "{:?}", auto.trace.steps);
@@ -94,7 +94,7 @@ fn phasegraph_is_the_same_method_whatever_k_is_asked() {
     let dir = tempfile::tempdir().unwrap();
     let engine = demo_engine_with_graph(dir.path());
     let pg = engine.retriever("phasegraph").unwrap();
-    let n_v = engine.config.phasegraph.n_v;
+    let n_v = engine.config.methods.phasegraph.n_v;
     for text in ["Who founded the company that built Varn Light?", "Where was the founder of Ardent Ironworks born?"] {
         let q = Query::new(text);
         let at = |k: usize| pg.retrieve(&q, k).unwrap();
@@ -260,9 +260,9 @@ fn the_split_walk_ranks_as_the_full_walk_once_prepared() {
     // The reference: the full walk, run to convergence (not stopped once ranked), so that
     // its scores are the fixed point's.
     let mut config = engine.config.clone();
-    config.ppr.ppr.split = false;
-    config.ppr.ppr.stop_when_ranked = false;
-    config.ppr.ppr.tolerance = 1e-13;
+    config.methods.ppr.ppr.split = false;
+    config.methods.ppr.ppr.stop_when_ranked = false;
+    config.methods.ppr.ppr.tolerance = 1e-13;
     let full = engine.with_config(config);
     engine.prepare().unwrap();
     let (split, walk) = (engine.retriever("ppr").unwrap(), full.retriever("ppr").unwrap());
@@ -424,8 +424,11 @@ fn stored_walk_ranks_as_one_solved_at_query_time(dir: &std::path::Path, q: &Quer
     let hits = |dir: &std::path::Path| {
         let engine = Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap();
         let graph = engine.graph().unwrap();
-        let stats =
-            graph.passage_response(engine.index.vectors(), Config::default().ppr.ppr.damping).unwrap().stats().clone();
+        let stats = graph
+            .passage_response(engine.index.vectors(), Config::default().methods.ppr.ppr.damping)
+            .unwrap()
+            .stats()
+            .clone();
         let r = engine.retriever("ppr").unwrap().retrieve(q, 10).unwrap();
         (r.hits.iter().map(|h| (h.passage, h.score.to_bits())).collect::<Vec<_>>(), stats.stored)
     };

@@ -279,9 +279,9 @@ fn ppr_with_llm_query_ner_end_to_end() {
 
     // Mentions only, so the seeds are the LLM's entities and nothing else.
     let mut config = Config::default();
-    config.ppr.link.facts = false;
-    config.ppr.link.ner = NerMode::Llm;
-    config.phasegraph.graph.link = config.ppr.link;
+    config.methods.ppr.link.facts = false;
+    config.methods.ppr.link.ner = NerMode::Llm;
+    config.methods.phasegraph.graph.link = config.methods.ppr.link;
     // With no endpoint configured the engine falls back to the local model; one that is
     // not there stops the method before its first question.
     let mut missing = config.clone();
@@ -322,7 +322,7 @@ fn ppr_with_llm_query_ner_end_to_end() {
 
     // The surface extractor finds nothing in the lower-case question: no seeds, no walk.
     let mut heuristic = config;
-    heuristic.ppr.link.ner = NerMode::Heuristic;
+    heuristic.methods.ppr.link.ner = NerMode::Heuristic;
     let plain = engine.with_config(heuristic).retriever("ppr").unwrap().retrieve(&question, 2).unwrap();
     assert!(plain.trace.steps.iter().all(|s| s.name != "query ner" && s.name != "ppr"));
 }

@@ -249,8 +249,8 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
     store::attach_graph(store::folder(dir.path()).as_ref(), &graph, format!("llm:{}", local.id())).unwrap();
     let index = Arc::new(store::folder(dir.path()).load().unwrap());
     let mut config = Config::default();
-    config.ppr.link.ner = NerMode::Llm;
-    config.phasegraph.graph.link = config.ppr.link;
+    config.methods.ppr.link.ner = NerMode::Llm;
+    config.methods.phasegraph.graph.link = config.methods.ppr.link;
 
     // With only `llm.local` configured, the engine picks that model without loading it.
     config.llm.local = "smollm2".into();

@@ -236,7 +236,7 @@ pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
         Arc::new(OneByOne(engine.vectors())),
         engine.embedder.clone(),
         engine.llm().expect("set above").clone(),
-        engine.config.bridge_rag,
+        engine.config.methods.bridge_rag,
         "bridge_rag",
         1,
     );

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use hoprag::config::GearParams;
 use hoprag::corpus::PassageIdx;
 use hoprag::dataset::load_dataset;
 use hoprag::embed::{l2_normalize, Embedder};
@@ -23,6 +22,7 @@ use hoprag::graph::beam::{
 };
 use hoprag::graph::{TripleGraph, TripleIndex};
 use hoprag::index::{ExactIndex, HnswIndex, HnswParams, Matrix, VectorIndex};
+use hoprag::retrieve::GearParams;
 use hoprag::Engine;
 use serde::Serialize;
 

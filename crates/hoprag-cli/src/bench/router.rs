@@ -55,7 +55,7 @@ pub fn run(ctx: &Context, args: RouterBench) -> anyhow::Result<()> {
     let texts: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();
     let queries = engine.embed_queries(&texts, &ctx.progress)?;
     let vectors = engine.vectors();
-    let pool_size = engine.config.regime_router.pool;
+    let pool_size = engine.config.methods.regime_router.pool;
     let (mut route, mut rerank, mut added, mut search, mut embed) = (vec![], vec![], vec![], vec![], vec![]);
     ctx.progress.start("routing", queries.len() as u64);
     for q in &queries {

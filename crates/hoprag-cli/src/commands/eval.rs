@@ -93,7 +93,7 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     let store = super::open_store(&args.index)?;
     let mut config = ctx.config_for(store.as_ref(), &args.settings)?;
     if let Some(router) = &args.router {
-        config.regime_router.model = Some(router.clone());
+        config.methods.regime_router.model = Some(router.clone());
     }
     let engine = Engine::open(store, config)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;

@@ -72,17 +72,34 @@ pub fn note_llm<'a>(ctx: &Context, engine: &hoprag::Engine, methods: impl IntoIt
 }
 
 pub fn methods(ctx: &Context) -> anyhow::Result<()> {
+    use hoprag::retrieve::registry::{GraphUse, LlmUse, METHODS};
+    let needs = |m: &hoprag::retrieve::MethodSpec| {
+        let graph = m.graph == GraphUse::Required;
+        let llm = matches!(m.llm, LlmUse::Always);
+        match (graph, llm) {
+            (true, true) => " (needs a graph and an LLM)",
+            (true, false) => " (needs a graph)",
+            (false, true) => " (needs an LLM)",
+            (false, false) => "",
+        }
+    };
     if ctx.json {
-        let list: Vec<_> =
-            hoprag::engine::METHODS.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect();
+        let list: Vec<_> = METHODS
+            .iter()
+            .map(|m| {
+                serde_json::json!({"name": m.name, "description": m.summary, "graph": m.graph,
+                                        "llm": matches!(m.llm, LlmUse::Always)})
+            })
+            .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
     } else {
-        for (name, description) in hoprag::engine::METHODS {
-            println!("{name:<10} {description}");
+        for m in METHODS {
+            println!("{:<13} {}{}", m.name, m.summary, needs(m));
         }
     }
     Ok(())
 }
+
 /// Method specs from repeated or comma-separated `--method` values; commas inside
 /// `name[param=value,...]` belong to the spec.
 pub fn split_methods(values: &[String]) -> Vec<String> {
@@ -139,7 +156,7 @@ pub fn open_store(spec: &Path) -> anyhow::Result<Arc<dyn Store>> {
 mod tests {
     #[test]
     fn method_lists_split_outside_brackets_only() {
-        let v = vec!["dense,regime_router[router=oracle,alpha=0.5]".to_string(), "bm25".to_string()];
-        assert_eq!(super::split_methods(&v), ["dense", "regime_router[router=oracle,alpha=0.5]", "bm25"]);
+        let v = vec!["one,two[router=oracle,alpha=0.5]".to_string(), "three".to_string()];
+        assert_eq!(super::split_methods(&v), ["one", "two[router=oracle,alpha=0.5]", "three"]);
     }
 }

@@ -99,6 +99,6 @@ mod tests {
     #[test]
     fn run_tags_are_file_names() {
         assert_eq!(run_tag("regime_router[router=oracle,alpha=0.5]"), "regime_router_router_oracle_alpha_0.5_");
-        assert_eq!(run_tag("dense"), "dense");
+        assert_eq!(run_tag("plain_name"), "plain_name");
     }
 }

@@ -187,6 +187,9 @@ fn cartesian(axes: &[(String, Vec<Value>)]) -> Vec<Vec<(String, Value)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retrieve::bridge_rag::SPEC_B as BRIDGE_RAG_B;
+    use crate::retrieve::gear::NAIVE_GE;
+    use crate::retrieve::phasegraph::SPEC as PHASEGRAPH;
     use crate::Config;
 
     #[test]
@@ -202,16 +205,17 @@ mod tests {
     fn parameters_resolve_and_apply() {
         let config = Config::default();
         let v = serde_json::to_value(&config).unwrap();
-        assert_eq!(resolve_param(&v, "phasegraph", "alpha").unwrap(), "phasegraph.fusion.alpha");
-        assert_eq!(resolve_param(&v, "phasegraph", "dk").unwrap(), "phasegraph.dk");
-        assert!(resolve_param(&v, "phasegraph", "nope").unwrap_err().to_string().contains("alpha"));
+        let (phasegraph, naive_ge, bridge_rag_b) = (PHASEGRAPH.name, NAIVE_GE.name, BRIDGE_RAG_B.name);
+        assert_eq!(resolve_param(&v, phasegraph, "alpha").unwrap(), "phasegraph.fusion.alpha");
+        assert_eq!(resolve_param(&v, phasegraph, "dk").unwrap(), "phasegraph.dk");
+        assert!(resolve_param(&v, phasegraph, "nope").unwrap_err().to_string().contains("alpha"));
         // Methods that share a section find its parameters.
-        assert_eq!(resolve_param(&v, "naive_ge", "base").unwrap(), "gear.base");
-        assert_eq!(resolve_param(&v, "bridge_rag_b", "alpha").unwrap(), "bridge_rag.alpha");
+        assert_eq!(resolve_param(&v, naive_ge, "base").unwrap(), "gear.base");
+        assert_eq!(resolve_param(&v, bridge_rag_b, "alpha").unwrap(), "bridge_rag.alpha");
         // A dotted name: a full path, or one under the method's section.
-        assert_eq!(resolve_param(&v, "phasegraph", "phasegraph.fusion.alpha").unwrap(), "phasegraph.fusion.alpha");
-        assert_eq!(resolve_param(&v, "phasegraph", "fusion.alpha").unwrap(), "phasegraph.fusion.alpha");
-        assert!(resolve_param(&v, "phasegraph", "fusion.nope").is_err());
+        assert_eq!(resolve_param(&v, phasegraph, "phasegraph.fusion.alpha").unwrap(), "phasegraph.fusion.alpha");
+        assert_eq!(resolve_param(&v, phasegraph, "fusion.alpha").unwrap(), "phasegraph.fusion.alpha");
+        assert!(resolve_param(&v, phasegraph, "fusion.nope").is_err());
         let c = with_settings(
             &config,
             &[
@@ -220,8 +224,8 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(c.phasegraph.fusion.alpha, 0.4);
-        assert_eq!(c.phasegraph.fusion.normalization, crate::fusion::Normalization::MinMax);
+        assert_eq!(c.methods.phasegraph.fusion.alpha, 0.4);
+        assert_eq!(c.methods.phasegraph.fusion.normalization, crate::fusion::Normalization::MinMax);
         assert!(with_settings(&config, &[("phasegraph.fusion.alpha".into(), Value::from("x"))]).is_err());
         let mut keyed = config.clone();
         keyed.llm.api_key = Some("sk-llm".into());

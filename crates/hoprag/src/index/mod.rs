@@ -34,17 +34,6 @@ pub enum SearchKind {
     Hybrid,
 }
 
-impl SearchKind {
-    /// The name of the method that searches passages this way.
-    pub fn method(self) -> &'static str {
-        match self {
-            SearchKind::Bm25 => "bm25",
-            SearchKind::Dense => "dense",
-            SearchKind::Hybrid => "hybrid",
-        }
-    }
-}
-
 /// An opened generation of an index.
 pub struct Index {
     location: String,

@@ -10,9 +10,58 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Query, Retrieval, Retriever, TraceStep};
-use crate::error::Result;
+use super::registry::{self, GraphUse, LlmUse, MethodSections, MethodSpec, Resources, TraceKind};
+use super::{dense, ppr, Query, Retrieval, Retriever, TraceStep};
+use crate::error::{Error, Result};
 use crate::fusion::DenseGuard;
+
+/// The best LLM-free pipeline measured for the index at hand.
+pub const AUTO: MethodSpec = MethodSpec {
+    name: "auto",
+    section: Some("auto"),
+    summary: "the best LLM-free pipeline measured for the kind of index: ppr behind a dense guard on an index \
+              with an entity graph, dense without one (section auto)",
+    graph: GraphUse::IfPresent,
+    llm: LlmUse::AsChosen(|s| &s.auto),
+    trace: TraceKind::Choice,
+    build: |s, r| build(&AUTO, &s.auto, s, r),
+};
+
+/// The best pipeline measured with an LLM; `auto`'s choice until one beats it.
+pub const AUTO_LLM: MethodSpec = MethodSpec {
+    name: "auto_llm",
+    section: Some("auto_llm"),
+    summary: "the best pipeline measured with an LLM (section auto_llm; re-choose with `hoprag tune --method \
+              auto_llm` on your endpoint)",
+    graph: GraphUse::IfPresent,
+    llm: LlmUse::AsChosen(|s| &s.auto_llm),
+    trace: TraceKind::Choice,
+    build: |s, r| build(&AUTO_LLM, &s.auto_llm, s, r),
+};
+
+/// `params`' choice for the index's kind of graph, run with its dense guard.
+fn build(
+    spec: &'static MethodSpec,
+    params: &AutoParams,
+    sections: &MethodSections,
+    r: &dyn Resources,
+) -> Result<Box<dyn Retriever>> {
+    let graph = r.graph_kind();
+    let choice = params.choice(graph);
+    let (chosen, _) = registry::parse_method_spec(choice)?;
+    if registry::find(chosen).is_some_and(|m| matches!(m.llm, LlmUse::AsChosen(_))) {
+        return Err(Error::Config(format!("{} cannot choose itself or another auto method ({choice})", spec.name)));
+    }
+    // The choice runs with auto's dense guard (it only affects ppr).
+    let mut sections = sections.clone();
+    sections.ppr.dense_guard = params.dense_guard_for(&r.index().manifest.embedder.id);
+    // The graph loads here, not in the engine made for the choice, so that the two
+    // share it and what it computes on first use.
+    if graph != GraphKind::None {
+        r.graph()?;
+    }
+    Ok(Box::new(Auto::new(spec.name, r.method_with(choice, &sections)?, graph)))
+}
 
 /// What kind of graph an index has, as far as choosing a method goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,9 +140,9 @@ impl AutoParams {
 impl Default for AutoParams {
     fn default() -> Self {
         AutoParams {
-            with_graph: "ppr".into(),
-            with_heuristic_graph: "ppr".into(),
-            without_graph: "dense".into(),
+            with_graph: ppr::SPEC.name.into(),
+            with_heuristic_graph: ppr::SPEC.name.into(),
+            without_graph: dense::SPEC.name.into(),
             dense_guard: DenseGuard { max: 2, gap: 0.5, depth: 50 },
             dense_guard_by_embedder: BTreeMap::from([(
                 "embeddinggemma".to_string(),
@@ -102,11 +151,6 @@ impl Default for AutoParams {
         }
     }
 }
-
-/// The `auto_llm` section: [`AutoParams`] with the choices measured with an LLM.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct AutoLlmParams(pub AutoParams);
 
 pub struct Auto {
     name: &'static str,

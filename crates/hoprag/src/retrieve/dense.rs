@@ -3,12 +3,31 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::embed::{Embedder, TextKind};
 use crate::error::Result;
 use crate::index::VectorIndex;
+
+pub const SPEC: MethodSpec = MethodSpec {
+    name: "dense",
+    section: Some("dense"),
+    summary: "the nearest passages to the query embedding (exact search, or the index's HNSW graph)",
+    graph: GraphUse::No,
+    llm: LlmUse::Never,
+    trace: TraceKind::Lists,
+    build: |_, r| Ok(Box::new(Dense::new(r.vectors(), r.embedder()))),
+};
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DenseParams {
+    /// Scan every vector even where the index has an HNSW graph.
+    pub exact: bool,
+}
 
 pub struct Dense {
     vectors: Arc<dyn VectorIndex>,
@@ -58,7 +77,7 @@ pub(crate) fn dense_search(
     k: usize,
     trace: &mut Trace,
 ) -> Result<Vec<(crate::PassageIdx, f32)>> {
-    trace.step("dense", || {
+    trace.step(SPEC.name, || {
         let l = vectors.search(embedding, k)?;
         let d = json!({"index": vectors.kind(), "top": list_detail(&l)});
         Ok((l, d))
@@ -67,7 +86,7 @@ pub(crate) fn dense_search(
 
 impl Retriever for Dense {
     fn name(&self) -> &str {
-        "dense"
+        SPEC.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {

@@ -2,15 +2,41 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::dense::{dense_search, query_embedding};
-use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
-use crate::config::HybridParams;
+use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
+use super::{bm25, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::embed::Embedder;
 use crate::error::Result;
-use crate::fusion::rrf;
+use crate::fusion::{rrf, RRF_K};
 use crate::index::{Index, VectorIndex};
+
+pub const SPEC: MethodSpec = MethodSpec {
+    name: "hybrid",
+    section: Some("hybrid"),
+    summary: "reciprocal rank fusion (k = 60) of the bm25 and dense lists",
+    graph: GraphUse::No,
+    llm: LlmUse::Never,
+    trace: TraceKind::Lists,
+    build: |s, r| Ok(Box::new(Hybrid::new(r.index(), r.vectors(), r.embedder(), s.hybrid))),
+};
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HybridParams {
+    /// RRF constant (k = 60, Cormack et al. 2009).
+    pub rrf_k: f32,
+    /// How deep each list is read before fusion.
+    pub depth: usize,
+}
+
+impl Default for HybridParams {
+    fn default() -> Self {
+        HybridParams { rrf_k: RRF_K, depth: 100 }
+    }
+}
 
 pub struct Hybrid {
     index: Arc<Index>,
@@ -32,7 +58,7 @@ impl Hybrid {
 
 impl Retriever for Hybrid {
     fn name(&self) -> &str {
-        "hybrid"
+        SPEC.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
@@ -42,7 +68,7 @@ impl Retriever for Hybrid {
         let depth = self.params.depth.max(k);
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let dense = dense_search(self.vectors.as_ref(), &q, depth, &mut trace)?;
-        let lexical = trace.step("bm25", || {
+        let lexical = trace.step(bm25::SPEC.name, || {
             let l = self.index.lexical().search(&query.text, depth)?;
             let d = list_detail(&l);
             Ok((l, d))

@@ -1,26 +1,29 @@
-//! Retrieval methods: the [`Retriever`] seam and one file per method.
+//! Retrieval methods: the [`Retriever`] seam, one file (or folder) per method, and the
+//! [`registry`] that lists them.
 
-mod auto;
-mod bm25;
+pub mod auto;
+pub mod bm25;
 pub mod bridge_rag;
-mod dense;
+pub mod dense;
 pub mod fallback;
 pub mod gear;
-mod hybrid;
-mod phasegraph;
-pub(crate) mod ppr;
-mod regime_router;
+pub mod hybrid;
+pub mod phasegraph;
+pub mod ppr;
+pub mod regime_router;
+pub mod registry;
 
-pub use auto::{Auto, AutoLlmParams, AutoParams, GraphKind};
+pub use auto::{Auto, AutoParams, GraphKind};
 pub use bm25::Bm25;
-pub use bridge_rag::{BridgeRag, Condition, DecisionRecord};
-pub use dense::Dense;
+pub use bridge_rag::{BridgeRag, BridgeRagParams, Condition, DecisionRecord};
+pub use dense::{Dense, DenseParams};
 pub use fallback::{WithFallback, FALLBACK_STEP};
-pub use gear::{Gear, NaiveGe, SyncGe};
-pub use hybrid::Hybrid;
+pub use gear::{Gear, GearParams, NaiveGe, SyncGe};
+pub use hybrid::{Hybrid, HybridParams};
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
 pub use ppr::{PassageScoring, Ppr, PprMethodParams};
 pub use regime_router::{RegimeRouter, RegimeRouterParams, RouterMode};
+pub use registry::{MethodSpec, DEFAULT_METHOD, METHODS};
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::dense::{dense_search, query_embedding};
 use super::ppr::{graph_scores, PprMethodParams};
+use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
@@ -72,6 +73,20 @@ impl Default for PhaseGraphParams {
 /// 2wiki-corpus's graph, which has more entries, one swapped pair in 341 questions.
 pub const PHASEGRAPH_SPLIT_BUDGET: usize = 1 << 19;
 
+pub const SPEC: MethodSpec = MethodSpec {
+    name: "phasegraph",
+    section: Some("phasegraph"),
+    summary: "PhaseGraph: calibrated (percentile rank + Boltzmann) fusion of the dense list and a capped \
+              Personalized PageRank list",
+    graph: GraphUse::Required,
+    llm: LlmUse::ForMentions(|s| &s.phasegraph.graph.link),
+    trace: TraceKind::Walk,
+    build: |s, r| {
+        let graph = r.graph()?;
+        Ok(Box::new(PhaseGraph::new(graph, r.index().vectors().clone(), r.vectors(), r.embedder(), s.phasegraph)))
+    },
+};
+
 pub struct PhaseGraph {
     graph: Arc<GraphContext>,
     passages: Arc<Matrix>,
@@ -94,7 +109,7 @@ impl PhaseGraph {
 
 impl Retriever for PhaseGraph {
     fn name(&self) -> &str {
-        "phasegraph"
+        SPEC.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {

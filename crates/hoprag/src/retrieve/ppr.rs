@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::dense::{dense_search, graph_query_embedding, query_embedding};
+use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
@@ -341,6 +342,17 @@ fn llm_mentions(ctx: &GraphContext, query: &Query, trace: &mut Trace) -> Result<
     })
 }
 
+pub const SPEC: MethodSpec = MethodSpec {
+    name: "ppr",
+    section: Some("ppr"),
+    summary: "HippoRAG 2: Personalized PageRank seeded by the query's nearest facts, the names it mentions and \
+              every passage's dense score, damping 0.5; dense where no fact matches",
+    graph: GraphUse::Required,
+    llm: LlmUse::ForMentions(|s| &s.ppr.link),
+    trace: TraceKind::Walk,
+    build: |s, r| Ok(Box::new(Ppr::new(r.graph()?, r.index().vectors().clone(), r.vectors(), r.embedder(), s.ppr))),
+};
+
 pub struct Ppr {
     graph: Arc<GraphContext>,
     passages: Arc<Matrix>,
@@ -454,7 +466,7 @@ impl DenseScores {
 
 impl Retriever for Ppr {
     fn name(&self) -> &str {
-        "ppr"
+        SPEC.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use crate::corpus::Skipped;
 use crate::engine::Engine;
+use crate::retrieve::registry::MethodSpec;
 use crate::retrieve::{Retrieval, Trace};
 
 /// One question to retrieve passages for.
@@ -147,6 +148,38 @@ pub struct MethodInfo {
     /// from), or null for a method without parameters.
     #[schema(value_type = Option<Object>)]
     pub parameters: Value,
+    pub capabilities: Capabilities,
+}
+
+/// What a method needs and what its trace holds, as the method registry states it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Capabilities {
+    /// Whether it reads the entity graph: `no`, `required`, or `if_present` (through the
+    /// method it chooses, where the index has a graph).
+    pub graph: String,
+    /// Whether it asks the LLM anything, as configured on this server.
+    pub llm: bool,
+    /// What its trace holds: `lists`, `walk` (a walk over the entity graph, which
+    /// `/v1/graph/walk` draws), `beams`, `judge`, `router`, or `choice` (another method's
+    /// trace behind a first step naming it).
+    pub trace: String,
+    /// The configuration section of its parameters, if it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+}
+
+impl Capabilities {
+    pub fn of(method: &MethodSpec, engine: &Engine) -> Capabilities {
+        // The registry's own snake_case names of its enums.
+        let label =
+            |v: serde_json::Result<Value>| v.ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        Capabilities {
+            graph: label(serde_json::to_value(method.graph)),
+            llm: engine.uses_llm(method.name),
+            trace: label(serde_json::to_value(method.trace)),
+            section: method.section.map(String::from),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

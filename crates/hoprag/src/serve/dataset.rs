@@ -16,10 +16,11 @@ use super::api::{ApiError, ApiJson, ErrorBody};
 use super::inspect::{query_params, DatasetSummary, Shared};
 use super::state::generation_name;
 use crate::dataset::{load_dataset, resolve_gold, DatasetFormat, GoldMatchCounts, Question, ResolvedDataset};
-use crate::engine::{parse_method_spec, Engine, METHODS};
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::eval::{evaluate_queries, EvalOptions};
 use crate::progress::Silent;
+use crate::retrieve::registry::{self, parse_method_spec};
 
 /// The questions of a data set, and their gold matched to the passages of the
 /// generation last asked about (passages added since change the match).
@@ -273,17 +274,14 @@ fn check_eval(
     if request.methods.is_empty() {
         return Err(ApiError::bad_request("invalid_request", "methods: name at least one"));
     }
-    let known = |spec: &str| {
-        parse_method_spec(spec).is_ok_and(|(name, _)| METHODS.iter().any(|(m, _)| *m == name.replace('-', "_")))
-    };
+    let known = |spec: &str| parse_method_spec(spec).is_ok_and(|(name, _)| registry::find(name).is_some());
     let names = request.methods.iter().chain(&request.baseline);
     for (i, spec) in names.enumerate() {
         if !known(spec) {
             let field = if i < request.methods.len() { format!("methods[{i}]") } else { "baseline".into() };
-            let list: Vec<_> = METHODS.iter().map(|m| m.0).collect();
             return Err(ApiError::bad_request(
                 "unknown_method",
-                format!("{field}: unknown method {spec:?}; known: {}", list.join(", ")),
+                format!("{field}: unknown method {spec:?}; known: {}", registry::names().join(", ")),
             ));
         }
     }
@@ -317,12 +315,14 @@ mod tests {
 
     #[test]
     fn eval_requests_are_checked_field_by_field() {
-        let (methods, ks, limit) = check_eval(&request(&["dense", "ppr[alpha=0.5]"]), 100, 200).unwrap();
+        let dense = crate::retrieve::dense::SPEC.name;
+        let ppr_variant = format!("{}[alpha=0.5]", crate::retrieve::ppr::SPEC.name);
+        let (methods, ks, limit) = check_eval(&request(&[dense, &ppr_variant]), 100, 200).unwrap();
         assert_eq!((methods.len(), ks, limit), (2, vec![2, 5, 10, 15], 200));
         let message = |r: &EvalRequest| check_eval(r, 100, 200).unwrap_err().message;
         assert!(message(&request(&[])).starts_with("methods:"));
-        assert!(message(&request(&["dense", "nope"])).starts_with("methods[1]: unknown method"));
-        let mut r = request(&["dense"]);
+        assert!(message(&request(&[dense, "nope"])).starts_with("methods[1]: unknown method"));
+        let mut r = request(&[dense]);
         r.baseline = Some("nope".into());
         assert!(message(&r).starts_with("baseline:"));
         r.baseline = None;

@@ -11,11 +11,11 @@ use axum::Json;
 use tokio::task::JoinSet;
 
 use super::api::{
-    AddPassagesRequest, AddPassagesResponse, ApiError, ApiJson, ErrorBody, Health, MethodInfo, MethodList,
-    RetrieveRequest, RetrieveResponse,
+    AddPassagesRequest, AddPassagesResponse, ApiError, ApiJson, Capabilities, ErrorBody, Health, MethodInfo,
+    MethodList, RetrieveRequest, RetrieveResponse,
 };
 use super::state::{generation_name, AppState};
-use crate::engine::{DEFAULT_METHOD, METHODS};
+use crate::retrieve::registry::{DEFAULT_METHOD, METHODS};
 
 type Shared = State<Arc<AppState>>;
 
@@ -96,12 +96,14 @@ pub async fn methods(State(state): Shared) -> Result<Json<MethodList>, ApiError>
     let config: serde_json::Value = serde_json::to_string(&state.engine().config)
         .and_then(|text| serde_json::from_str(&text))
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    let engine = state.engine();
     let methods = METHODS
         .iter()
-        .map(|(name, description)| MethodInfo {
-            name: name.to_string(),
-            description: description.to_string(),
-            parameters: config.get(*name).cloned().unwrap_or_default(),
+        .map(|m| MethodInfo {
+            name: m.name.to_string(),
+            description: m.summary.to_string(),
+            parameters: m.section.and_then(|s| config.get(s)).cloned().unwrap_or_default(),
+            capabilities: Capabilities::of(m, &engine),
         })
         .collect();
     Ok(Json(MethodList { default: DEFAULT_METHOD.to_string(), methods }))

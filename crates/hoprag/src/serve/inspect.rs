@@ -15,13 +15,14 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::api::{ApiError, ApiJson, ErrorBody};
+use super::api::{ApiError, ApiJson, Capabilities, ErrorBody};
 use super::dataset::ServedDataset;
 use super::state::{generation_name, AppState};
 use crate::embed::TextKind;
-use crate::engine::{parse_method_spec, Engine, METHODS};
+use crate::engine::{parse_method_spec, Engine};
 use crate::graph::linking::{LinkedEntity, NerMode};
 use crate::graph::{normalize_entity, EdgeKind, GraphContext};
+use crate::retrieve::registry::{MethodSpec, METHODS};
 use crate::retrieve::{GraphKind, PprMethodParams};
 
 /// What the inspection routes share: the server's state, and the data set it was given.
@@ -78,6 +79,7 @@ pub struct MethodAvailability {
     /// Why it cannot run, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    pub capabilities: Capabilities,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -116,7 +118,7 @@ pub async fn index_info(State(inspect): Shared) -> Result<Json<IndexInfo>, ApiEr
         passages: engine.index.len(),
         graph_kind,
         manifest,
-        methods: METHODS.iter().map(|(name, _)| availability(&engine, name)).collect(),
+        methods: METHODS.iter().map(|m| availability(&engine, m)).collect(),
         top_entities,
         dataset: inspect.dataset.as_ref().map(|d| d.summary()),
         limits: Limits { max_k: s.max_k, default_k: s.default_k, max_eval_questions: s.max_eval_questions },
@@ -175,12 +177,10 @@ fn percent_decode(text: &str) -> Result<String, ApiError> {
 
 /// Whether `name` can run on this engine, checked without building it: building a
 /// GEAR method would build its triple index, which can take a while.
-fn availability(engine: &Engine, name: &str) -> MethodAvailability {
-    // The methods that read the entity graph (auto falls back to dense without one).
-    const GRAPH: &[&str] = &["ppr", "phasegraph", "naive_ge", "sync_ge", "gear"];
-    let reason = if GRAPH.contains(&name) && engine.graph_kind() == GraphKind::None {
+fn availability(engine: &Engine, method: &MethodSpec) -> MethodAvailability {
+    let reason = if !method.runs_on(engine.graph_kind()) {
         Some("needs an entity graph (hoprag graph)".to_string())
-    } else if engine.uses_llm(name) {
+    } else if engine.uses_llm(method.name) {
         match (engine.llm(), engine.llm_source().check()) {
             (None, _) => Some("needs an LLM".to_string()),
             (Some(_), Err(e)) => Some(format!("needs the LLM: {e}")),
@@ -189,7 +189,8 @@ fn availability(engine: &Engine, name: &str) -> MethodAvailability {
     } else {
         None
     };
-    MethodAvailability { name: name.to_string(), available: reason.is_none(), reason }
+    let capabilities = Capabilities::of(method, engine);
+    MethodAvailability { name: method.name.to_string(), available: reason.is_none(), reason, capabilities }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
@@ -611,15 +612,15 @@ fn walk_params(engine: &Engine, asked: &str) -> Result<(String, PprMethodParams)
     let name = asked.replace('-', "_");
     let chosen = match name.as_str() {
         "auto" | "auto_llm" => {
-            let params = if name == "auto" { &engine.config.auto } else { &engine.config.auto_llm.0 };
+            let params = if name == "auto" { &engine.config.methods.auto } else { &engine.config.methods.auto_llm };
             let choice = params.choice(engine.graph_kind());
             parse_method_spec(choice).map(|(n, _)| n.to_string()).unwrap_or_else(|_| choice.to_string())
         }
         other => other.to_string(),
     };
     match chosen.as_str() {
-        "ppr" => Ok((chosen, engine.config.ppr)),
-        "phasegraph" => Ok((chosen, engine.config.phasegraph.graph)),
+        "ppr" => Ok((chosen, engine.config.methods.ppr)),
+        "phasegraph" => Ok((chosen, engine.config.methods.phasegraph.graph)),
         _ if chosen != name => Err(ApiError::bad_request(
             "method_unavailable",
             format!("method: {asked} runs {chosen} on this index, which walks no entity graph"),

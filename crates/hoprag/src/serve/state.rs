@@ -12,10 +12,11 @@ use super::api::{AddPassagesRequest, AddPassagesResponse, ApiError, RetrieveRequ
 use super::metrics::{Gauges, Metrics};
 use super::settings::ServeSettings;
 use crate::corpus::{Dedup, LoadedCorpus, Passage};
-use crate::engine::{Engine, DEFAULT_METHOD, METHODS};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::llm::{CountingLlm, LlmStats};
 use crate::progress::Silent;
+use crate::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
 use crate::retrieve::Query;
 use crate::store::add_passages;
 
@@ -116,11 +117,10 @@ impl AppState {
             ));
         }
         let method = method.unwrap_or_else(|| DEFAULT_METHOD.to_string());
-        if !METHODS.iter().any(|(name, _)| *name == method) {
-            let known: Vec<_> = METHODS.iter().map(|m| m.0).collect();
+        if !METHODS.iter().any(|m| m.name == method) {
             return Err(ApiError::bad_request(
                 "unknown_method",
-                format!("unknown method {method:?}; known: {}", known.join(", ")),
+                format!("unknown method {method:?}; known: {}", registry::names().join(", ")),
             ));
         }
         let engine = self.engine();

@@ -560,8 +560,8 @@ fn measure_queries(
     let embedder: Arc<dyn Embedder> = inputs.embedder.clone();
     let mut config = Config::default();
     if let Some(budget) = split_budget {
-        config.ppr.ppr.split_budget = budget;
-        config.phasegraph.graph.ppr.split_budget = budget;
+        config.methods.ppr.ppr.split_budget = budget;
+        config.methods.phasegraph.graph.ppr.split_budget = budget;
     }
     let engine = Engine::with_index(store.clone(), index.clone(), embedder.clone(), config.clone())?;
     // What --methods asks for (all when it names none). The graph is loaded (minutes at a
@@ -577,7 +577,7 @@ fn measure_queries(
     let rss_file_after_open_mb = super::proc_status_mib("RssFile").unwrap_or(0.0);
     // The split walk's precomputation, which the first ppr query would otherwise pay.
     let ppr_precompute = if has_graph {
-        let damping = Config::default().ppr.ppr.damping;
+        let damping = Config::default().methods.ppr.ppr.damping;
         engine.graph()?.passage_response(index.vectors(), damping).map(|r| r.stats().clone())
     } else {
         None
@@ -637,7 +637,7 @@ fn measure_queries(
     }
 
     let mut exact_config = Config::default();
-    exact_config.dense.exact = true;
+    exact_config.methods.dense.exact = true;
     let mut methods: Vec<(&str, Box<dyn Retriever>)> = vec![
         ("bm25", engine.retriever("bm25")?),
         ("dense (hnsw)", engine.retriever("dense")?),
@@ -701,8 +701,8 @@ fn measure_queries(
         // Every graph method's walk: `ppr` and `auto` walk with `ppr`'s parameters,
         // `phasegraph` with its own.
         let mut full = config.clone();
-        full.ppr.ppr.split = false;
-        full.phasegraph.graph.ppr.split = false;
+        full.methods.ppr.ppr.split = false;
+        full.methods.phasegraph.graph.ppr.split = false;
         let full = engine.with_config(full);
         let sample = sample(queries.len(), agreement_questions);
         for (name, method) in methods.iter().filter(|m| is_graph_method(m.0)) {

@@ -16,6 +16,7 @@
 //! Every query leaves a decision record in its trace (§9): bridge, entities, SVO queries,
 //! the pool with SVO and judge scores, the final ranking, and what had to be repaired.
 
+mod params;
 mod parse;
 pub mod prompts;
 
@@ -25,12 +26,15 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+pub use params::BridgeRagParams;
 pub use parse::{entities, judge_scores, svo_queries, EntityAnswer, EntitySplit, JudgeAnswer, SvoAnswer};
 use prompts::{entity_request, judge_request, svo_request, JudgeContext, PromptPassage};
 
+use super::dense::Dense;
 use super::dense::{dense_search, query_embedding};
+use super::fallback::WithFallback;
+use super::registry::{GraphUse, LlmUse, MethodSections, MethodSpec, Resources, TraceKind};
 use super::{Hit, Query, Retrieval, Retriever, Trace};
-use crate::config::BridgeRagParams;
 use crate::corpus::{Passage, PassageIdx};
 use crate::embed::{dot, Embedder, TextKind};
 use crate::error::{Error, Result};
@@ -52,6 +56,49 @@ pub enum Condition {
     #[default]
     #[serde(alias = "C")]
     C,
+}
+
+/// Full BridgeRAG: the bridge-conditioned judge (condition from `bridge_rag.condition`).
+pub const SPEC: MethodSpec = MethodSpec {
+    name: "bridge_rag",
+    section: Some("bridge_rag"),
+    summary: "BridgeRAG: the top dense passage is the bridge; SVO and dual-entity expansion into one pool, \
+              scored by a bridge-conditioned LLM judge, PIT fusion (condition from bridge_rag.condition, default c)",
+    graph: GraphUse::No,
+    llm: LlmUse::Always,
+    trace: TraceKind::Judge,
+    build: |s, r| build(&SPEC, None, s, r),
+};
+
+/// Ablation A: the same pool ranked by SVO similarity alone.
+pub const SPEC_A: MethodSpec = MethodSpec {
+    name: "bridge_rag_a",
+    summary: "BridgeRAG ablation A: the same pool ranked by SVO similarity alone",
+    build: |s, r| build(&SPEC_A, Some(Condition::A), s, r),
+    ..SPEC
+};
+
+/// Ablation B: the same pool ranked by the 2-way judge s(q, c).
+pub const SPEC_B: MethodSpec = MethodSpec {
+    name: "bridge_rag_b",
+    summary: "BridgeRAG ablation B: the same pool ranked by the 2-way judge s(q, c), without the bridge",
+    build: |s, r| build(&SPEC_B, Some(Condition::B), s, r),
+    ..SPEC
+};
+
+/// BridgeRAG behind its LLM-free fallback, dense retrieval.
+fn build(
+    spec: &MethodSpec,
+    condition: Option<Condition>,
+    sections: &MethodSections,
+    r: &dyn Resources,
+) -> Result<Box<dyn Retriever>> {
+    let llm = r.llm(spec.name)?;
+    let mut params = sections.bridge_rag;
+    params.condition = condition.unwrap_or(params.condition);
+    let dense = Box::new(Dense::new(r.vectors(), r.embedder()));
+    let bridge = BridgeRag::new(r.index(), r.vectors(), r.embedder(), llm, params, spec.name, r.llm_concurrency());
+    Ok(Box::new(WithFallback::new(Box::new(bridge), dense)))
 }
 
 /// Where a pool passage came from.

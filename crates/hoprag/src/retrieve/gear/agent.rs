@@ -17,7 +17,25 @@ use crate::index::SearchKind;
 use crate::llm::Llm;
 use crate::retrieve::dense::query_embedding;
 use crate::retrieve::fallback::fallback_step;
+use crate::retrieve::fallback::WithFallback;
+use crate::retrieve::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use crate::retrieve::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+
+pub const GEAR: MethodSpec = MethodSpec {
+    name: "gear",
+    section: Some("gear"),
+    summary: "the GEAR agent: SyncGE at each step, a gist memory, a reason-and-rewrite loop, then passageLink \
+              of the memory fused by RRF",
+    graph: GraphUse::Required,
+    llm: LlmUse::Always,
+    trace: TraceKind::Beams,
+    build: |s, r| {
+        let llm = r.llm(GEAR.name)?;
+        let base = r.method(s.gear.base_method().name)?;
+        let method = Gear::new(Expansion::build(s, r)?, llm, r.llm_concurrency());
+        Ok(Box::new(WithFallback::new(Box::new(method), base)))
+    },
+};
 
 pub struct Gear {
     ctx: Expansion,
@@ -74,7 +92,7 @@ impl Gear {
 
 impl Retriever for Gear {
     fn name(&self) -> &str {
-        "gear"
+        GEAR.name
     }
 
     fn retrieve(&self, question: &Query, k: usize) -> Result<Retrieval> {
@@ -190,7 +208,7 @@ impl Retriever for Gear {
             // Every LLM stage failed to give a fact: the query is answered by the base
             // ranking, and says so.
             let base = ctx.base_passages(question, k, &mut trace)?;
-            trace.steps.push(fallback_step(p.base.method(), &llm_failures.join("; ")));
+            trace.steps.push(fallback_step(p.base_method().name, &llm_failures.join("; ")));
             return Ok(Retrieval { hits: hits(base), trace });
         }
         Ok(Retrieval { hits: hits(fused), trace })

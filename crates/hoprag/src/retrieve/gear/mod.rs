@@ -13,24 +13,27 @@
 
 mod agent;
 mod naive_ge;
+mod params;
 pub mod prompts;
 pub mod stages;
 mod sync_ge;
 
-pub use agent::Gear;
-pub use naive_ge::NaiveGe;
-pub use sync_ge::SyncGe;
+pub use agent::{Gear, GEAR};
+pub use naive_ge::{NaiveGe, NAIVE_GE};
+pub use params::{GearParams, Grounding, SequenceScoring};
+pub use sync_ge::{SyncGe, SYNC_GE};
 
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::dense::graph_query_embedding;
+use super::hybrid::HybridParams;
+use super::registry::{MethodSections, Resources};
 use super::{list_detail, Query, Retriever, Trace};
-use crate::config::{GearParams, HybridParams, SequenceScoring};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fusion::rrf;
 use crate::graph::beam::{
     diverse_triple_beam_search, flatten_breadth_first, triples_to_passages, EncodeScorer, PooledScorer, SequenceScorer,
@@ -59,6 +62,23 @@ pub struct Expansion {
 }
 
 impl Expansion {
+    /// What the GEAR methods share, from the opened index: the base retriever of
+    /// `gear.base`, the triple index (built on first use) and the parameters.
+    pub(crate) fn build(sections: &MethodSections, r: &dyn Resources) -> Result<Expansion> {
+        let p = sections.gear;
+        if p.beam_size == 0 || p.length == 0 || p.max_steps == 0 || p.round_passages == 0 {
+            return Err(Error::Config(
+                "gear.beam_size, gear.length, gear.max_steps and gear.round_passages must be at least 1".into(),
+            ));
+        }
+        let graph = r.graph()?;
+        let embedder = r.embedder();
+        let triples = graph.triple_index(graph.embedder.as_deref().unwrap_or(embedder.as_ref()))?;
+        let base = r.method(p.base_method().name)?;
+        Ok(Expansion::new(base, triples, r.index(), embedder, p, sections.hybrid)
+            .with_graph_embedder(graph.embedder.clone()))
+    }
+
     pub fn new(
         base: Box<dyn Retriever>,
         triples: Arc<TripleIndex>,

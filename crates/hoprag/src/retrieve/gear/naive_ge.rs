@@ -6,7 +6,18 @@ use serde_json::json;
 use super::Expansion;
 use crate::error::Result;
 use crate::retrieve::dense::query_embedding;
+use crate::retrieve::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use crate::retrieve::{hits, Query, Retrieval, Retriever, Trace};
+
+pub const NAIVE_GE: MethodSpec = MethodSpec {
+    name: "naive_ge",
+    section: Some("gear"),
+    summary: "GEAR NaiveGE: diverse triple beam search from the base passages' triples, fused with them by RRF",
+    graph: GraphUse::Required,
+    llm: LlmUse::Never,
+    trace: TraceKind::Beams,
+    build: |s, r| Ok(Box::new(NaiveGe::new(Expansion::build(s, r)?))),
+};
 
 pub struct NaiveGe {
     ctx: Expansion,
@@ -20,7 +31,7 @@ impl NaiveGe {
 
 impl Retriever for NaiveGe {
     fn name(&self) -> &str {
-        "naive_ge"
+        NAIVE_GE.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::prompts;
-use crate::config::Grounding;
+use super::Grounding;
 use crate::corpus::Passage;
 use crate::error::Result;
 use crate::llm::{ChatRequest, Llm, Meter};

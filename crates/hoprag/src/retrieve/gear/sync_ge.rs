@@ -13,7 +13,24 @@ use crate::error::Result;
 use crate::llm::Llm;
 use crate::retrieve::dense::query_embedding;
 use crate::retrieve::fallback::fallback_step;
+use crate::retrieve::fallback::WithFallback;
+use crate::retrieve::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use crate::retrieve::{hits, Query, Retrieval, Retriever, Trace};
+
+pub const SYNC_GE: MethodSpec = MethodSpec {
+    name: "sync_ge",
+    section: Some("gear"),
+    summary: "GEAR SyncGE: an LLM reads the base passages into triples that seed the triple beam search",
+    graph: GraphUse::Required,
+    llm: LlmUse::Always,
+    trace: TraceKind::Beams,
+    build: |s, r| {
+        let llm = r.llm(SYNC_GE.name)?;
+        let base = r.method(s.gear.base_method().name)?;
+        let method = SyncGe::new(Expansion::build(s, r)?, llm, r.llm_concurrency());
+        Ok(Box::new(WithFallback::new(Box::new(method), base)))
+    },
+};
 
 pub struct SyncGe {
     ctx: Expansion,
@@ -110,7 +127,7 @@ pub(crate) fn llm_or_nothing(r: Result<stages::ReadOutcome>) -> Read {
 
 impl Retriever for SyncGe {
     fn name(&self) -> &str {
-        "sync_ge"
+        SYNC_GE.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
@@ -123,7 +140,7 @@ impl Retriever for SyncGe {
             // The LLM gave nothing to expand from: the query is answered by the base
             // ranking, and says so.
             fused.truncate(k);
-            trace.steps.push(fallback_step(self.ctx.params.base.method(), &reason));
+            trace.steps.push(fallback_step(self.ctx.params.base_method().name, &reason));
         }
         Ok(Retrieval { hits: hits(fused), trace })
     }

@@ -6,8 +6,9 @@
 (() => {
   const SVGNS = 'http://www.w3.org/2000/svg';
   const COLORS = ['#2f6fb3', '#e07b24', '#3a9a5b', '#c0392b', '#8e5fb8', '#8c6d3f', '#d15fa6', '#5f6b7a', '#a8a82b', '#2aa1b3'];
-  const DEFAULT_METHODS = ['dense', 'hybrid', 'auto'];
-  const GRAPH_METHODS = ['ppr', 'phasegraph'];
+  // The baselines shown beside the server's default method until the user picks.
+  const BASELINES = ['dense', 'hybrid'];
+  const shownFirst = () => [...BASELINES, S.defaultMethod];
   const TOKEN_KEY = 'hoprag.token';
   const REPORT_KEY = 'hoprag.report';
 
@@ -53,6 +54,7 @@
     health: null,
     info: null,
     descriptions: new Map(),
+    defaultMethod: '', // the server's, from /v1/methods
     dataset: null,
     question: null, // the data set question of the view, with its gold
     results: new Map(), // `${method}|${k}|${q}` -> response or {error}
@@ -216,6 +218,12 @@
     const m = S.info && S.info.methods.find((x) => x.name === name);
     return !m || m.available;
   }
+  // What a method's trace holds, as the server's method registry says (`lists`, `walk`,
+  // `beams`, `judge`, `router`, `choice`).
+  function traceKind(name) {
+    const m = S.info && S.info.methods.find((x) => x.name === name);
+    return m && m.capabilities ? m.capabilities.trace : 'lists';
+  }
   function totalMicros(trace) {
     return (trace && trace.steps ? trace.steps : []).reduce((a, st) => a + (st.micros || 0), 0);
   }
@@ -223,12 +231,8 @@
   function family(method, trace) {
     let name = method;
     const first = trace && trace.steps && trace.steps[0];
-    if (first && (first.name === 'auto' || first.name === 'auto_llm') && first.detail) name = first.detail.method || name;
-    if (GRAPH_METHODS.includes(name)) return 'graph';
-    if (name.startsWith('bridge_rag')) return 'bridge';
-    if (['gear', 'sync_ge', 'naive_ge'].includes(name)) return 'gear';
-    if (name === 'regime_router') return 'router';
-    return 'lists';
+    if (first && traceKind(first.name) === 'choice' && first.detail) name = first.detail.method || name;
+    return { walk: 'graph', judge: 'bridge', beams: 'gear', router: 'router' }[traceKind(name)] || 'lists';
   }
   function goldOf() {
     const gold = new Map();
@@ -313,7 +317,7 @@
   async function showAsk(p) {
     buildAskForm();
     const wanted = (p.get('methods') || '').split(',').filter((m) => methodNames().includes(m));
-    const methods = wanted.length ? wanted : DEFAULT_METHODS.filter(available);
+    const methods = wanted.length ? wanted : shownFirst().filter(available);
     for (const input of $$('#methods input')) input.checked = methods.includes(input.value);
     const k = Math.max(1, Math.min(Number(p.get('k')) || (S.info && S.info.limits.default_k) || 5, 100));
     $('#k').value = k;
@@ -487,7 +491,8 @@
     const q = p.get('q') || (S.question && S.question.text);
     const k = Number(p.get('k')) || 5;
     const chosen = (p.get('methods') || '').split(',').filter(Boolean);
-    const m = p.get('m') || chosen.find((x) => GRAPH_METHODS.includes(x) || x === 'auto') || chosen[0] || 'auto';
+    const walks = (x) => ['walk', 'choice'].includes(traceKind(x));
+    const m = p.get('m') || chosen.find(walks) || chosen[0] || S.defaultMethod;
     $('#hops-method').value = m;
     const out = $('#hops');
     if (!q) {
@@ -924,7 +929,7 @@
     if (!S.dataset) return;
     const form = $('#eval-form');
     form.hidden = false;
-    const defaults = ['dense', 'hybrid', 'auto'];
+    const defaults = shownFirst();
     for (const m of S.info.methods.filter((x) => x.available)) {
       $('#eval-methods').append(h('label', null, h('input', { type: 'checkbox', value: m.name, checked: defaults.includes(m.name) }), m.name));
       $('#eval-baseline').append(h('option', { value: m.name, text: m.name, selected: m.name === 'dense' }));
@@ -1219,6 +1224,7 @@
       const [info, methods] = await Promise.all([api('/v1/index'), api('/v1/methods')]);
       S.info = info;
       for (const m of methods.methods) S.descriptions.set(m.name, m.description);
+      S.defaultMethod = methods.default;
       if (info.dataset) S.dataset = await api('/v1/dataset');
     } catch (e) {
       showError(e);

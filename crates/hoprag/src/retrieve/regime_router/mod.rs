@@ -7,17 +7,20 @@
 //! 3. P(Union) from the router's five features;
 //! 4. Union if P ≥ τ: score(c) = (1 − α)·cos(q, c) + α·cos(B_rel, c), else cos(q, c).
 
+pub mod model;
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::dense::{dense_search, query_embedding};
-use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::embed::{Embedder, TextKind};
 use crate::error::{Error, Result};
 use crate::index::{Index, VectorIndex};
-use crate::regime::{next_hop, rank_of, union_ranking, RegimeModel, RouterFeatures};
+use crate::retrieve::dense::{dense_search, query_embedding};
+use crate::retrieve::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
+use crate::retrieve::{hits, list_detail, Query, Retrieval, Retriever, Trace};
+use model::{next_hop, rank_of, union_ranking, RegimeModel, RouterFeatures};
 
 /// Who decides between Q and Union.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +91,21 @@ impl RegimeRouterParams {
     }
 }
 
+pub const SPEC: MethodSpec = MethodSpec {
+    name: "regime_router",
+    section: Some("regime_router"),
+    summary: "RegimeRouter: per query, dense alone or dense plus the bridge passage's relation sentence, \
+              chosen by a logistic router on surface-text features (no LLM)",
+    graph: GraphUse::No,
+    llm: LlmUse::Never,
+    trace: TraceKind::Router,
+    build: |s, r| {
+        let params = s.regime_router.clone();
+        let model = RegimeModel::resolve(params.model.as_deref(), r.folder())?;
+        Ok(Box::new(RegimeRouter::new(r.index(), r.vectors(), r.embedder(), Arc::new(model), params)))
+    },
+};
+
 pub struct RegimeRouter {
     index: Arc<Index>,
     vectors: Arc<dyn VectorIndex>,
@@ -126,7 +144,7 @@ impl RegimeRouter {
 
 impl Retriever for RegimeRouter {
     fn name(&self) -> &str {
-        "regime_router"
+        SPEC.name
     }
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {

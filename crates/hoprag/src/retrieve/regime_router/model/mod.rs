@@ -1,7 +1,7 @@
 //! RegimeRouter's models: the relation-bearing sentence selector and the Q / Union router
 //! (two logistic regressions over surface-text features), their training without human
 //! labels, and the saved model file. The retrieval method itself is
-//! [`crate::retrieve::RegimeRouter`].
+//! [`RegimeRouter`](super::RegimeRouter).
 //!
 //! A model file holds the model trained on every training question and the five
 //! cross-fitted fold models. A question that was in the training set is always scored
