@@ -23,7 +23,7 @@ pub use hybrid::{Hybrid, HybridParams};
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
 pub use ppr::{PassageScoring, Ppr, PprMethodParams};
 pub use regime_router::{RegimeRouter, RegimeRouterParams, RouterMode};
-pub use registry::{MethodSpec, DEFAULT_METHOD, METHODS};
+pub use registry::{MethodSpec, DEFAULT_METHOD};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,6 +34,42 @@ use serde_json::Value;
 use crate::corpus::PassageIdx;
 use crate::error::Result;
 use crate::llm::{Llm, LlmStatsSnapshot, Meter};
+
+/// Every method, in the order `hoprag methods` lists them: the registry's table.
+pub static METHODS: &[&MethodSpec] = &[
+    &auto::AUTO,
+    &auto::AUTO_LLM,
+    &bm25::SPEC,
+    &dense::SPEC,
+    &hybrid::SPEC,
+    &ppr::SPEC,
+    &phasegraph::SPEC,
+    &regime_router::SPEC,
+    &bridge_rag::SPEC,
+    &bridge_rag::SPEC_A,
+    &bridge_rag::SPEC_B,
+    &gear::NAIVE_GE,
+    &gear::SYNC_GE,
+    &gear::GEAR,
+];
+
+/// The parameters of every method, one section each, as the configuration file and
+/// `--set` name them (`[hybrid]`, `ppr.link.facts`); composed into the configuration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MethodSections {
+    pub auto: AutoParams,
+    /// What `auto_llm` runs: the best pipeline measured with an LLM.
+    pub auto_llm: AutoParams,
+    pub hybrid: HybridParams,
+    pub dense: DenseParams,
+    pub ppr: PprMethodParams,
+    pub phasegraph: PhaseGraphParams,
+    pub regime_router: RegimeRouterParams,
+    pub bridge_rag: BridgeRagParams,
+    /// GEAR: `naive_ge`, `sync_ge` and the `gear` agent.
+    pub gear: GearParams,
+}
 
 /// A question to answer, with its embedding when the caller has already computed it
 /// (evaluation embeds all questions in one batch).

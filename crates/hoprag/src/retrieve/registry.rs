@@ -1,33 +1,28 @@
 //! Every retrieval method, once: its name, the configuration section of its parameters,
 //! what it needs (a graph, an LLM), what it promises, and how it is built.
 //!
-//! Each method states this in its own file as a [`MethodSpec`]; [`METHODS`] lists them,
-//! and [`MethodSections`] composes their parameters into the configuration. Everything
-//! that needs to know the methods (the engine, `hoprag methods`, the server's method
-//! list and web page, evaluation, benchmarks) reads this table, so adding a method is its
-//! own file plus a line here (two if it brings a section of parameters of its own).
+//! Each method states this in its own file as a [`MethodSpec`]; [`METHODS`], beside the
+//! methods' `mod` lines in `retrieve/mod.rs`, lists them, and [`MethodSections`] there
+//! composes their parameters into the configuration. Everything that needs to know the
+//! methods (the engine, `hoprag methods`, the server's method list and web page,
+//! evaluation, benchmarks) reads that table, so adding a method is its own file plus its
+//! lines in `retrieve/mod.rs`.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+pub use super::{MethodSections, METHODS};
 
 use super::auto::{self, AutoParams, GraphKind};
-use super::bridge_rag::{self, BridgeRagParams};
-use super::gear::{self, GearParams};
-use super::hybrid::{self, HybridParams};
-use super::ppr::{self, PprMethodParams};
-use super::regime_router::{self, RegimeRouterParams};
-use super::{bm25, dense, phasegraph, Retriever};
+use super::Retriever;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::graph::linking::{LinkParams, NerMode};
 use crate::graph::GraphContext;
 use crate::index::{Index, VectorIndex};
 use crate::llm::Llm;
-
-use dense::DenseParams;
-use phasegraph::PhaseGraphParams;
 
 /// A retrieval method as the registry knows it.
 pub struct MethodSpec {
@@ -112,42 +107,6 @@ pub trait Resources {
     /// parameters (`auto`'s choice, with auto's dense guard).
     fn method_with(&self, spec: &str, sections: &MethodSections) -> Result<Box<dyn Retriever>>;
 }
-
-/// The parameters of every method, one section each, as the configuration file and
-/// `--set` name them (`[hybrid]`, `ppr.link.facts`); composed into the configuration.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct MethodSections {
-    pub auto: AutoParams,
-    /// What `auto_llm` runs: the best pipeline measured with an LLM.
-    pub auto_llm: AutoParams,
-    pub hybrid: HybridParams,
-    pub dense: DenseParams,
-    pub ppr: PprMethodParams,
-    pub phasegraph: PhaseGraphParams,
-    pub regime_router: RegimeRouterParams,
-    pub bridge_rag: BridgeRagParams,
-    /// GEAR: `naive_ge`, `sync_ge` and the `gear` agent.
-    pub gear: GearParams,
-}
-
-/// Every method, in the order `hoprag methods` lists them.
-pub static METHODS: &[&MethodSpec] = &[
-    &auto::AUTO,
-    &auto::AUTO_LLM,
-    &bm25::SPEC,
-    &dense::SPEC,
-    &hybrid::SPEC,
-    &ppr::SPEC,
-    &phasegraph::SPEC,
-    &regime_router::SPEC,
-    &bridge_rag::SPEC,
-    &bridge_rag::SPEC_A,
-    &bridge_rag::SPEC_B,
-    &gear::NAIVE_GE,
-    &gear::SYNC_GE,
-    &gear::GEAR,
-];
 
 /// The method `query` and `serve` use when none is named: the best LLM-free pipeline
 /// measured (docs/results.md, "Choosing auto").
