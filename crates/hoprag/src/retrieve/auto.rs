@@ -13,6 +13,7 @@ use serde_json::json;
 use super::{Query, Retrieval, Retriever, TraceStep};
 use crate::error::Result;
 use crate::fusion::DenseGuard;
+use crate::graph::walk::WalkExplanation;
 
 /// What kind of graph an index has, as far as choosing a method goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,13 +122,9 @@ impl Auto {
     }
 }
 
-impl Retriever for Auto {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
-        let mut r = self.inner.retrieve(query, k)?;
+impl Auto {
+    /// The choice, as the first step of the trace.
+    fn record_choice(&self, r: &mut Retrieval) {
         let choice = TraceStep {
             name: self.name.into(),
             micros: 0,
@@ -135,7 +132,27 @@ impl Retriever for Auto {
             llm: None,
         };
         r.trace.steps.insert(0, choice);
+    }
+}
+
+impl Retriever for Auto {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        let mut r = self.inner.retrieve(query, k)?;
+        self.record_choice(&mut r);
         Ok(r)
+    }
+
+    /// The chosen method's explanation: the walk `auto` made is its choice's.
+    fn explain(&self, query: &Query, k: usize) -> Result<Option<(Retrieval, WalkExplanation)>> {
+        let explained = self.inner.explain(query, k)?;
+        Ok(explained.map(|(mut r, explanation)| {
+            self.record_choice(&mut r);
+            (r, explanation)
+        }))
     }
 
     fn concurrency(&self) -> Option<usize> {
