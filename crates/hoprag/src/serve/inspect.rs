@@ -599,7 +599,6 @@ pub async fn walk(
     let retriever = walk_method(&engine, &asked)?;
     let (query, k) = (request.query, s.default_k);
     let work = inspect.app.on_worker(move |_| {
-        let t = Instant::now();
         let (retrieval, explanation) = retriever
             .explain(&Query::new(query.as_str()), k)
             .map_err(|e| ApiError::internal(format!("{asked} failed: {e}")))?
@@ -613,11 +612,9 @@ pub async fn walk(
         for step in &retrieval.trace.steps {
             *micros.entry(step.name.clone()).or_default() += step.micros;
         }
-        let walked = t.elapsed();
         let t = Instant::now();
         let mut out = draw_walk(&engine, &ctx, &query, explanation, nodes, &include);
         micros.insert("select".into(), t.elapsed().as_micros() as u64);
-        micros.entry("total".into()).or_insert(walked.as_micros() as u64);
         out.micros = micros;
         out.via = (asked != out.method).then_some(asked);
         Ok(out)
