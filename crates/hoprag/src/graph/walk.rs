@@ -276,7 +276,10 @@ impl Walker<'_> {
         if p.splits() && (dense.is_some() || p.passage_weight == 0.0) {
             let split = SplitInput { query, dense, entity_products, entity_seeds: &entity_seeds, depth };
             if let Some((passages, split)) = self.split_walk(&split, log)? {
-                let detail = explain.then(|| self.explain_split(query, dense, entity_seeds, split));
+                let detail = match explain {
+                    true => Some(self.explain_split(query, dense, entity_seeds, split, log)?),
+                    false => None,
+                };
                 return Ok(Walked { passages, detail });
             }
         }
@@ -425,14 +428,16 @@ impl Walker<'_> {
     }
 
     /// The split walk's explanation: its estimates and bounds, and every node's mass
-    /// from the full walk from the same seeds, which the split walk does not compute.
+    /// from the full walk from the same seeds, which the split walk does not compute (a
+    /// step of its own, after the method's).
     fn explain_split(
         &self,
         query: &[f32],
         dense: Option<Dense<'_>>,
         mut seeds: Vec<(u32, f64)>,
         split: SplitRanking,
-    ) -> WalkDetail {
+        log: &mut dyn StepLog,
+    ) -> Result<WalkDetail> {
         let p = &self.params;
         let g = self.ctx.graph();
         let (e, graph_passages) = (g.entities.len(), g.passage_entities.len());
@@ -444,14 +449,19 @@ impl Walker<'_> {
             };
             passage_seeds = push_passage_seeds(&mut seeds, &all, e, graph_passages, p.passage_weight);
         }
+        let r = step(log, "explain: full walk", || {
+            let r = self.ctx.ppr.personalized_pagerank(&seeds, &p.ppr);
+            let detail = json!({"iterations": r.iterations, "residual": r.residual});
+            Ok((r, detail))
+        })?;
         let SplitRanking { top, pushes, residual, bound, proven } = split;
-        WalkDetail {
+        Ok(WalkDetail {
             entities: e,
             passage_seeds,
             passage_weight: p.passage_weight,
             ranking: RankedBy::Split { proven, pushes, residual, bound, top },
-            mass: NodeMass::of(self.ctx.ppr.personalized_pagerank(&seeds, &p.ppr), false),
-        }
+            mass: NodeMass::of(r, false),
+        })
     }
 }
 
