@@ -168,6 +168,19 @@ impl Linker {
         embedder: &dyn Embedder,
         params: &LinkParams,
     ) -> Result<Vec<LinkedEntity>> {
+        self.link_with_facts(query, query_embedding, mentions, embedder, params).map(|(linked, _)| linked)
+    }
+
+    /// [`Linker::link`], with the facts it matched (best first; none when `params.facts`
+    /// is off or the graph has no triple), for explanations.
+    pub fn link_with_facts(
+        &self,
+        query: &str,
+        query_embedding: &[f32],
+        mentions: Option<&[String]>,
+        embedder: &dyn Embedder,
+        params: &LinkParams,
+    ) -> Result<(Vec<LinkedEntity>, Vec<FactMatch>)> {
         let g = &self.graph;
         let mut out: Vec<LinkedEntity> = Vec::new();
         if params.links_mentions() {
@@ -193,8 +206,10 @@ impl Linker {
                 }
             }
         }
+        let mut facts = Vec::new();
         if params.facts && !g.triples.is_empty() {
-            for fact in self.facts(query_embedding, params.fact_top_k) {
+            facts = self.facts(query_embedding, params.fact_top_k);
+            for fact in &facts {
                 let t = &g.triples[fact.triple as usize];
                 let text = t.text();
                 let ends = match g.triple_entities[fact.triple as usize] {
@@ -214,7 +229,7 @@ impl Linker {
         if params.top_seeds > 0 {
             out.truncate(params.top_seeds);
         }
-        Ok(out)
+        Ok((out, facts))
     }
 
     /// The `n` distinct facts most similar to the query, each as its first triple, with

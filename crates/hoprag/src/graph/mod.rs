@@ -13,6 +13,7 @@ mod openie;
 pub mod ppr;
 pub mod split_ppr;
 pub mod triple_index;
+pub mod walk;
 
 pub use crate::index::GraphStats;
 pub use build::GraphOptions;
@@ -156,20 +157,20 @@ impl EntityGraph {
     }
 
     /// Assembles a graph a store has read back (the entity lookup is rebuilt).
-    #[allow(clippy::too_many_arguments)]
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn from_parts(
-        entities: Vec<String>,
-        labels: Vec<String>,
-        passage_entities: Vec<Vec<u32>>,
-        edges: Vec<Edge>,
-        triples: Vec<Triple>,
-        triple_entities: Vec<Option<(u32, u32)>>,
-        triple_facts: Vec<u32>,
-        stats: GraphStats,
-        entity_vectors: std::sync::Arc<Matrix>,
-        fact_vectors: std::sync::Arc<Matrix>,
-    ) -> std::result::Result<EntityGraph, String> {
+    pub(crate) fn from_parts(parts: GraphParts) -> std::result::Result<EntityGraph, String> {
+        let GraphParts {
+            entities,
+            labels,
+            passage_entities,
+            edges,
+            triples,
+            triple_entities,
+            triple_facts,
+            stats,
+            entity_vectors,
+            fact_vectors,
+        } = parts;
         let mut g = EntityGraph {
             entities,
             labels,
@@ -225,6 +226,22 @@ impl EntityGraph {
         }
         out
     }
+}
+
+/// What a store reads back of a graph: [`EntityGraph`]'s stored fields, for
+/// [`EntityGraph::from_parts`].
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) struct GraphParts {
+    pub entities: Vec<String>,
+    pub labels: Vec<String>,
+    pub passage_entities: Vec<Vec<u32>>,
+    pub edges: Vec<Edge>,
+    pub triples: Vec<Triple>,
+    pub triple_entities: Vec<Option<(u32, u32)>>,
+    pub triple_facts: Vec<u32>,
+    pub stats: GraphStats,
+    pub entity_vectors: std::sync::Arc<Matrix>,
+    pub fact_vectors: std::sync::Arc<Matrix>,
 }
 
 /// What query-time graph methods need, built once per opened index.

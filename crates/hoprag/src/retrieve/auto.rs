@@ -14,6 +14,7 @@ use super::registry::{self, GraphUse, LlmUse, MethodSections, MethodSpec, Resour
 use super::{dense, ppr, Query, Retrieval, Retriever, TraceStep};
 use crate::error::{Error, Result};
 use crate::fusion::DenseGuard;
+use crate::graph::walk::WalkExplanation;
 
 /// The best LLM-free pipeline measured for the index at hand.
 pub const AUTO: MethodSpec = MethodSpec {
@@ -165,13 +166,9 @@ impl Auto {
     }
 }
 
-impl Retriever for Auto {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
-        let mut r = self.inner.retrieve(query, k)?;
+impl Auto {
+    /// The choice, as the first step of the trace.
+    fn record_choice(&self, r: &mut Retrieval) {
         let choice = TraceStep {
             name: self.name.into(),
             micros: 0,
@@ -179,7 +176,27 @@ impl Retriever for Auto {
             llm: None,
         };
         r.trace.steps.insert(0, choice);
+    }
+}
+
+impl Retriever for Auto {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        let mut r = self.inner.retrieve(query, k)?;
+        self.record_choice(&mut r);
         Ok(r)
+    }
+
+    /// The chosen method's explanation: the walk `auto` made is its choice's.
+    fn explain(&self, query: &Query, k: usize) -> Result<Option<(Retrieval, WalkExplanation)>> {
+        let explained = self.inner.explain(query, k)?;
+        Ok(explained.map(|(mut r, explanation)| {
+            self.record_choice(&mut r);
+            (r, explanation)
+        }))
     }
 
     fn concurrency(&self) -> Option<usize> {

@@ -33,6 +33,7 @@ use serde_json::Value;
 
 use crate::corpus::PassageIdx;
 use crate::error::Result;
+use crate::graph::walk::WalkExplanation;
 use crate::llm::{Llm, LlmStatsSnapshot, Meter};
 
 /// Every method, in the order `hoprag methods` lists them: the registry's table.
@@ -181,6 +182,13 @@ pub struct Retrieval {
 pub trait Retriever: Send + Sync {
     fn name(&self) -> &str;
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval>;
+
+    /// [`Retriever::retrieve`], with the explanation of the graph walk behind the ranking;
+    /// `None` (without retrieving) for a method that walks no graph. Normal queries go
+    /// through `retrieve` and pay nothing for it.
+    fn explain(&self, _query: &Query, _k: usize) -> Result<Option<(Retrieval, WalkExplanation)>> {
+        Ok(None)
+    }
 
     /// Queries worth running at once: a method that waits on an LLM server gains from
     /// more than one per core, one on the in-process model from just one (evaluation

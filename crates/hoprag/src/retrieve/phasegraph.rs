@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::dense::{dense_search, query_embedding};
-use super::ppr::{graph_scores, PprMethodParams};
+use super::ppr::{link_entities, PprMethodParams};
 use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::corpus::PassageIdx;
@@ -16,6 +16,7 @@ use crate::embed::Embedder;
 use crate::error::Result;
 use crate::fusion::{fuse_two, FusionParams, Normalization, Operator, Temperature};
 use crate::graph::ppr::PprParams;
+use crate::graph::walk::{WalkExplanation, WalkInput};
 use crate::graph::GraphContext;
 use crate::index::{Matrix, VectorIndex};
 
@@ -107,30 +108,28 @@ impl PhaseGraph {
     }
 }
 
-impl Retriever for PhaseGraph {
-    fn name(&self) -> &str {
-        SPEC.name
-    }
-
-    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+impl PhaseGraph {
+    /// The paper's pipeline: the vector list (dense top N_v) and the graph list (the
+    /// walk's top dk from the query's entities), fused by calibrated scores; past the
+    /// fused list, dense retrieval. The walk's explanation when `explain`.
+    fn run(&self, query: &Query, k: usize, explain: bool) -> Result<(Retrieval, WalkExplanation)> {
         let p = &self.params;
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         // One search serves both the vector list (its first N_v) and the backfill.
         let dense = dense_search(self.vectors.as_ref(), &q, p.n_v.max(k), &mut trace)?;
         let vector = &dense[..p.n_v.min(dense.len())];
-        let graph = graph_scores(
-            &self.graph,
-            self.embedder.as_ref(),
-            &self.passages,
-            query,
-            &q,
-            None,
-            &p.graph,
-            p.dk,
-            &mut trace,
-        )?
-        .unwrap_or_default();
+        let linked = link_entities(&self.graph, self.embedder.as_ref(), query, &q, &p.graph.link, &mut trace)?;
+        let walked = match linked.entity_seeds() {
+            Some(entity_seeds) => {
+                let walker = self.graph.walker(&self.passages, p.graph.walk());
+                let input =
+                    WalkInput { entity_seeds, query: &q, dense: None, entity_products: None, depth: p.dk, explain };
+                Some(walker.rank(input, &mut trace)?)
+            }
+            None => None,
+        };
+        let (graph, walk) = walked.map_or((Vec::new(), None), |w| (w.passages, w.detail));
         let fused = trace.step("calibrated fusion", || {
             let f = fuse_two(vector, &graph, &p.fusion);
             let both = vector.iter().filter(|v| graph.iter().any(|g| g.0 == v.0)).count();
@@ -145,7 +144,21 @@ impl Retriever for PhaseGraph {
             Ok((f, d))
         })?;
         let fused = backfill(fused, &dense, k);
-        Ok(Retrieval { hits: hits(fused), trace })
+        Ok((Retrieval { hits: hits(fused), trace }, linked.explain(self.name(), walk)))
+    }
+}
+
+impl Retriever for PhaseGraph {
+    fn name(&self) -> &str {
+        SPEC.name
+    }
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        self.run(query, k, false).map(|(retrieval, _)| retrieval)
+    }
+
+    fn explain(&self, query: &Query, k: usize) -> Result<Option<(Retrieval, WalkExplanation)>> {
+        self.run(query, k, true).map(Some)
     }
 }
 

@@ -29,26 +29,18 @@ use serde_json::json;
 
 use super::dense::{dense_search, graph_query_embedding, query_embedding};
 use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
-use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace};
+use super::{backfill, hits, list_detail, Query, Retrieval, Retriever, Trace, TraceStep};
 use crate::corpus::PassageIdx;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::fusion::{guard, DenseGuard};
-use crate::graph::linking::{LinkParams, NerMode, NO_LLM_FOR_NER};
-use crate::graph::ppr::{PprParams, Ranked};
-use crate::graph::split_ppr::{ranked_passages, PassageResponse, SplitQuery};
+use crate::graph::linking::{FactMatch, LinkParams, LinkedEntity, NerMode, NO_LLM_FOR_NER};
+use crate::graph::ppr::PprParams;
+pub use crate::graph::walk::PassageScoring;
+use crate::graph::walk::{DenseScores, StepLog, WalkDetail, WalkExplanation, WalkInput, WalkParams, Walker};
 use crate::graph::{query_ner, GraphContext};
-use crate::index::{Extremes, Matrix, Screened, VectorIndex};
+use crate::index::{Matrix, VectorIndex};
 use crate::llm::Meter;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PassageScoring {
-    /// The PPR mass of the passage node (HippoRAG 2).
-    PassageNode,
-    /// The summed PPR mass of the passage's entities (HippoRAG 1).
-    EntitySum,
-}
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default)]
@@ -65,10 +57,9 @@ pub struct PprMethodParams {
 }
 
 impl PprMethodParams {
-    /// Whether the walk runs split by linearity (graph::split_ppr): asked for, and
-    /// passages ranked by their own nodes (without passage seeds the push alone runs).
-    fn splits(&self) -> bool {
-        self.ppr.split && self.passage_scoring == PassageScoring::PassageNode && self.passage_node_weight >= 0.0
+    /// What the walk reads of them.
+    pub(crate) fn walk(&self) -> WalkParams {
+        WalkParams { ppr: self.ppr, scoring: self.passage_scoring, passage_weight: self.passage_node_weight }
     }
 }
 
@@ -84,242 +75,57 @@ impl Default for PprMethodParams {
     }
 }
 
-/// The query's dense scores, as far as the caller has them.
-#[derive(Clone, Copy)]
-pub(crate) enum Dense<'a> {
-    /// Every passage's.
-    All(&'a [f32]),
-    /// The pass over the passage vectors' screen, and from it the lowest and the highest
-    /// score over every passage, exactly: all the split walk needs; the full walk
-    /// computes the scores.
-    Screened(&'a Screened, f32, f32),
-}
-
-/// Passages scored by PPR from the query's facts (and mentions) and the passages' dense
-/// scores (`dense`: what the caller has; else computed here), best first (at most
-/// `depth`, zero-mass passages left out); `None` when no entity could be seeded.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn graph_scores(
-    ctx: &GraphContext,
-    embedder: &dyn Embedder,
-    passages: &Matrix,
-    query: &Query,
-    embedding: &[f32],
-    dense: Option<Dense<'_>>,
-    params: &PprMethodParams,
-    depth: usize,
-    trace: &mut Trace,
-) -> Result<Option<Vec<(PassageIdx, f32)>>> {
-    match entity_seeds(ctx, embedder, query, embedding, params, trace)? {
-        Some(seeds) => walk(ctx, passages, embedding, dense, None, seeds, params, depth, trace).map(Some),
-        None => Ok(None),
+/// The graph walk records its steps in the method's trace.
+impl StepLog for Trace {
+    fn record(&mut self, name: &str, micros: u64, detail: serde_json::Value) {
+        self.steps.push(TraceStep { name: name.to_string(), micros, detail, llm: None });
     }
 }
 
-/// The query's entity seeds (node, weight) from its facts and mentions; `None` when no
-/// entity could be seeded.
-fn entity_seeds(
+/// What linking found for a query: the entity seeds, heaviest first, and the facts
+/// nearest to it.
+pub(crate) struct Linked {
+    pub seeds: Vec<LinkedEntity>,
+    pub facts: Vec<FactMatch>,
+}
+
+impl Linked {
+    pub fn has_seeds(&self) -> bool {
+        !self.seeds.is_empty()
+    }
+
+    /// The walk's entity seeds (node, weight); `None` when no entity was linked.
+    pub fn entity_seeds(&self) -> Option<Vec<(u32, f64)>> {
+        (!self.seeds.is_empty()).then(|| self.seeds.iter().map(|s| (s.entity, s.weight)).collect())
+    }
+
+    /// The explanation of `method`'s answer, with its walk (`None`: no entity linked).
+    pub fn explain(self, method: &str, walk: Option<WalkDetail>) -> WalkExplanation {
+        WalkExplanation { method: method.to_string(), linked: self.seeds, facts: self.facts, walk }
+    }
+}
+
+/// HippoRAG 2's linking: the query's facts and mentions, as entity seeds (with LLM query
+/// NER, the mentions the linker's LLM finds).
+pub(crate) fn link_entities(
     ctx: &GraphContext,
     embedder: &dyn Embedder,
     query: &Query,
     embedding: &[f32],
-    params: &PprMethodParams,
+    link: &LinkParams,
     trace: &mut Trace,
-) -> Result<Option<Vec<(u32, f64)>>> {
-    let mentions = match params.link.ner {
+) -> Result<Linked> {
+    let mentions = match link.ner {
         NerMode::Llm => Some(llm_mentions(ctx, query, trace)?),
         _ => None,
     };
     let (embedding, embedder) = graph_query_embedding(ctx.embedder.as_ref(), embedder, query, embedding, trace)?;
-    let seeds = trace.step("link entities", || {
-        let linked = ctx.linker.link(&query.text, &embedding, mentions.as_deref(), embedder, &params.link)?;
-        let detail = json!(linked);
+    let (seeds, facts) = trace.step("link entities", || {
+        let linked = ctx.linker.link_with_facts(&query.text, &embedding, mentions.as_deref(), embedder, link)?;
+        let detail = json!(linked.0);
         Ok((linked, detail))
     })?;
-    Ok((!seeds.is_empty()).then(|| seeds.iter().map(|s| (s.entity, s.weight)).collect()))
-}
-
-/// Passages scored by PPR from `weights` (the entity seeds; the passage seeds are added
-/// here), best first. `entity_products`: the split walk's, when the caller took them
-/// (`PassageResponse::entity_products`).
-#[allow(clippy::too_many_arguments)]
-fn walk(
-    ctx: &GraphContext,
-    passages: &Matrix,
-    embedding: &[f32],
-    dense: Option<Dense<'_>>,
-    entity_products: Option<&[f64]>,
-    mut weights: Vec<(u32, f64)>,
-    params: &PprMethodParams,
-    depth: usize,
-    trace: &mut Trace,
-) -> Result<Vec<(PassageIdx, f32)>> {
-    let g = ctx.graph();
-    let e = g.entities.len();
-    let graph_passages = g.passage_entities.len();
-    let dense_scores = |trace: &mut Trace| {
-        trace.step("dense scores", || {
-            let d = passages.dots(embedding);
-            let detail = json!({"passages": d.len()});
-            Ok((d, detail))
-        })
-    };
-    let (mut owned, mut screened) = (None, None);
-    let dense = match dense {
-        Some(d) => Some(d),
-        None if params.passage_node_weight > 0.0 && passages.rows() > 0 => {
-            match split_range(ctx, passages, embedding, params, trace)? {
-                Some((pass, lo, hi)) => Some(Dense::Screened(screened.insert(pass), lo, hi)),
-                None => Some(Dense::All(owned.insert(dense_scores(trace)?).as_slice())),
-            }
-        }
-        None => None,
-    };
-    // Without passage seeds the split walk reads no dense score.
-    if params.splits() && (dense.is_some() || params.passage_node_weight == 0.0) {
-        if let Some(list) =
-            split_walk(ctx, passages, embedding, dense, entity_products, &weights, params, depth, trace)?
-        {
-            return Ok(list);
-        }
-    }
-    // The full walk seeds every passage with its score.
-    let mut owned = None;
-    let dense = match dense {
-        Some(Dense::Screened(..)) => Some(owned.insert(dense_scores(trace)?).as_slice()),
-        Some(Dense::All(all)) => Some(all),
-        None => None,
-    };
-    if let Some(dense) = dense.filter(|_| params.passage_node_weight > 0.0) {
-        trace.step("passage seeds", || {
-            let n = push_passage_seeds(&mut weights, dense, e, graph_passages, params.passage_node_weight);
-            Ok(((), json!({"passages": n, "weight": params.passage_node_weight})))
-        })?;
-    }
-    trace.step("ppr", || {
-        let r = match params.passage_scoring {
-            // Only the passages' order is used: stop once it is proven.
-            PassageScoring::PassageNode => {
-                let ranked = Ranked { nodes: e..e + graph_passages, n: depth };
-                ctx.ppr.ranked_pagerank(&weights, &params.ppr, &ranked)
-            }
-            PassageScoring::EntitySum => ctx.ppr.personalized_pagerank(&weights, &params.ppr),
-        };
-        let mut scored: Vec<(PassageIdx, f32)> = (0..graph_passages)
-            .map(|p| {
-                let s = match params.passage_scoring {
-                    PassageScoring::PassageNode => r.scores[e + p],
-                    PassageScoring::EntitySum => g.passage_entities[p].iter().map(|&x| r.scores[x as usize]).sum(),
-                };
-                (p as PassageIdx, s as f32)
-            })
-            .filter(|x| x.1 > 0.0)
-            .collect();
-        crate::rank::sort_hits(&mut scored);
-        scored.truncate(depth);
-        let detail = json!({"iterations": r.iterations, "residual": r.residual, "ranked": r.ranked, "passages": scored.len(),
-                            "top": list_detail(&scored)});
-        Ok((scored, detail))
-    })
-}
-
-/// The lowest and highest dense score over the passages, exactly, from one pass over the
-/// passage vectors' screen (at 1,000,000 passages its 4-bit first stage, 192 MB read
-/// instead of 1.5 GB), when the split walk will run: all it needs of the dense scores,
-/// and the pass itself, whose intervals the walk reads. `None` when it will not.
-fn split_range(
-    ctx: &GraphContext,
-    passages: &Matrix,
-    embedding: &[f32],
-    params: &PprMethodParams,
-    trace: &mut Trace,
-) -> Result<Option<(Screened, f32, f32)>> {
-    let Some(response) = split_response(ctx, passages, params) else {
-        return Ok(None);
-    };
-    trace.step("dense range", || {
-        let Some((pass, found)) = screen_pass(&response, passages, embedding, 1) else {
-            return Ok((None, json!({"passages": passages.rows(), "reason": "the query is not finite"})));
-        };
-        let detail = json!({"passages": passages.rows(), "rescored": found.rescored});
-        Ok((found.min.zip(found.max).map(|(lo, hi)| (pass, lo, hi)), detail))
-    })
-}
-
-/// The walk's response to the passage seeds, when the split walk will run over these
-/// passages (the response is of the graph's passages, and they are all of them).
-fn split_response(ctx: &GraphContext, passages: &Matrix, params: &PprMethodParams) -> Option<Arc<PassageResponse>> {
-    let response = params.splits().then(|| ctx.passage_response(passages, params.ppr.damping)).flatten();
-    response.filter(|r| r.passages() == passages.rows())
-}
-
-/// One int8 pass over the passage vectors' screen for `q`: every passage's interval (what
-/// the split walk reads), and from it the best `n` passages and the lowest and highest
-/// score, exactly. `None` for a query that is not finite.
-fn screen_pass(response: &PassageResponse, passages: &Matrix, q: &[f32], n: usize) -> Option<(Screened, Extremes)> {
-    let screen = response.passage_screen();
-    let pass = screen.screened(q, n, true)?;
-    let found = screen.extremes_of(&pass, passages, q);
-    Some((pass, found))
-}
-
-/// The walk split by linearity (graph::split_ppr): the passage seeds' part from the
-/// graph's precomputed response, the entity seeds' by local push. `None` (and a trace
-/// step saying why) when it does not apply or cannot prove the ranking: the caller then
-/// runs the full walk.
-#[allow(clippy::too_many_arguments)]
-fn split_walk(
-    ctx: &GraphContext,
-    passages: &Matrix,
-    embedding: &[f32],
-    dense: Option<Dense<'_>>,
-    entity_products: Option<&[f64]>,
-    entity_seeds: &[(u32, f64)],
-    params: &PprMethodParams,
-    depth: usize,
-    trace: &mut Trace,
-) -> Result<Option<Vec<(PassageIdx, f32)>>> {
-    let Some(response) = ctx.passage_response(passages, params.ppr.damping) else {
-        return Ok(None);
-    };
-    let (dense_range, screened) = match dense {
-        // No passage seeds.
-        None => ((0.0, 0.0), None),
-        Some(Dense::All(all)) if all.len() >= response.passages() => {
-            let graph_passages = &all[..response.passages()];
-            if graph_passages.iter().any(|s| !s.is_finite()) {
-                return Ok(None);
-            }
-            (crate::rank::range(graph_passages), None)
-        }
-        // A range over more passages than the graph's is not theirs.
-        Some(Dense::Screened(pass, lo, hi)) if passages.rows() == response.passages() => ((lo, hi), Some(pass)),
-        _ => return Ok(None),
-    };
-    let query = SplitQuery {
-        entity_seeds,
-        dense_range,
-        query: embedding,
-        passage_weight: params.passage_node_weight,
-        damping: params.ppr.damping,
-        vectors: passages,
-        budget: params.ppr.split_budget,
-        screened,
-        entity_products,
-    };
-    trace.step("ppr", || {
-        let split = ranked_passages(&ctx.ppr, &response, &query, depth);
-        let list: Option<Vec<(PassageIdx, f32)>> =
-            split.as_ref().map(|s| s.top.iter().map(|&(p, x)| (p, x as f32)).filter(|x| x.1 > 0.0).collect());
-        let detail = match (&split, &list) {
-            (Some(s), Some(l)) => {
-                json!({"split": true, "proven": s.proven, "pushes": s.pushes, "residual": s.residual, "bound": s.bound,
-                       "passages": l.len(), "top": list_detail(l)})
-            }
-            _ => json!({"split": false, "reason": "the bounds did not separate the ranking; the full walk follows"}),
-        };
-        Ok((list, detail))
-    })
+    Ok(Linked { seeds, facts })
 }
 
 /// The question's named entities from the linker's LLM (HippoRAG's query NER), with the
@@ -361,6 +167,13 @@ pub struct Ppr {
     params: PprMethodParams,
 }
 
+/// The dense step: the guard's best passages (when it is on), and what the walk needs of
+/// the scores.
+struct DenseStep {
+    guard_top: Option<Vec<(PassageIdx, f32)>>,
+    scores: DenseScores,
+}
+
 impl Ppr {
     /// `passages`: the index's passage vectors, for the passage-node seeds.
     pub fn new(
@@ -373,106 +186,15 @@ impl Ppr {
         Ppr { graph, passages, vectors, embedder, params }
     }
 
-    /// The best `depth` dense passages, for the guard, and what the walk needs of the
-    /// dense scores: from the passages' int8 screen when the split walk will run
-    /// (`response`; exact, every score only if the walk falls back to the full one), else
-    /// every score.
-    fn dense_scores(
-        &self,
-        response: Option<&PassageResponse>,
-        q: &[f32],
-        depth: usize,
-    ) -> (Vec<(PassageIdx, f32)>, DenseScores) {
-        if let Some(r) = response {
-            if let Some((pass, Extremes { top, min: Some(lo), max: Some(hi), .. })) =
-                screen_pass(r, &self.passages, q, depth)
-            {
-                return (top, DenseScores::Screened(pass, lo, hi));
-            }
-        }
-        let all = self.passages.dots(q);
-        (crate::rank::top(&all, depth), DenseScores::All(all))
-    }
-
-    /// The dense scores the guard and the walk need, in one pass over the passage vectors,
-    /// or over their int8 screen (exact; a quarter of the bytes) when the split walk will
-    /// run: with the guard off, the walk's alone; `None` when neither needs any (no
-    /// passage seeds, and no guard). `response`: the walk's, when it will run split.
-    fn dense_step(
-        &self,
-        response: Option<&PassageResponse>,
-        q: &[f32],
-        depth: usize,
-        trace: &mut Trace,
-    ) -> Result<Option<DenseStep>> {
-        let p = &self.params;
-        let guard = p.dense_guard.is_on();
-        if self.passages.rows() == 0 || !(guard || p.passage_node_weight > 0.0) {
-            return Ok(None);
-        }
-        // Named as the walk's own steps are: what the guard-less walk needs is the range.
-        let name = if guard || response.is_none() { "dense scores" } else { "dense range" };
-        trace
-            .step(name, || {
-                let (top, scores) = self.dense_scores(response, q, if guard { depth } else { 1 });
-                let screened = matches!(scores, DenseScores::Screened(..));
-                let step = DenseStep { guard_top: guard.then_some(top), scores };
-                Ok((step, json!({"passages": self.passages.rows(), "screened": screened})))
-            })
-            .map(Some)
-    }
-
-    /// The split walk's entity products for `q` (`PassageResponse::entity_products`), when
-    /// it will run (`response`) in the entity form with passage seeds.
-    fn entity_products(
-        &self,
-        response: Option<&PassageResponse>,
-        q: &[f32],
-        trace: &mut Trace,
-    ) -> Result<Option<Vec<f64>>> {
-        let with_seeds = self.params.passage_node_weight > 0.0;
-        let Some(response) = response.filter(|r| with_seeds && r.has_entity_form()) else {
-            return Ok(None);
-        };
-        trace.step("entity products", || {
-            let products = response.entity_products(&self.graph.ppr, q);
-            let detail = json!({"passages": products.as_ref().map(Vec::len)});
-            Ok((products, detail))
-        })
-    }
-}
-
-/// The dense step: the guard's best passages (when it is on), and what the walk needs of
-/// the scores.
-struct DenseStep {
-    guard_top: Option<Vec<(PassageIdx, f32)>>,
-    scores: DenseScores,
-}
-
-/// [`Dense`], owned.
-enum DenseScores {
-    All(Vec<f32>),
-    Screened(Screened, f32, f32),
-}
-
-impl DenseScores {
-    fn view(&self) -> Dense<'_> {
-        match self {
-            DenseScores::All(all) => Dense::All(all),
-            DenseScores::Screened(pass, lo, hi) => Dense::Screened(pass, *lo, *hi),
-        }
-    }
-}
-
-impl Retriever for Ppr {
-    fn name(&self) -> &str {
-        SPEC.name
-    }
-
-    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+    /// HippoRAG 2: link facts and entities → seed them and every passage by its dense
+    /// score → PPR → rank passages by their mass; dense retrieval where nothing links.
+    /// The walk's explanation when `explain`.
+    fn run(&self, query: &Query, k: usize, explain: bool) -> Result<(Retrieval, Linked, Option<WalkDetail>)> {
         let mut trace = Trace::default();
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let p = &self.params;
+        // Looked up once, for the dense step, the entity products and the walk.
+        let walker = self.graph.walker(&self.passages, p.walk());
         // The walk's entity products need only the query vector, and much of their time is
         // a gather in the cache: they go on beside the fact scan and the dense step, which
         // wait on memory. Those two run one after the other: side by side they contend for
@@ -480,33 +202,35 @@ impl Retriever for Ppr {
         // turn; docs/scale.md).
         // A query that seeds no entity is answered by dense search, so the dense step
         // waits for the seeds (the products, started beside, are then taken in vain).
-        let embedder = self.embedder.as_ref();
-        // Looked up once, for both branches.
-        let response = split_response(&self.graph, &self.passages, p);
-        let response = response.as_deref();
         let mut products_trace = Trace::default();
-        let (seeded, products) = rayon::join(
+        let (linked, products) = rayon::join(
             || -> Result<_> {
-                let Some(seeds) = entity_seeds(&self.graph, embedder, query, &q, p, &mut trace)? else {
-                    return Ok(None);
+                let linked = link_entities(&self.graph, self.embedder.as_ref(), query, &q, &p.link, &mut trace)?;
+                let dense = match linked.has_seeds() {
+                    true => self.dense_step(&walker, &q, p.dense_guard.depth.max(k), &mut trace)?,
+                    false => None,
                 };
-                let dense = self.dense_step(response, &q, p.dense_guard.depth.max(k), &mut trace)?;
-                Ok(Some((seeds, dense)))
+                Ok((linked, dense))
             },
-            || self.entity_products(response, &q, &mut products_trace),
+            || self.entity_products(&walker, &q, &mut products_trace),
         );
-        let (seeded, products) = (seeded?, products?);
+        let ((linked, dense), products) = (linked?, products?);
         trace.steps.append(&mut products_trace.steps);
-        let (seeds, dense) = seeded.map_or((None, None), |(seeds, dense)| (Some(seeds), dense));
-        let walk_dense = dense.as_ref().map(|d| d.scores.view());
-        let graph = match seeds {
-            Some(seeds) => {
-                Some(walk(&self.graph, &self.passages, &q, walk_dense, products.as_deref(), seeds, p, k, &mut trace)?)
+        let walked = match linked.entity_seeds() {
+            Some(entity_seeds) => {
+                let dense = dense.as_ref().map(|d| d.scores.view());
+                let entity_products = products.as_deref();
+                let input = WalkInput { entity_seeds, query: &q, dense, entity_products, depth: k, explain };
+                Some(walker.rank(input, &mut trace)?)
             }
             None => None,
         };
         let guard_top = dense.and_then(|d| d.guard_top);
-        let list = match (graph, guard_top) {
+        let (list, walked) = match walked {
+            Some(w) => (Some(w.passages), Some(w.detail)),
+            None => (None, None),
+        };
+        let list = match (list, guard_top) {
             (Some(list), Some(top)) => trace.step("dense guard", || {
                 let out = backfill(guard(&list, &top, &p.dense_guard), &top, k);
                 let guarded = p.dense_guard.guarded(&top).len();
@@ -522,26 +246,55 @@ impl Retriever for Ppr {
             }
             (None, _) => dense_search(self.vectors.as_ref(), &q, k, &mut trace)?,
         };
-        Ok(Retrieval { hits: hits(list), trace })
+        Ok((Retrieval { hits: hits(list), trace }, linked, walked.flatten()))
+    }
+
+    /// The dense scores the guard and the walk need, in one pass over the passage vectors,
+    /// or over their int8 screen (exact; a quarter of the bytes) when the split walk will
+    /// run: with the guard off, the walk's alone; `None` when neither needs any (no
+    /// passage seeds, and no guard).
+    fn dense_step(&self, walker: &Walker, q: &[f32], depth: usize, trace: &mut Trace) -> Result<Option<DenseStep>> {
+        let p = &self.params;
+        let guard = p.dense_guard.is_on();
+        if self.passages.rows() == 0 || !(guard || p.passage_node_weight > 0.0) {
+            return Ok(None);
+        }
+        // Named as the walk's own steps are: what the guard-less walk needs is the range.
+        let name = if guard || !walker.screens_dense() { "dense scores" } else { "dense range" };
+        trace
+            .step(name, || {
+                let (top, scores) = walker.dense_scores(q, if guard { depth } else { 1 });
+                let screened = matches!(scores, DenseScores::Screened(..));
+                let step = DenseStep { guard_top: guard.then_some(top), scores };
+                Ok((step, json!({"passages": self.passages.rows(), "screened": screened})))
+            })
+            .map(Some)
+    }
+
+    /// The split walk's entity products for `q`, when it reads them.
+    fn entity_products(&self, walker: &Walker, q: &[f32], trace: &mut Trace) -> Result<Option<Vec<f64>>> {
+        if !walker.takes_entity_products() {
+            return Ok(None);
+        }
+        trace.step("entity products", || {
+            let products = walker.entity_products(q);
+            let detail = json!({"passages": products.as_ref().map(Vec::len)});
+            Ok((products, detail))
+        })
     }
 }
 
-/// HippoRAG 2's passage seeds: every graph passage (node `entities + p`) seeded with its
-/// min–max normalised dense score times `weight`; returns how many passages were read.
-pub(crate) fn push_passage_seeds(
-    weights: &mut Vec<(u32, f64)>,
-    dense: &[f32],
-    entities: usize,
-    graph_passages: usize,
-    weight: f64,
-) -> usize {
-    let n = graph_passages.min(dense.len());
-    let (lo, hi) = crate::rank::range(&dense[..n]);
-    for (p, &s) in dense[..n].iter().enumerate() {
-        let x = if hi > lo { ((s - lo) / (hi - lo)) as f64 } else { 1.0 };
-        if x > 0.0 {
-            weights.push(((entities + p) as u32, x * weight));
-        }
+impl Retriever for Ppr {
+    fn name(&self) -> &str {
+        SPEC.name
     }
-    n
+
+    fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
+        self.run(query, k, false).map(|(retrieval, ..)| retrieval)
+    }
+
+    fn explain(&self, query: &Query, k: usize) -> Result<Option<(Retrieval, WalkExplanation)>> {
+        let (retrieval, linked, walk) = self.run(query, k, true)?;
+        Ok(Some((retrieval, linked.explain(self.name(), walk))))
+    }
 }

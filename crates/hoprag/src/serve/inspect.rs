@@ -18,12 +18,12 @@ use utoipa::{IntoParams, ToSchema};
 use super::api::{ApiError, ApiJson, Capabilities, ErrorBody};
 use super::dataset::ServedDataset;
 use super::state::{generation_name, AppState};
-use crate::embed::TextKind;
-use crate::engine::{parse_method_spec, Engine};
-use crate::graph::linking::{LinkedEntity, NerMode};
-use crate::graph::{normalize_entity, EdgeKind, GraphContext};
-use crate::retrieve::registry::{MethodSpec, METHODS};
-use crate::retrieve::{GraphKind, PprMethodParams};
+use crate::engine::Engine;
+use crate::graph::linking::{FactMatch, LinkedEntity};
+use crate::graph::walk::{RankedBy, WalkExplanation};
+use crate::graph::{normalize_entity, EdgeKind, EntityGraph, GraphContext};
+use crate::retrieve::registry::{self, MethodSpec, TraceKind, METHODS};
+use crate::retrieve::{GraphKind, Query, Retriever};
 
 /// What the inspection routes share: the server's state, and the data set it was given.
 pub struct Inspect {
@@ -474,13 +474,22 @@ pub struct WalkResponse {
     pub facts: Vec<WalkFact>,
     pub nodes: Vec<WalkNode>,
     pub edges: Vec<WalkEdge>,
+    /// Iterations and residual of the walk whose masses are drawn (0 without a walk).
     pub iterations: usize,
     pub residual: f64,
+    /// How the method ranked the passages: `{"walk": "split", proven, pushes, residual,
+    /// bound, top}` (estimates within `bound` of the full walk's; the masses drawn are
+    /// then the full walk's from the same seeds) or `{"walk": "full", iterations,
+    /// residual, ranked}` (the masses drawn are the method's own); absent when no entity
+    /// was linked (the method answered with dense retrieval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub ranking: Option<RankedBy>,
     /// Entity and passage nodes with mass, before the cut to `nodes`.
     pub reached: Reached,
-    /// Time of each part, in microseconds.
+    /// Time of each step of the method's trace, and of the selection, in microseconds.
     pub micros: BTreeMap<String, u64>,
-    /// Anything that makes this walk differ from the method's (LLM query NER).
+    /// What to know to read the drawing (whose masses they are, or why there is none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -536,8 +545,10 @@ pub struct Reached {
 }
 
 /// The walk of a graph method for a question, cut to its heaviest nodes: what to draw.
-/// It runs the full walk (every node's mass), which the method itself may skip (the
-/// split walk ranks passages only), so it costs more than the query.
+/// It runs the method itself (through the engine, so `auto` chooses as it does for a
+/// query) and draws the explanation the method returns; after the split walk, which
+/// computes no node's mass but the ranked passages', that explanation holds the full
+/// walk's from the same seeds, so it costs more than the query.
 #[utoipa::path(post, path = "/v1/graph/walk", request_body = WalkRequest,
     responses((status = 200, body = WalkResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
@@ -569,7 +580,7 @@ pub async fn walk(
             format!("include: {} passages; the limit is 20", request.include.len()),
         ));
     }
-    let asked = request.method.clone().unwrap_or_else(|| "ppr".into());
+    let asked = request.method.clone().unwrap_or_else(|| crate::retrieve::ppr::SPEC.name.into());
     let engine = inspect.app.engine();
     let include = {
         let by_id: HashMap<&str, usize> =
@@ -585,13 +596,28 @@ pub async fn walk(
             })
             .collect::<Result<Vec<usize>, _>>()?
     };
-    let (method, params) = walk_params(&engine, &asked)?;
     let ctx = graph_of(&engine)?;
-    let query = request.query;
+    let retriever = walk_method(&engine, &asked)?;
+    let (query, k) = (request.query, s.default_k);
     let work = inspect.app.on_worker(move |_| {
-        let mut out = run_walk(&engine, &ctx, &query, &params, nodes, &include)?;
-        out.via = (asked != method).then_some(asked);
-        out.method = method;
+        let (retrieval, explanation) = retriever
+            .explain(&Query::new(query.as_str()), k)
+            .map_err(|e| ApiError::internal(format!("{asked} failed: {e}")))?
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "method_unavailable",
+                    format!("method: {asked} walks no entity graph on this index; use ppr, phasegraph or auto"),
+                )
+            })?;
+        let mut micros: BTreeMap<String, u64> = BTreeMap::new();
+        for step in &retrieval.trace.steps {
+            *micros.entry(step.name.clone()).or_default() += step.micros;
+        }
+        let t = Instant::now();
+        let mut out = draw_walk(&engine, &ctx, &query, explanation, nodes, &include);
+        micros.insert("select".into(), t.elapsed().as_micros() as u64);
+        out.micros = micros;
+        out.via = (asked != out.method).then_some(asked);
         Ok(out)
     });
     let limit = inspect.app.settings.timeout();
@@ -607,122 +633,34 @@ pub async fn walk(
         .map(Json)
 }
 
-/// The graph method `asked` stands for, and its linking and walk parameters.
-fn walk_params(engine: &Engine, asked: &str) -> Result<(String, PprMethodParams), ApiError> {
-    let name = asked.replace('-', "_");
-    let chosen = match name.as_str() {
-        "auto" | "auto_llm" => {
-            let params = if name == "auto" { &engine.config.methods.auto } else { &engine.config.methods.auto_llm };
-            let choice = params.choice(engine.graph_kind());
-            parse_method_spec(choice).map(|(n, _)| n.to_string()).unwrap_or_else(|_| choice.to_string())
-        }
-        other => other.to_string(),
-    };
-    match chosen.as_str() {
-        "ppr" => Ok((chosen, engine.config.methods.ppr)),
-        "phasegraph" => Ok((chosen, engine.config.methods.phasegraph.graph)),
-        _ if chosen != name => Err(ApiError::bad_request(
-            "method_unavailable",
-            format!("method: {asked} runs {chosen} on this index, which walks no entity graph"),
-        )),
-        _ => Err(ApiError::bad_request(
+/// The method `asked` names, built as the engine builds it for a query.
+fn walk_method(engine: &Engine, asked: &str) -> Result<Box<dyn Retriever>, ApiError> {
+    let Some(method) = registry::find(asked) else {
+        let walking: Vec<&str> =
+            METHODS.iter().filter(|m| matches!(m.trace, TraceKind::Walk | TraceKind::Choice)).map(|m| m.name).collect();
+        return Err(ApiError::bad_request(
             "unknown_method",
-            format!("method: {asked:?} walks no entity graph; use ppr, phasegraph or auto"),
-        )),
-    }
+            format!("method: {asked:?} is no method; use {}", walking.join(", ")),
+        ));
+    };
+    engine.retriever(method.name).map_err(|e| ApiError::bad_request("method_unavailable", format!("method: {e}")))
 }
 
-/// Links, walks (the full walk: every node's mass) and cuts to the heaviest `cap` nodes,
-/// with the passages at positions `include` among them.
-fn run_walk(
+/// The drawing of a method's explanation: its seeds, its facts and its walk cut to the
+/// heaviest `cap` nodes, with the passages at positions `include` among them.
+fn draw_walk(
     engine: &Engine,
     ctx: &GraphContext,
     query: &str,
-    params: &PprMethodParams,
+    explanation: WalkExplanation,
     cap: usize,
     include: &[usize],
-) -> Result<WalkResponse, ApiError> {
-    let internal = |e: crate::Error| ApiError::internal(e.to_string());
-    let mut micros = BTreeMap::new();
-    let mut timed = |name: &str, t: Instant| {
-        micros.insert(name.to_string(), t.elapsed().as_micros() as u64);
-    };
-    let t = Instant::now();
-    let embedding = engine.embedder.embed_one(query, TextKind::Query).map_err(internal)?;
-    timed("embed query", t);
-
-    // LLM query NER would cost a call per drawing: the surface mentions stand in.
-    let mut link = params.link;
-    let note = (link.ner == NerMode::Llm).then(|| {
-        link.ner = NerMode::Heuristic;
-        "the method finds mentions with the LLM; this drawing links the surface mentions instead".to_string()
-    });
-    let t = Instant::now();
-    let seeds = ctx.linker.link(query, &embedding, None, engine.embedder.as_ref(), &link).map_err(internal)?;
-    let facts = if link.facts { ctx.linker.facts(&embedding, link.fact_top_k) } else { Vec::new() };
-    timed("link entities", t);
-
+) -> WalkResponse {
+    let WalkExplanation { method, linked: seeds, facts, walk } = explanation;
     let g = ctx.graph();
-    let (e, graph_passages) = (g.entities.len(), g.passage_entities.len());
-    let mut weights: Vec<(u32, f64)> = seeds.iter().map(|s| (s.entity, s.weight)).collect();
-    let t = Instant::now();
-    if params.passage_node_weight > 0.0 && !weights.is_empty() {
-        let dense = engine.index.vectors().dots(&embedding);
-        crate::retrieve::ppr::push_passage_seeds(&mut weights, &dense, e, graph_passages, params.passage_node_weight);
-    }
-    let r = ctx.ppr.personalized_pagerank(&weights, &params.ppr);
-    timed("ppr", t);
-
-    let t = Instant::now();
-    let heaviest = |range: std::ops::Range<usize>| {
-        let mut v: Vec<(usize, f64)> = range.map(|i| (i, r.scores[i])).filter(|x| x.1 > 0.0).collect();
-        v.sort_by(|a, b| crate::rank::desc(a.1, b.1).then(a.0.cmp(&b.0)));
-        v
-    };
-    let entities = heaviest(0..e);
-    let passages = heaviest(e..e + graph_passages);
-    let reached = Reached { entities: entities.len(), passages: passages.len() };
-    let entity_rank: HashMap<usize, usize> = entities.iter().enumerate().map(|(i, x)| (x.0, i + 1)).collect();
-    let passage_rank: HashMap<usize, usize> = passages.iter().enumerate().map(|(i, x)| (x.0, i + 1)).collect();
-
-    // Of `cap - 1` places, the seeds, the matched facts' ends and the passages asked
-    // for come first, then three entities for every two passages, heaviest first.
-    let places = cap - 1;
-    let mut shown: Vec<usize> = Vec::new();
-    let show = |node: usize, shown: &mut Vec<usize>| {
-        if shown.len() < places && !shown.contains(&node) {
-            shown.push(node);
-        }
-    };
-    for s in &seeds {
-        show(s.entity as usize, &mut shown);
-    }
-    for f in &facts {
-        if let Some((a, b)) = g.triple_entities[f.triple as usize] {
-            show(a as usize, &mut shown);
-            show(b as usize, &mut shown);
-        }
-    }
-    // Passages outside the graph (added since it was built) have no node.
-    for &p in include.iter().filter(|&&p| p < graph_passages) {
-        show(e + p, &mut shown);
-    }
-    let passage_places = (places.saturating_sub(shown.len()) * 2 / 5).max(places.min(3));
-    let entity_places = places.saturating_sub(passage_places);
-    for &(node, _) in &entities {
-        if shown.len() >= entity_places {
-            break;
-        }
-        show(node, &mut shown);
-    }
-    for &(node, _) in &passages {
-        show(node, &mut shown);
-    }
-    let set: HashSet<usize> = shown.iter().copied().collect();
-    let seed_weight: HashMap<usize, f64> = seeds.iter().map(|s| (s.entity as usize, s.weight)).collect();
-
+    let e = g.entities.len();
     let key = |node: usize| if node < e { format!("e{node}") } else { format!("p{}", node - e) };
-    let mut nodes = vec![WalkNode {
+    let query_node = WalkNode {
         key: "q".into(),
         kind: "query".into(),
         label: query.to_string(),
@@ -730,7 +668,47 @@ fn run_walk(
         rank: 0,
         seed: None,
         passage_id: None,
-    }];
+    };
+    let mut edges: Vec<WalkEdge> = seeds
+        .iter()
+        .map(|s| WalkEdge {
+            a: "q".into(),
+            b: key(s.entity as usize),
+            kind: "seed".into(),
+            weight: s.weight as f32,
+            label: Some(format!("{}: {}", s.via, s.evidence)),
+        })
+        .collect();
+    let Some(walk) = walk else {
+        let note = "No entity linked: the method answered with dense retrieval.".to_string();
+        let walk_facts = facts.iter().map(|f| walk_fact(engine, g, f, &key)).collect();
+        return WalkResponse {
+            query: query.to_string(),
+            method,
+            via: None,
+            seeds,
+            facts: walk_facts,
+            nodes: vec![query_node],
+            edges,
+            iterations: 0,
+            residual: 0.0,
+            ranking: None,
+            reached: Reached { entities: 0, passages: 0 },
+            micros: BTreeMap::new(),
+            note: Some(note),
+        };
+    };
+    let (entities, passages) = (walk.heaviest_entities(), walk.heaviest_passages());
+    let reached = Reached { entities: entities.len(), passages: passages.len() };
+    let shown = shown_nodes(g, &seeds, &facts, include, &entities, &passages, cap - 1);
+    let set: HashSet<usize> = shown.iter().copied().collect();
+
+    let rank_of = |heaviest: &[(usize, f64)]| -> HashMap<usize, usize> {
+        heaviest.iter().enumerate().map(|(i, x)| (x.0, i + 1)).collect()
+    };
+    let (entity_rank, passage_rank) = (rank_of(&entities), rank_of(&passages));
+    let seed_weight: HashMap<usize, f64> = seeds.iter().map(|s| (s.entity as usize, s.weight)).collect();
+    let mut nodes = vec![query_node];
     for &node in &shown {
         let (kind, label, rank, passage_id) = if node < e {
             ("entity", g.labels[node].clone(), entity_rank.get(&node).copied().unwrap_or(0), None)
@@ -742,50 +720,111 @@ fn run_walk(
             key: key(node),
             kind: kind.into(),
             label,
-            mass: r.scores[node],
+            mass: walk.mass.scores[node],
             rank,
             seed: seed_weight.get(&node).copied(),
             passage_id,
         });
     }
 
-    let mut edges: Vec<WalkEdge> = seeds
-        .iter()
-        .map(|s| WalkEdge {
-            a: "q".into(),
-            b: key(s.entity as usize),
-            kind: "seed".into(),
-            weight: s.weight as f32,
-            label: Some(format!("{}: {}", s.via, s.evidence)),
-        })
-        .collect();
+    // A matched fact between two drawn entities is drawn as their edge.
     let mut fact_pairs = HashSet::new();
-    let walk_facts = facts
-        .iter()
-        .map(|f| {
-            let t = &g.triples[f.triple as usize];
-            let ends = g.triple_entities[f.triple as usize];
-            if let Some((a, b)) = ends.filter(|(a, b)| set.contains(&(*a as usize)) && set.contains(&(*b as usize))) {
-                if fact_pairs.insert((a.min(b), a.max(b))) {
-                    edges.push(WalkEdge {
-                        a: key(a as usize),
-                        b: key(b as usize),
-                        kind: "fact".into(),
-                        weight: f.score as f32,
-                        label: Some(t.predicate.to_string()),
-                    });
-                }
+    for f in &facts {
+        let ends = g.triple_entities[f.triple as usize];
+        if let Some((a, b)) = ends.filter(|(a, b)| set.contains(&(*a as usize)) && set.contains(&(*b as usize))) {
+            if fact_pairs.insert((a.min(b), a.max(b))) {
+                edges.push(WalkEdge {
+                    a: key(a as usize),
+                    b: key(b as usize),
+                    kind: "fact".into(),
+                    weight: f.score as f32,
+                    label: Some(g.triples[f.triple as usize].predicate.to_string()),
+                });
             }
-            WalkFact {
-                text: t.text(),
-                subject: ends.map(|(a, _)| key(a as usize)),
-                object: ends.map(|(_, b)| key(b as usize)),
-                score: f.score,
-                similarity: f.similarity,
-                passage: engine.index.passage(t.passage).id.clone(),
-            }
-        })
-        .collect();
+        }
+    }
+    edges.extend(graph_edges(g, &shown, &set, &fact_pairs, &key));
+    let walk_facts = facts.iter().map(|f| walk_fact(engine, g, f, &key)).collect();
+    let note = (!walk.mass.from_method).then(|| {
+        "The method ranked by the split walk, which computes no node's mass but the ranked passages' estimates: \
+         the masses drawn are the full walk's from the same seeds."
+            .to_string()
+    });
+    WalkResponse {
+        query: query.to_string(),
+        method,
+        via: None,
+        seeds,
+        facts: walk_facts,
+        nodes,
+        edges,
+        iterations: walk.mass.iterations,
+        residual: walk.mass.residual,
+        ranking: Some(walk.ranking),
+        reached,
+        micros: BTreeMap::new(),
+        note,
+    }
+}
+
+/// The nodes to draw, in at most `places`: the seeds, the matched facts' ends and the
+/// passages asked for come first, then three entities for every two passages, heaviest
+/// first.
+fn shown_nodes(
+    g: &EntityGraph,
+    seeds: &[LinkedEntity],
+    facts: &[FactMatch],
+    include: &[usize],
+    entities: &[(usize, f64)],
+    passages: &[(usize, f64)],
+    places: usize,
+) -> Vec<usize> {
+    let (e, graph_passages) = (g.entities.len(), g.passage_entities.len());
+    let mut shown: Vec<usize> = Vec::new();
+    let show = |node: usize, shown: &mut Vec<usize>| {
+        if shown.len() < places && !shown.contains(&node) {
+            shown.push(node);
+        }
+    };
+    for s in seeds {
+        show(s.entity as usize, &mut shown);
+    }
+    for f in facts {
+        if let Some((a, b)) = g.triple_entities[f.triple as usize] {
+            show(a as usize, &mut shown);
+            show(b as usize, &mut shown);
+        }
+    }
+    // Passages outside the graph (added since it was built) have no node.
+    for &p in include.iter().filter(|&&p| p < graph_passages) {
+        show(e + p, &mut shown);
+    }
+    let passage_places = (places.saturating_sub(shown.len()) * 2 / 5).max(places.min(3));
+    let entity_places = places.saturating_sub(passage_places);
+    for &(node, _) in entities {
+        if shown.len() >= entity_places {
+            break;
+        }
+        show(node, &mut shown);
+    }
+    for &(node, _) in passages {
+        show(node, &mut shown);
+    }
+    shown
+}
+
+/// The graph's edges between drawn nodes: relation and synonym edges (but where a fact
+/// edge is drawn), each labelled with the predicate of a triple between its ends, and
+/// the drawn passages' mentions.
+fn graph_edges(
+    g: &EntityGraph,
+    shown: &[usize],
+    set: &HashSet<usize>,
+    fact_pairs: &HashSet<(u32, u32)>,
+    key: &dyn Fn(usize) -> String,
+) -> Vec<WalkEdge> {
+    let e = g.entities.len();
+    let mut edges = Vec::new();
     // A predicate to label each relation edge with (the first triple's).
     let mut predicate: HashMap<(u32, u32), &str> = HashMap::new();
     for (t, ends) in g.triple_entities.iter().enumerate() {
@@ -820,19 +859,18 @@ fn run_walk(
             }
         }
     }
-    timed("select", t);
-    Ok(WalkResponse {
-        query: query.to_string(),
-        method: String::new(),
-        via: None,
-        seeds,
-        facts: walk_facts,
-        nodes,
-        edges,
-        iterations: r.iterations,
-        residual: r.residual,
-        reached,
-        micros,
-        note,
-    })
+    edges
+}
+
+fn walk_fact(engine: &Engine, g: &EntityGraph, f: &FactMatch, key: &dyn Fn(usize) -> String) -> WalkFact {
+    let t = &g.triples[f.triple as usize];
+    let ends = g.triple_entities[f.triple as usize];
+    WalkFact {
+        text: t.text(),
+        subject: ends.map(|(a, _)| key(a as usize)),
+        object: ends.map(|(_, b)| key(b as usize)),
+        score: f.score,
+        similarity: f.similarity,
+        passage: engine.index.passage(t.passage).id.clone(),
+    }
 }

@@ -562,6 +562,19 @@
     return h('tr', null, h('td', { class: 'num', text: rank }), h('td', null, h('span', { title: p.text || '', text: p.title || p.id }), ' ', goldBadge(gold)), extra || null);
   }
 
+  // How the method ranked the passages, and whose masses the drawing shows.
+  function walkSummary(walk) {
+    const r = walk.ranking;
+    if (!r) return walk.note || '';
+    const iterated = `${walk.iterations} iterations, residual ${Number(walk.residual).toExponential(1)}`;
+    const drawn = `mass on ${walk.reached.entities} entities and ${walk.reached.passages} passages, the heaviest ${walk.nodes.length - 1} drawn.`;
+    if (r.walk === 'split') {
+      const how = r.proven ? 'proven' : 'by its estimates, unproven';
+      return `${walk.method} ranked by the split walk (${r.pushes} pushes, ${how}, each score within ${Number(r.bound).toExponential(1)}); the masses drawn are the full walk's from the same seeds (${iterated}); ${drawn}`;
+    }
+    return `${walk.method}'s full walk: ${iterated}${r.ranked ? ', stopped once the ranking was proven' : ''}; ${drawn}`;
+  }
+
   // ppr, phasegraph, auto: the walk, drawn.
   async function drawGraphFamily(body, r, m, q) {
     const gold = goldOf();
@@ -598,7 +611,7 @@
         h('h3', { text: 'Facts nearest the question' }),
         walk.facts.length ? h('table', null, walk.facts.map((f) => h('tr', null, h('td', { text: f.text }), h('td', { class: 'num', text: fmt(f.score, 2) }))))
           : h('p', { class: 'muted', text: 'none' }),
-        h('p', { class: 'muted small-text', text: `The full walk: ${walk.iterations} iterations, residual ${Number(walk.residual).toExponential(1)}; mass on ${walk.reached.entities} entities and ${walk.reached.passages} passages, the heaviest ${walk.nodes.length - 1} drawn. ${walk.note || ''}` })),
+        h('p', { class: 'muted small-text', text: walkSummary(walk) })),
       h('div', { class: 'panel' }, h('h3', { text: `Passages returned by ${m}` }),
         h('table', null, r.passages.map((p) => passageRow(p, p.rank, h('td', { class: 'num', text: fmt(p.score) }))))));
     body.replaceChildren(h('div', { class: 'hops-grid' }, h('div', { class: 'panel' }, graph, legend), side));

@@ -11,7 +11,7 @@ use postgres::GenericClient;
 use super::{db_err, vector_type};
 use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
-use crate::graph::{Edge, EdgeKind, EntityGraph, GraphStats, Name, Triple};
+use crate::graph::{Edge, EdgeKind, EntityGraph, GraphParts, GraphStats, Name, Triple};
 use crate::index::Matrix;
 
 /// Writes `graph` under a new graph id and returns the id.
@@ -277,7 +277,7 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         )));
     }
     let (entity_vectors, fact_vectors) = (matrix(dim, entity_vectors), matrix(dim, fact_vectors));
-    let mut graph = EntityGraph::from_parts(
+    let mut graph = EntityGraph::from_parts(GraphParts {
         entities,
         labels,
         passage_entities,
@@ -286,9 +286,9 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         triple_entities,
         triple_facts,
         stats,
-        Arc::new(entity_vectors),
-        Arc::new(fact_vectors),
-    )
+        entity_vectors: Arc::new(entity_vectors),
+        fact_vectors: Arc::new(fact_vectors),
+    })
     .map_err(bad)?;
     graph.walk = read_walk(client, id, location)?.map(Arc::new);
     Ok(graph)
