@@ -24,6 +24,13 @@
 # when both sides have report.json, whether the methods' own scores are bit-identical is
 # printed as information (it does not change the exit status).
 #
+# Issue 48's check, with the baseline in /tmp/eq/before (from the binary built before the
+# change, whose indexes are in /tmp/eq/idx):
+#   cargo build -p hoprag-cli && scripts/trec_equivalence.sh target/debug/hoprag /tmp/eq/after
+#   scripts/trec_equivalence.sh --compare /tmp/eq/before /tmp/eq/after
+# (add HOPRAG_EQ_INDEXES=/tmp/eq/idx-after to the first command to rebuild the indexes
+# with the new binary, so that index builds are compared too).
+#
 # Environment: HOPRAG_EQ_DATA (default: ../shared/data beside the checkout),
 # HOPRAG_EQ_INDEXES (see above), HOPRAG_THREADS (passed through; recorded in meta.txt).
 # Exit status: 0 success / identical, 1 runs differ or a command failed, 2 usage error.
@@ -221,7 +228,7 @@ run_sets() {
 }
 
 case "${1:-}" in
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' ;;
+    -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' ;;
     "") usage ;;
     --sets) printf '%s\n' "${ALL_SETS[@]}" ;;
     --compare)

@@ -78,7 +78,7 @@ fn describe_difference(golden: &str, now: &str) -> String {
     }
     match first {
         Some((line, a, b)) => format!(
-            "{lines} of {} lines differ ({} questions); first at line {line}:\n      golden: {a}\n      now:    {b}",
+            "{lines} of {} lines differ, in {} question(s); first at line {line}:\n      golden: {a}\n      now:    {b}",
             g.len(),
             questions.len()
         ),
