@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::registry::{self, GraphUse, LlmUse, MethodSections, MethodSpec, Resources, TraceKind};
+use super::registry::{self, GraphKind, GraphUse, LlmUse, MethodSections, MethodSpec, Resources, TraceKind};
 use super::{dense, ppr, Query, Retrieval, Retriever, TraceStep};
 use crate::error::{Error, Result};
 use crate::fusion::DenseGuard;
@@ -23,7 +23,7 @@ pub const AUTO: MethodSpec = MethodSpec {
     summary: "the best LLM-free pipeline measured for the kind of index: ppr behind a dense guard on an index \
               with an entity graph, dense without one (section auto)",
     graph: GraphUse::IfPresent,
-    llm: LlmUse::AsChosen(|s| &s.auto),
+    llm: LlmUse::AsChosen(|s, graph| s.auto.choice(graph)),
     trace: TraceKind::Choice,
     build: |s, r| build(&AUTO, &s.auto, s, r),
 };
@@ -35,7 +35,7 @@ pub const AUTO_LLM: MethodSpec = MethodSpec {
     summary: "the best pipeline measured with an LLM (section auto_llm; re-choose with `hoprag tune --method \
               auto_llm` on your endpoint)",
     graph: GraphUse::IfPresent,
-    llm: LlmUse::AsChosen(|s| &s.auto_llm),
+    llm: LlmUse::AsChosen(|s, graph| s.auto_llm.choice(graph)),
     trace: TraceKind::Choice,
     build: |s, r| build(&AUTO_LLM, &s.auto_llm, s, r),
 };
@@ -62,37 +62,6 @@ fn build(
         r.graph()?;
     }
     Ok(Box::new(Auto::new(spec.name, r.method_with(choice, &sections)?, graph)))
-}
-
-/// What kind of graph an index has, as far as choosing a method goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GraphKind {
-    None,
-    /// Triples from the LLM-free heuristic extractor.
-    Heuristic,
-    /// Triples from an LLM (imported OpenIE, or `--extract llm`).
-    Llm,
-}
-
-impl GraphKind {
-    /// From the triple source an index's manifest records (`heuristic`, `llm:MODEL`, or
-    /// an OpenIE file).
-    pub fn of_source(source: Option<&str>) -> GraphKind {
-        match source {
-            None => GraphKind::None,
-            Some("heuristic") => GraphKind::Heuristic,
-            Some(_) => GraphKind::Llm,
-        }
-    }
-
-    fn reason(self) -> &'static str {
-        match self {
-            GraphKind::None => "the index has no entity graph",
-            GraphKind::Heuristic => "the index has an entity graph from heuristic (LLM-free) triples",
-            GraphKind::Llm => "the index has an entity graph from an LLM's triples",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -153,6 +122,15 @@ impl Default for AutoParams {
     }
 }
 
+/// Why `auto` chose as it did, for its trace.
+fn because(graph: GraphKind) -> &'static str {
+    match graph {
+        GraphKind::None => "the index has no entity graph",
+        GraphKind::Heuristic => "the index has an entity graph from heuristic (LLM-free) triples",
+        GraphKind::Llm => "the index has an entity graph from an LLM's triples",
+    }
+}
+
 pub struct Auto {
     name: &'static str,
     inner: Box<dyn Retriever>,
@@ -162,7 +140,7 @@ pub struct Auto {
 impl Auto {
     /// `name`: `auto` or `auto_llm`.
     pub fn new(name: &'static str, inner: Box<dyn Retriever>, graph: GraphKind) -> Self {
-        Auto { name, inner, reason: graph.reason() }
+        Auto { name, inner, reason: because(graph) }
     }
 }
 

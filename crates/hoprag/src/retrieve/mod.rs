@@ -13,7 +13,7 @@ pub mod ppr;
 pub mod regime_router;
 pub mod registry;
 
-pub use auto::{Auto, AutoParams, GraphKind};
+pub use auto::{Auto, AutoParams};
 pub use bm25::Bm25;
 pub use bridge_rag::{BridgeRag, BridgeRagParams, Condition, DecisionRecord};
 pub use dense::{Dense, DenseParams};
@@ -23,7 +23,7 @@ pub use hybrid::{Hybrid, HybridParams};
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
 pub use ppr::{PassageScoring, Ppr, PprMethodParams};
 pub use regime_router::{RegimeRouter, RegimeRouterParams, RouterMode};
-pub use registry::{MethodSpec, DEFAULT_METHOD};
+pub use registry::{GraphKind, MethodSpec};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,6 +35,10 @@ use crate::corpus::PassageIdx;
 use crate::error::Result;
 use crate::graph::walk::WalkExplanation;
 use crate::llm::{Llm, LlmStatsSnapshot, Meter};
+
+/// The method `query` and `serve` use when none is named: the best LLM-free pipeline
+/// measured (docs/results.md, "Choosing auto").
+pub const DEFAULT_METHOD: &str = auto::AUTO.name;
 
 /// Every method, in the order `hoprag methods` lists them: the registry's table.
 pub static METHODS: &[&MethodSpec] = &[

@@ -11,11 +11,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-pub use super::{MethodSections, METHODS};
+pub use super::{MethodSections, DEFAULT_METHOD, METHODS};
 
-use super::auto::{self, AutoParams, GraphKind};
 use super::Retriever;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
@@ -39,6 +38,29 @@ pub struct MethodSpec {
     pub trace: TraceKind,
     /// Builds the method from its parameters and the opened index's resources.
     pub build: fn(&MethodSections, &dyn Resources) -> Result<Box<dyn Retriever>>,
+}
+
+/// What kind of graph an index has, as far as choosing a method goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphKind {
+    None,
+    /// Triples from the LLM-free heuristic extractor.
+    Heuristic,
+    /// Triples from an LLM (imported OpenIE, or `--extract llm`).
+    Llm,
+}
+
+impl GraphKind {
+    /// From the triple source an index's manifest records (`heuristic`, `llm:MODEL`, or
+    /// an OpenIE file).
+    pub fn of_source(source: Option<&str>) -> GraphKind {
+        match source {
+            None => GraphKind::None,
+            Some("heuristic") => GraphKind::Heuristic,
+            Some(_) => GraphKind::Llm,
+        }
+    }
 }
 
 /// Whether a method reads the index's entity graph.
@@ -78,8 +100,9 @@ pub enum LlmUse {
     Always,
     /// When its entity linking finds the query's mentions with the LLM (`link.ner`).
     ForMentions(fn(&MethodSections) -> &LinkParams),
-    /// As the method it chooses for the index at hand does (`auto`).
-    AsChosen(fn(&MethodSections) -> &AutoParams),
+    /// As the method it chooses for the index at hand does (`auto`): its choice for
+    /// an index with this kind of graph.
+    AsChosen(fn(&MethodSections, GraphKind) -> &str),
 }
 
 /// What every method is built from: the opened index generation and its models. The
@@ -107,10 +130,6 @@ pub trait Resources {
     /// parameters (`auto`'s choice, with auto's dense guard).
     fn method_with(&self, spec: &str, sections: &MethodSections) -> Result<Box<dyn Retriever>>;
 }
-
-/// The method `query` and `serve` use when none is named: the best LLM-free pipeline
-/// measured (docs/results.md, "Choosing auto").
-pub const DEFAULT_METHOD: &str = auto::AUTO.name;
 
 /// The method called `name` (`-` read as `_`), or None.
 pub fn find(name: &str) -> Option<&'static MethodSpec> {
@@ -175,7 +194,7 @@ impl MethodSpec {
                 let link = link(sections);
                 link.links_mentions() && link.ner == NerMode::Llm
             }
-            LlmUse::AsChosen(params) => parse_method_spec(params(sections).choice(graph))
+            LlmUse::AsChosen(choice) => parse_method_spec(choice(sections, graph))
                 .ok()
                 .and_then(|(name, _)| find(name))
                 .is_some_and(|chosen| !matches!(chosen.llm, LlmUse::AsChosen(_)) && chosen.uses_llm(sections, graph)),
