@@ -33,6 +33,10 @@ PG_LOG="$(mktemp)"
 bash scripts/postgres.sh start "$PG_DIR" >"$PG_LOG" 2>&1 &
 PG_START=$!
 
+# The layer and size rules (scripts/check_layers.py: no source file over 1,000 lines,
+# crates and library modules import only from layers below them), before compiling.
+python3 scripts/check_layers.py
+
 # The CLI and the Python extension in one build: one feature set, shared artifacts.
 cargo build --quiet -p hoprag-cli -p hoprag-py --features "$HOPRAG_CARGO_FEATURES"
 ./target/debug/hoprag models fetch minilm
