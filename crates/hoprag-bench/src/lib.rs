@@ -135,7 +135,7 @@ pub fn quantile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// xorshift64*: a deterministic generator so runs and peers see the same inputs.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {
