@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The layer and size rules (scripts/check_layers.py: no source file over 1,000 lines,
+# crates and library modules import only from layers below them), before installing
+# or compiling anything.
+python3 scripts/check_layers.py
+
 # The tests cover the in-process LLM runtime too (the `local-llm` feature: llama.cpp,
 # built from source with cmake and bindgen's libclang, installed here when missing).
 # One feature set for every cargo call below, so that nothing is compiled twice.
@@ -32,10 +37,6 @@ PG_DIR="${HOPRAG_TEST_PG_DIR:-$HOME/.cache/hoprag-test-pg}"
 PG_LOG="$(mktemp)"
 bash scripts/postgres.sh start "$PG_DIR" >"$PG_LOG" 2>&1 &
 PG_START=$!
-
-# The layer and size rules (scripts/check_layers.py: no source file over 1,000 lines,
-# crates and library modules import only from layers below them), before compiling.
-python3 scripts/check_layers.py
 
 # The CLI and the Python extension in one build: one feature set, shared artifacts.
 cargo build --quiet -p hoprag-cli -p hoprag-py --features "$HOPRAG_CARGO_FEATURES"
