@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The layer and size rules (scripts/check_layers.py: no source file over 1,000 lines,
+# crates and library modules import only from layers below them), before installing
+# or compiling anything.
+python3 scripts/check_layers.py
+
 # The tests cover the in-process LLM runtime too (the `local-llm` feature: llama.cpp,
 # built from source with cmake and bindgen's libclang, installed here when missing).
 # One feature set for every cargo call below, so that nothing is compiled twice.

@@ -1,8 +1,6 @@
 //! `hoprag`: the command-line interface of the hoprag multi-hop retrieval engine.
 
-mod bench;
 mod commands;
-mod output;
 mod progress;
 mod settings;
 
@@ -70,7 +68,7 @@ enum Command {
         json: bool,
     },
     /// Measure index build and query speed on a corpus.
-    Bench(bench::BenchArgs),
+    Bench(hoprag_bench::BenchArgs),
 }
 
 impl Command {
@@ -127,7 +125,7 @@ fn main() -> ExitCode {
         Command::TrainRouter(a) => commands::train_router::run(&ctx, a),
         Command::Models(a) => commands::models::run(&ctx, a),
         Command::Methods { .. } => commands::methods(&ctx),
-        Command::Bench(a) => bench::run(&ctx, a),
+        Command::Bench(a) => hoprag_bench::run(&ctx.bench(), a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,10 +5,9 @@ use std::sync::{Arc, RwLock};
 
 use hoprag::corpus::{load_corpus, load_entries, CorpusOptions, IngestReport, LoadedCorpus};
 use hoprag::embed::{load_embedder, EmbedderSpec, TextKind};
-use hoprag::graph::{extract_heuristic, import_openie, EntityGraph};
 use hoprag::progress::Silent;
+use hoprag::response::{RankedPassage, RetrieveResponse};
 use hoprag::retrieve::{Query, Retrieval};
-use hoprag::serve::api::{RankedPassage, RetrieveResponse};
 use hoprag::store::{self, BuildOptions, Store};
 use hoprag::{Config, Engine};
 use pyo3::exceptions::PyTypeError;
@@ -138,16 +137,10 @@ fn store_spec(path: &Path, store: Option<&Bound<'_, PyAny>>) -> PyResult<String>
 /// (source, extraction report, graph statistics).
 fn attach_graph(store: &dyn Store, triples: Option<&Path>, config: &Config) -> hoprag::Result<Value> {
     let index = store.load()?;
-    let (extraction, label) = match triples {
-        Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
-        None => (extract_heuristic(index.passages()), "heuristic".to_string()),
-    };
-    let spec = EmbedderSpec::from_id(&index.manifest.embedder.id)?.default_graph_embedder();
-    let embedder = load_embedder(&spec, &config.embedder)?;
-    let extract = extraction.report.clone();
-    let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &config.graph, &Silent)?;
-    store::attach_graph(store, &graph, label.clone())?;
-    Ok(serde_json::json!({"source": label, "extraction": extract, "stats": graph.stats}))
+    let triples = store::triples_without_llm(&index, triples)?;
+    let embedder = store::graph_embedder(&index, None, &config.embedder)?;
+    let built = store::build_graph(store, &index, triples, embedder.as_ref(), &config.graph, &Silent)?;
+    Ok(serde_json::json!({"source": built.source, "extraction": built.extraction, "stats": built.stats}))
 }
 
 /// Tells Python about triples, entities and OpenIE documents the graph could not use

@@ -17,6 +17,8 @@
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
 //! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
+//! - [`response`]: what a retrieval returns to a caller (the server, `hoprag query
+//!   --json` and Python share it);
 //! - `serve` (feature `serve`): the HTTP server;
 //! - [`rank`]: the one order of ranked scores (best first, NaN last);
 //! - [`threads`]: the one thread-count setting of the embedder and the local LLM.
@@ -39,6 +41,7 @@ pub mod llm;
 pub mod models;
 pub mod progress;
 pub mod rank;
+pub mod response;
 pub mod retrieve;
 #[cfg(feature = "serve")]
 pub mod serve;

@@ -7,7 +7,7 @@ use hoprag::eval::{evaluate_queries, flips, write_qrels, write_runs, EvalOptions
 use hoprag::Engine;
 
 use super::{Context, SplitHalf};
-use crate::output::{pct, table};
+use hoprag_bench::output::{pct, table};
 
 #[derive(Args)]
 pub struct EvalArgs {

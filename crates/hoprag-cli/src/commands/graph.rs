@@ -1,14 +1,11 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use hoprag::embed::{load_embedder, EmbedderSpec};
-use hoprag::graph::{
-    extract_heuristic, extract_llm, import_openie, EntityGraph, Extraction, GraphOptions, LlmExtractOptions,
-    LlmExtractReport,
-};
+use hoprag::embed::EmbedderSpec;
+use hoprag::graph::{extract_llm, Extraction, GraphOptions, LlmExtractOptions, LlmExtractReport};
 use hoprag::index::Index;
 use hoprag::llm::{default_cache_dir, LlmSource};
-use hoprag::store::{attach_graph, Store};
+use hoprag::store::{build_graph, graph_embedder, triples_without_llm, Store};
 
 use super::Context;
 
@@ -91,8 +88,8 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     let config = ctx.config_for(store, &[])?;
     let mut llm_report = None;
     let (extraction, label): (Extraction, String) = match (&source.triples, source.extract) {
-        (Some(path), _) => (import_openie(path, index.passages())?, path.display().to_string()),
-        (None, Some(Extractor::Heuristic)) => (extract_heuristic(index.passages()), "heuristic".to_string()),
+        (Some(path), _) => triples_without_llm(&index, Some(path.as_path()))?,
+        (None, Some(Extractor::Heuristic)) => triples_without_llm(&index, None)?,
         (None, Some(Extractor::Llm)) => {
             let (extraction, report, model) = llm_extraction(ctx, &config.llm, &index, source)?;
             // No answer used: every triple is the LLM-free stand-in, and the graph says so.
@@ -116,19 +113,13 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     for doc in r.unmatched_docs.iter().take(5) {
         ctx.note(format!("  unmatched: {doc}"));
     }
-    let spec = match &source.graph_embedder {
-        Some(spec) => spec.clone(),
-        None => EmbedderSpec::from_id(&index.manifest.embedder.id)?.default_graph_embedder(),
-    };
-    let embedder = load_embedder(&spec, &config.embedder)?;
+    let embedder = graph_embedder(&index, source.graph_embedder.as_ref(), &config.embedder)?;
     ctx.note(format!("embedding the graph's entities and facts with {}", embedder.id()));
     let synonym_threshold = source.synonym_threshold.unwrap_or(config.graph.synonym_threshold);
     let options = GraphOptions { synonym_threshold, ..config.graph };
-    let report = extraction.report.clone();
-    let graph = EntityGraph::build(index.len(), extraction, embedder.as_ref(), &options, &ctx.progress)?;
-    attach_graph(store, &graph, label.clone())?;
-    let s = &graph.stats;
-    let out = serde_json::json!({"source": label, "embedder": embedder.id(), "stats": s, "extraction": report,
+    let built = build_graph(store, &index, (extraction, label), embedder.as_ref(), &options, &ctx.progress)?;
+    let (s, report) = (&built.stats, &built.extraction);
+    let out = serde_json::json!({"source": built.source, "embedder": built.embedder, "stats": s, "extraction": report,
                                  "llm": llm_report});
     if !ctx.json {
         println!(

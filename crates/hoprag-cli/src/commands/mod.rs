@@ -56,6 +56,11 @@ impl Context {
         Ok(self.settings(store.folder(), set)?.config)
     }
 
+    /// What `hoprag bench` gets of the global flags.
+    pub fn bench(&self) -> hoprag_bench::Context<'_> {
+        hoprag_bench::Context { json: self.json, config: &self.config, progress: &self.progress }
+    }
+
     /// Prints a status line on stderr unless output is JSON.
     pub fn note(&self, line: impl AsRef<str>) {
         if !self.json {

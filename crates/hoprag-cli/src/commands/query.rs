@@ -2,8 +2,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use hoprag::engine::DEFAULT_METHOD;
+use hoprag::response::RetrieveResponse;
 use hoprag::retrieve::Query;
-use hoprag::serve::api::RetrieveResponse;
 use hoprag::Engine;
 
 use super::Context;

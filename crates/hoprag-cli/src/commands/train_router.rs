@@ -6,7 +6,7 @@ use hoprag::regime::{train, TrainingSet, MODEL_FILE};
 use hoprag::Engine;
 
 use super::{Context, SplitHalf};
-use crate::output::pct;
+use hoprag_bench::output::pct;
 
 #[derive(Args)]
 pub struct TrainRouterArgs {

@@ -7,7 +7,7 @@ use hoprag::Engine;
 use serde_json::Value;
 
 use super::Context;
-use crate::output::{pct, table};
+use hoprag_bench::output::{pct, table};
 
 #[derive(Args)]
 pub struct TuneArgs {

@@ -1,11 +1,11 @@
 //! What goes over the wire: request and response bodies, and the one error shape.
 //! The OpenAPI document is derived from these types.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::http::{header, StatusCode};
+use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 use crate::corpus::Skipped;
 use crate::engine::Engine;
 use crate::retrieve::registry::MethodSpec;
-use crate::retrieve::{Retrieval, Trace};
+
+pub use crate::response::{RankedPassage, RetrieveResponse};
 
 /// One question to retrieve passages for.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -35,50 +36,6 @@ pub struct RetrieveRequest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = Object)]
     pub options: BTreeMap<String, Value>,
-}
-
-/// The passages a method returned, best first, with its trace. `hoprag query --json`
-/// prints the same document.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RetrieveResponse {
-    pub query: String,
-    pub method: String,
-    pub k: usize,
-    pub passages: Vec<RankedPassage>,
-    /// The method's steps, with their timings and details.
-    #[schema(value_type = Object)]
-    pub trace: Trace,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct RankedPassage {
-    /// 1 for the best passage.
-    pub rank: usize,
-    pub id: String,
-    pub title: String,
-    pub text: String,
-    pub score: f32,
-}
-
-impl RetrieveResponse {
-    pub fn new(engine: &Engine, query: String, method: String, k: usize, retrieval: Retrieval) -> Self {
-        let passages = retrieval
-            .hits
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let p = engine.index.passage(h.passage);
-                RankedPassage {
-                    rank: i + 1,
-                    id: p.id.clone(),
-                    title: p.title.clone(),
-                    text: p.text.clone(),
-                    score: h.score,
-                }
-            })
-            .collect();
-        RetrieveResponse { query, method, k, passages, trace: retrieval.trace }
-    }
 }
 
 /// Passages to add to the live index. A passage without text fails the whole request.
@@ -273,4 +230,37 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         let axum::Json(value) = axum::Json::<T>::from_request(req, state).await?;
         Ok(ApiJson(value))
     }
+}
+
+/// The parameters of a URL's query string, percent-decoded. (axum's `Query` needs a
+/// feature the crate leaves off; three routes do not justify it.)
+pub(super) fn query_params(uri: &Uri) -> Result<HashMap<String, String>, ApiError> {
+    let mut out = HashMap::new();
+    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let (key, value) = (percent_decode(key)?, percent_decode(value)?);
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+fn percent_decode(text: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::bad_request("invalid_request", format!("query string: cannot decode {text:?}"));
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
+                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| bad())
 }

@@ -12,15 +12,24 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::api::{ApiError, ApiJson, ErrorBody};
-use super::inspect::{query_params, DatasetSummary, Shared};
-use super::state::generation_name;
+use super::api::{query_params, ApiError, ApiJson, ErrorBody};
+use super::state::{generation_name, AppState};
 use crate::dataset::{load_dataset, resolve_gold, DatasetFormat, GoldMatchCounts, Question, ResolvedDataset};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::eval::{evaluate_queries, EvalOptions};
 use crate::progress::Silent;
 use crate::retrieve::registry::{self, parse_method_spec};
+
+/// What the inspection routes share (these and [`super::inspect`]'s): the server's state, and the data set it was given.
+pub struct Inspect {
+    pub app: Arc<AppState>,
+    pub dataset: Option<Arc<ServedDataset>>,
+    /// Set while an evaluation runs: one at a time (each uses every core).
+    pub eval_busy: Arc<AtomicBool>,
+}
+
+pub type Shared = State<Arc<Inspect>>;
 
 /// The questions of a data set, and their gold matched to the passages of the
 /// generation last asked about (passages added since change the match).
@@ -57,6 +66,13 @@ impl ServedDataset {
         *slot() = Some((generation, resolved.clone()));
         resolved
     }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DatasetSummary {
+    pub name: String,
+    pub format: String,
+    pub questions: usize,
 }
 
 fn format_name(format: DatasetFormat) -> String {

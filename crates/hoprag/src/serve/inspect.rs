@@ -5,7 +5,6 @@
 //! questions and evaluations on it (in [`super::dataset`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,25 +14,15 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::api::{ApiError, ApiJson, Capabilities, ErrorBody};
-use super::dataset::ServedDataset;
-use super::state::{generation_name, AppState};
+use super::api::{query_params, ApiError, ApiJson, Capabilities, ErrorBody};
+use super::dataset::{DatasetSummary, Shared};
+use super::state::generation_name;
 use crate::engine::Engine;
 use crate::graph::linking::{FactMatch, LinkedEntity};
 use crate::graph::walk::{RankedBy, WalkExplanation};
 use crate::graph::{normalize_entity, EdgeKind, EntityGraph, GraphContext};
 use crate::retrieve::registry::{self, MethodSpec, TraceKind, METHODS};
 use crate::retrieve::{GraphKind, Query, Retriever};
-
-/// What the inspection routes share: the server's state, and the data set it was given.
-pub struct Inspect {
-    pub app: Arc<AppState>,
-    pub dataset: Option<Arc<ServedDataset>>,
-    /// Set while an evaluation runs: one at a time (each uses every core).
-    pub eval_busy: Arc<AtomicBool>,
-}
-
-pub type Shared = State<Arc<Inspect>>;
 
 /// Most passages one lookup returns.
 const MAX_LOOKUP: usize = 100;
@@ -80,13 +69,6 @@ pub struct MethodAvailability {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub capabilities: Capabilities,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct DatasetSummary {
-    pub name: String,
-    pub format: String,
-    pub questions: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -140,39 +122,6 @@ fn most_mentioned(g: &crate::graph::EntityGraph, n: usize) -> Vec<EntityCount> {
         .take(n)
         .map(|e| EntityCount { id: e as u32, label: g.labels[e].clone(), passages: counts[e] })
         .collect()
-}
-
-/// The parameters of a URL's query string, percent-decoded. (axum's `Query` needs a
-/// feature the crate leaves off; three routes do not justify it.)
-pub(super) fn query_params(uri: &Uri) -> Result<HashMap<String, String>, ApiError> {
-    let mut out = HashMap::new();
-    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let (key, value) = (percent_decode(key)?, percent_decode(value)?);
-        out.insert(key, value);
-    }
-    Ok(out)
-}
-
-fn percent_decode(text: &str) -> Result<String, ApiError> {
-    let bad = || ApiError::bad_request("invalid_request", format!("query string: cannot decode {text:?}"));
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
-                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| bad())
 }
 
 /// Whether `name` can run on this engine, checked without building it: building a

@@ -51,8 +51,7 @@ use utoipa::OpenApi;
 
 use crate::engine::Engine;
 use crate::error::Result;
-use dataset::ServedDataset;
-use inspect::Inspect;
+use dataset::{Inspect, ServedDataset};
 use state::AppState;
 
 pub struct Server {

@@ -14,11 +14,13 @@
 //! the graph on first use and to notice new generations.
 
 mod build;
+mod build_graph;
 mod folder;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 
 pub use build::{add_passages, attach_graph, build_index, BuildOptions, BuildStats, GraphAttached};
+pub use build_graph::{build_graph, graph_embedder, triples_without_llm, GraphBuilt};
 pub use folder::{dir_size, FolderStore};
 
 use std::path::Path;

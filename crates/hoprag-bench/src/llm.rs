@@ -9,7 +9,7 @@ use clap::Args;
 use hoprag::llm::{ChatRequest, LocalLlm, LocalModel, Message};
 use serde::Serialize;
 
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct LlmBench {

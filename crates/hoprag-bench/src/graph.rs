@@ -13,7 +13,7 @@ use hoprag::graph::{extract_heuristic, EntityGraph};
 use serde::Serialize;
 
 use super::peak_rss_mb;
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct GraphBench {
@@ -47,7 +47,7 @@ pub fn run(ctx: &Context, args: GraphBench) -> anyhow::Result<()> {
     let extract_secs = t.elapsed().as_secs_f64();
     ctx.note(format!("{} passages: {} heuristic triples", corpus.passages.len(), extraction.triples.len()));
     let graph =
-        EntityGraph::build(corpus.passages.len(), extraction, embedder.as_ref(), &ctx.config.graph, &ctx.progress)?;
+        EntityGraph::build(corpus.passages.len(), extraction, embedder.as_ref(), &ctx.config.graph, ctx.progress)?;
     let t = Instant::now();
     let ppr = PprGraph::from_entity_graph(&graph);
     let ppr_adjacency_ms = t.elapsed().as_secs_f64() * 1e3;

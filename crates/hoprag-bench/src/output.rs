@@ -1,4 +1,5 @@
-//! Terminal output helpers.
+//! Terminal output helpers, of the benchmarks' reports and of the CLI's (`eval`, `tune`,
+//! `train-router`).
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};

@@ -15,7 +15,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::quantile;
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct HostBench {

@@ -9,13 +9,12 @@ use std::time::Instant;
 use clap::Args;
 use hoprag::dataset::load_dataset;
 use hoprag::embed::TextKind;
-use hoprag::progress::Progress;
 use hoprag::regime::{union_ranking, RegimeModel, RouterFeatures};
 use hoprag::Engine;
 use serde::Serialize;
 
 use super::{percentiles, Percentiles};
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct RouterBench {
@@ -53,7 +52,7 @@ pub fn run(ctx: &Context, args: RouterBench) -> anyhow::Result<()> {
     let model = RegimeModel::resolve(args.router.as_deref(), engine.store.folder())?;
     let (_, questions) = load_dataset(&args.dataset)?;
     let texts: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();
-    let queries = engine.embed_queries(&texts, &ctx.progress)?;
+    let queries = engine.embed_queries(&texts, ctx.progress)?;
     let vectors = engine.vectors();
     let pool_size = engine.config.methods.regime_router.pool;
     let (mut route, mut rerank, mut added, mut search, mut embed) = (vec![], vec![], vec![], vec![], vec![]);

@@ -26,7 +26,7 @@ use hoprag::{Engine, Error};
 use serde::Serialize;
 
 use super::{percentiles, Percentiles};
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct BridgeBench {

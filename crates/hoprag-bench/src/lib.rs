@@ -1,5 +1,10 @@
 //! `hoprag bench`: speed measurements, each against the peer its target is stated for,
 //! measured in the same run.
+//!
+//! A crate of its own above the library (the CLI's `bench` subcommand calls [`run`]), so
+//! that the engine's layers do not see the benchmarks, their synthetic corpora and their
+//! composed embedder (`scale/words.rs`). What a benchmark needs of the command line is
+//! the [`Context`] the CLI hands in; [`output`] renders the tables of both.
 
 mod bridge;
 mod embed;
@@ -8,14 +13,35 @@ mod graph;
 mod host;
 mod index;
 mod llm;
+pub mod output;
 mod ppr;
 mod query;
 mod router;
 mod scale;
 
 use clap::{Args, Subcommand};
+use hoprag::progress::Progress;
+use hoprag::Config;
 
-use crate::commands::Context;
+/// What a benchmark gets from the command line's global flags.
+pub struct Context<'a> {
+    /// `--json`: the report is printed as JSON, and no status lines are.
+    pub json: bool,
+    /// The configuration of commands without an index (defaults, `--config`, the
+    /// environment, the flags).
+    pub config: &'a Config,
+    /// Progress bars on stderr (hidden with --quiet, --json or off a terminal).
+    pub progress: &'a dyn Progress,
+}
+
+impl Context<'_> {
+    /// Prints a status line on stderr unless output is JSON.
+    pub fn note(&self, line: impl AsRef<str>) {
+        if !self.json {
+            eprintln!("{}", line.as_ref());
+        }
+    }
+}
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -109,7 +135,7 @@ pub fn quantile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// xorshift64*: a deterministic generator so runs and peers see the same inputs.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {

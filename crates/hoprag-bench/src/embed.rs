@@ -10,11 +10,10 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusOptions};
 use hoprag::embed::{embed_all, load_embedder, EmbedderSpec, LocalModel, TextKind};
-use hoprag::progress::Progress;
 use serde::{Deserialize, Serialize};
 
-use crate::commands::Context;
 use crate::output::table;
+use crate::Context;
 
 #[derive(Args)]
 pub struct EmbedBench {

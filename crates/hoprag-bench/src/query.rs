@@ -7,13 +7,12 @@ use std::time::Instant;
 
 use clap::Args;
 use hoprag::dataset::load_dataset;
-use hoprag::progress::Progress;
 use hoprag::retrieve::Query;
 use hoprag::Engine;
 use serde::Serialize;
 
 use super::{percentiles, quantile, Percentiles};
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct QueryBench {

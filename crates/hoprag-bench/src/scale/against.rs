@@ -14,7 +14,7 @@ use hoprag::index::{ExactIndex, Matrix, VectorIndex};
 use serde::Serialize;
 
 use super::words::ComposedEmbedder;
-use crate::bench::Rng;
+use crate::Rng;
 
 const PAIRS: usize = 20_000;
 const PROBES: usize = 1_000;
@@ -39,7 +39,7 @@ pub struct Spread {
 
 fn spread(xs: Vec<f64>) -> Spread {
     let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    Spread { mean, p99: crate::bench::percentiles(xs).p99 }
+    Spread { mean, p99: crate::percentiles(xs).p99 }
 }
 
 pub fn compare(dir: &Path, embedder: &ComposedEmbedder) -> anyhow::Result<Comparison> {

@@ -17,8 +17,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{peak_rss_mb, percentiles, Percentiles};
-use crate::commands::Context;
 use crate::output::table;
+use crate::Context;
 
 #[derive(Args)]
 pub struct IndexBench {
@@ -108,7 +108,7 @@ pub fn run(ctx: &Context, args: IndexBench) -> anyhow::Result<()> {
     // HNSW is built too (whatever `auto` would choose) so both searches can be timed.
     let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..Default::default() };
     let store = hoprag::store::folder(dir.path());
-    let stats = build_index(store.as_ref(), &corpus, vec![], embedder.as_ref(), &options, &ctx.progress)?;
+    let stats = build_index(store.as_ref(), &corpus, vec![], embedder.as_ref(), &options, ctx.progress)?;
     let total = stats.total_secs + load_secs;
     let rest = total - stats.embed_secs;
     let build = BuildReport {

@@ -37,8 +37,8 @@ use serde::{Deserialize, Serialize};
 use self::corpus::{generate, Sources};
 use self::words::{word_vectors, ComposedEmbedder, Coverage, Vocabulary};
 use super::{peak_rss_mb, percentiles, rss_mb, Percentiles};
-use crate::commands::Context;
 use crate::output::table;
+use crate::Context;
 
 #[derive(Args)]
 pub struct ScaleBench {
@@ -143,7 +143,7 @@ fn inputs(ctx: &Context, data: &Path) -> anyhow::Result<Inputs> {
     let vocabulary = Vocabulary::new(texts.iter().map(String::as_str), questions.iter().map(String::as_str));
     let t = Instant::now();
     let (dim, vectors, words_cached) =
-        word_vectors(&vocabulary, &words::cache_dir(), &ctx.config.embedder, &ctx.progress)?;
+        word_vectors(&vocabulary, &words::cache_dir(), &ctx.config.embedder, ctx.progress)?;
     let words_secs = t.elapsed().as_secs_f64();
     let embedder = Arc::new(ComposedEmbedder::new(&vocabulary, dim, vectors)?);
     Ok(Inputs {
@@ -384,7 +384,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
                 args.seed
             );
         }
-        build_graph(store.as_ref(), generated.corpus, &inputs.embedder, &ctx.config.graph, &ctx.progress)?
+        build_graph(store.as_ref(), generated.corpus, &inputs.embedder, &ctx.config.graph, ctx.progress)?
     } else {
         build_index(
             store.as_ref(),
@@ -392,7 +392,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
             inputs.embedder.clone(),
             graph,
             args.hnsw_quantization,
-            &ctx.progress,
+            ctx.progress,
         )?
     };
     let build_peak_rss_mb = peak_rss_mb();

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::peak_rss_mb;
 use super::{percentiles, Percentiles, Rng};
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct GearBench {
@@ -126,7 +126,7 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
                         let (_, mut questions) = load_dataset(path)?;
                         questions.truncate(args.queries);
                         let qs: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();
-                        let queries = engine.embed_queries(&qs, &ctx.progress)?;
+                        let queries = engine.embed_queries(&qs, ctx.progress)?;
                         let hybrid = engine.retriever("hybrid")?;
                         queries
                             .iter()

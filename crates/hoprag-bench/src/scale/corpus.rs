@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use hoprag::corpus::{IngestReport, LoadedCorpus, Passage};
 use hoprag::text::sentences;
 
-use crate::bench::Rng;
+use crate::Rng;
 
 /// Sentences in a passage, at least and at most.
 const MIN_SENTENCES: usize = 2;

@@ -13,7 +13,7 @@ use hoprag::graph::ppr::{PprGraph, PprParams};
 use serde::Serialize;
 
 use super::{percentiles, Percentiles, Rng};
-use crate::commands::Context;
+use crate::Context;
 
 #[derive(Args)]
 pub struct PprBench {

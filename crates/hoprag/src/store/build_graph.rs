@@ -1,0 +1,72 @@
+//! An index's entity graph, built and attached as a new generation: the one operation
+//! behind `hoprag graph`, the graph `hoprag index --graph` builds, and the Python
+//! `Index.build(graph=True)`. Triples from an LLM are extracted by the caller
+//! ([`crate::graph::extract_llm`]), who reports what they cost; everything after the
+//! triples is here.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{attach_graph, GraphAttached, Store};
+use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
+use crate::error::Result;
+use crate::graph::{
+    extract_heuristic, import_openie, EntityGraph, ExtractReport, Extraction, GraphOptions, GraphStats,
+};
+use crate::index::Index;
+use crate::progress::Progress;
+
+/// The triples of `index`'s passages without an LLM: from a HippoRAG OpenIE file (v1 or
+/// v2) when one is given, else from the heuristic extractor; with the source the graph
+/// records (the file's path, or `heuristic`).
+pub fn triples_without_llm(index: &Index, openie: Option<&Path>) -> Result<(Extraction, String)> {
+    Ok(match openie {
+        Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
+        None => (extract_heuristic(index.passages()), "heuristic".to_string()),
+    })
+}
+
+/// The embedder of a graph's entity and fact vectors: `spec` when given, else the
+/// default beside the index's own embedder (MiniLM beside EmbeddingGemma, else the
+/// index's).
+pub fn graph_embedder(
+    index: &Index,
+    spec: Option<&EmbedderSpec>,
+    settings: &EmbedderSettings,
+) -> Result<Arc<dyn Embedder>> {
+    let spec = match spec {
+        Some(spec) => spec.clone(),
+        None => EmbedderSpec::from_id(&index.manifest.embedder.id)?.default_graph_embedder(),
+    };
+    load_embedder(&spec, settings)
+}
+
+/// What [`build_graph`] built and attached.
+#[derive(Debug, Clone)]
+pub struct GraphBuilt {
+    /// Where the triples came from, as the graph records it.
+    pub source: String,
+    /// The embedder of the entity and fact vectors.
+    pub embedder: String,
+    /// What the extraction or the import skipped, and why.
+    pub extraction: ExtractReport,
+    pub stats: GraphStats,
+    pub attached: GraphAttached,
+}
+
+/// Builds the entity graph of `index`'s passages (the live generation of `store`) from
+/// `extraction`, embeds its entities and facts with `embedder`, and attaches it to a new
+/// generation recorded as built from `source`.
+pub fn build_graph(
+    store: &dyn Store,
+    index: &Index,
+    (extraction, source): (Extraction, String),
+    embedder: &dyn Embedder,
+    options: &GraphOptions,
+    progress: &dyn Progress,
+) -> Result<GraphBuilt> {
+    let report = extraction.report.clone();
+    let graph = EntityGraph::build(index.len(), extraction, embedder, options, progress)?;
+    let attached = attach_graph(store, &graph, source.clone())?;
+    Ok(GraphBuilt { source, embedder: embedder.id().to_string(), extraction: report, stats: graph.stats, attached })
+}
