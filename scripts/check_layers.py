@@ -8,7 +8,12 @@ runs this before cargo):
    modules in a layer below its own (LIBRARY_LAYERS), except the known back edges of
    KNOWN_BACK_EDGES, each of which an issue is to remove;
 4. `#[allow(clippy::too_many_arguments)]` is never given to a whole module or crate
-   (`#![allow(...)]`, or on a `mod` item), and clippy's argument threshold is clippy's.
+   (`#![allow(...)]`, or on a `mod` item), and clippy's argument threshold is clippy's;
+5. inside every folder of the library, no two modules import each other, directly or
+   round a longer loop (the top level is rule 3's);
+6. a method's name is a string literal in at most two source files (its own and one
+   other, e.g. a constant of a lower layer naming the same thing): everything else
+   reads the method registry (crates/hoprag/src/retrieve/registry.rs).
 
 Prints what breaks a rule and a summary line `N passed, M failed`; exits 1 on a failure.
 Python 3 standard library only.
@@ -46,7 +51,7 @@ LIBRARY_LAYERS = [
     ["embed", "dataset", "llm", "fusion"],
     ["answer", "index"],
     ["graph"],
-    ["store", "regime"],
+    ["store"],
     ["retrieve"],
     ["config"],
     ["engine"],
@@ -57,14 +62,7 @@ LIBRARY_LAYERS = [
 
 # Imports against the layers that exist today, each with what removes it. Empty this as
 # they go: an entry the code no longer needs is reported, so the list only shrinks.
-KNOWN_BACK_EDGES = {
-    # Issue 48: HybridParams, GearParams, BridgeRagParams, Grounding and SequenceScoring
-    # move from config.rs beside their methods, and config.rs only composes them.
-    ("retrieve", "config"): "issue 48 (method parameters beside their methods)",
-    # Issue 48: regime/train.rs builds retrieve::Query values; RegimeRouter (retrieve)
-    # reads the regime models, which is the direction that stays.
-    ("regime", "retrieve"): "issue 48 (regime/train.rs uses retrieve::Query)",
-}
+KNOWN_BACK_EDGES = {}
 
 
 def rust_files(top):
@@ -271,11 +269,109 @@ def check_allows():
     return errors
 
 
+def module_path(path, src):
+    """`retrieve/gear/agent.rs` -> ("retrieve", "gear", "agent"); mod.rs and lib.rs are
+    their folder's module."""
+    parts = os.path.relpath(path, src)[:-3].split(os.sep)
+    if parts[-1] in ("mod", "lib"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def check_folders():
+    """Rule 5: the imports between sibling modules of every folder have no loop."""
+    modules = {module_path(p, LIBRARY_SRC): p for p in rust_files(LIBRARY_SRC)}
+    known = set(modules)
+
+    def resolve(parts):
+        # The longest prefix that is a module: `crate::graph::walk::Walker` is graph::walk.
+        for n in range(len(parts), 0, -1):
+            if tuple(parts[:n]) in known:
+                return tuple(parts[:n])
+        return None
+
+    edges = defaultdict(set)  # (parent, a) -> {b}: a and b children of parent
+    for mod, path in modules.items():
+        with open(path, encoding="utf-8") as f:
+            code = strip_comments_and_strings(f.read())
+        targets = set()
+        for m in re.finditer(r"\bcrate((?:\s*::\s*\w+)+)", code):
+            targets.add(resolve(re.findall(r"\w+", m.group(1))))
+        for m in re.finditer(r"\b((?:super\s*::\s*)+)(\w+(?:\s*::\s*\w+)*)", code):
+            up = m.group(1).count("super")
+            base = mod[: len(mod) - up] if up <= len(mod) else ()
+            targets.add(resolve(list(base) + re.findall(r"\w+", m.group(2))))
+        for t in targets:
+            if not t or t == mod or t[: len(mod)] == mod or mod[: len(t)] == t:
+                continue  # itself, or an ancestor or descendant of it
+            common = 0
+            while mod[common] == t[common]:
+                common += 1
+            if common == 0:
+                continue  # between top-level modules: rule 3
+            edges[(mod[:common], mod[common])].add(t[common])
+    errors = []
+    parents = sorted({p for p, _ in edges})
+    for parent in parents:
+        graph = {a: bs for (p, a), bs in edges.items() if p == parent}
+        # A loop: b reaches a while a imports b.
+        for a in sorted(graph):
+            for b in sorted(graph[a]):
+                seen, todo = set(), [b]
+                while todo:
+                    x = todo.pop()
+                    if x == a:
+                        errors.append(f"{'::'.join(parent)}: {a} and {b} import each other (directly or round a loop)")
+                        break
+                    if x not in seen:
+                        seen.add(x)
+                        todo.extend(graph.get(x, ()))
+                else:
+                    continue
+                break
+    return sorted(set(errors))
+
+
+def method_names():
+    """The names the registry's methods state (`name: "..."` of each MethodSpec)."""
+    names = set()
+    for path in rust_files(os.path.join(LIBRARY_SRC, "retrieve")):
+        with open(path, encoding="utf-8") as f:
+            names.update(re.findall(r"MethodSpec\s*=\s*MethodSpec\s*\{\s*name:\s*\"(\w+)\"", f.read()))
+    return names
+
+
+def check_method_names():
+    """Rule 6: each method name as a string literal in at most two source files."""
+    names = method_names()
+    if len(names) < 10:
+        return [f"found only {len(names)} methods in the registry ({sorted(names)}): has MethodSpec changed shape?"]
+    where = defaultdict(set)
+    for crate in sorted(os.listdir(os.path.join(ROOT, "crates"))):
+        src = os.path.join(ROOT, "crates", crate, "src")
+        files = list(rust_files(src)) + [
+            os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs if f.endswith(".js")
+        ]
+        for path in files:
+            with open(path, encoding="utf-8") as f:
+                code = f.read()
+            for literal in set(re.findall(r"[\"']([a-z_0-9]+)[\"']", code)):
+                if literal in names:
+                    where[literal].add(rel(path))
+    return [
+        f"method {name!r} is a string literal in {len(files)} files (at most 2: read the registry): {', '.join(sorted(files))}"
+        for name, files in sorted(where.items())
+        if len(files) > 2
+    ]
+
+
 CHECKS = [
     (f"no source file over {MAX_LINES} lines", check_sizes),
     ("crates depend only on lower layers", check_crates),
     ("library modules import only from lower layers", check_library),
     ("too_many_arguments allowed per function only", check_allows),
+    ("no import loops inside a folder of the library", check_folders),
+    ("method names only in their own file and the registry", check_method_names),
 ]
 
 

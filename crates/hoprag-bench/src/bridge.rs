@@ -21,7 +21,7 @@ use hoprag::index::{VectorIndex, VectorIndexKind};
 use hoprag::llm::{ChatRequest, ChatResponse, Llm, Usage};
 use hoprag::retrieve::bridge_rag::prompts::{ENTITY_SYSTEM, SVO_SYSTEM};
 use hoprag::retrieve::bridge_rag::{entities, svo_queries};
-use hoprag::retrieve::{BridgeRag, Query, Retriever, Trace};
+use hoprag::retrieve::{bridge_rag, dense, BridgeRag, Query, Retriever, Trace};
 use hoprag::{Engine, Error};
 use serde::Serialize;
 
@@ -42,7 +42,7 @@ pub struct BridgeBench {
 }
 
 /// Steps that search, build the pool and fuse: the part the target is stated for.
-const SEARCH_STEPS: &[&str] = &["dense", "expansion search", "pool", "pit fusion"];
+const SEARCH_STEPS: &[&str] = &[dense::SPEC.name, "expansion search", "pool", "pit fusion"];
 /// Steps that would call a model: here they build prompts and parse canned answers.
 const LLM_STEPS: &[&str] = &["svo queries", "entities", "judge"];
 
@@ -228,7 +228,7 @@ pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
     let queries: Vec<Query> =
         canned.iter().map(|c| Query::with_embedding(c.question.clone(), table.vectors[&c.question].clone())).collect();
     let engine = Engine::new(store, Arc::new(table), ctx.config.clone())?.with_llm(Arc::new(CannedLlm { by_question }));
-    let method = engine.retriever("bridge_rag")?;
+    let method = engine.retriever(bridge_rag::SPEC.name)?;
     // The peer: the same method searching one query at a time (the index's own
     // `search`), for what the one-scan expansion searches save.
     let one_by_one = BridgeRag::new(
@@ -237,7 +237,7 @@ pub fn run(ctx: &Context, args: BridgeBench) -> anyhow::Result<()> {
         engine.embedder.clone(),
         engine.llm().expect("set above").clone(),
         engine.config.methods.bridge_rag,
-        "bridge_rag",
+        bridge_rag::SPEC.name,
         1,
     );
 

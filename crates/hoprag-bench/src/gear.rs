@@ -127,7 +127,7 @@ pub fn run(ctx: &Context, args: GearBench) -> anyhow::Result<()> {
                         questions.truncate(args.queries);
                         let qs: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();
                         let queries = engine.embed_queries(&qs, ctx.progress)?;
-                        let hybrid = engine.retriever("hybrid")?;
+                        let hybrid = engine.retriever(hoprag::retrieve::hybrid::SPEC.name)?;
                         queries
                             .iter()
                             .map(|q| {

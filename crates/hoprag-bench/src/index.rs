@@ -10,7 +10,7 @@ use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusOptions};
 use hoprag::embed::{load_embedder, EmbedderSpec, TextKind};
 use hoprag::index::{ExactIndex, VectorIndex, VectorIndexKind};
-use hoprag::retrieve::{Bm25, Dense, Hybrid, Query, Retriever};
+use hoprag::retrieve::{bm25, dense, hybrid, Bm25, Dense, Hybrid, Query, Retriever};
 use hoprag::store::{build_index, BuildOptions};
 use hoprag::text::sentences;
 use rayon::prelude::*;
@@ -145,11 +145,15 @@ pub fn run(ctx: &Context, args: IndexBench) -> anyhow::Result<()> {
 
     let exact: Arc<dyn VectorIndex> = Arc::new(ExactIndex::new(index.vectors().clone()));
     let hnsw = index.vector_index();
-    let methods: Vec<(&str, Box<dyn Retriever>)> = vec![
-        ("bm25", Box::new(Bm25::new(index.clone()))),
-        ("dense (exact)", Box::new(Dense::new(exact.clone(), embedder.clone()))),
-        ("dense (hnsw)", Box::new(Dense::new(hnsw.clone(), embedder.clone()))),
-        ("hybrid (exact)", Box::new(Hybrid::new(index.clone(), exact.clone(), embedder.clone(), Default::default()))),
+    let (bm25, dense, hybrid) = (bm25::SPEC.name, dense::SPEC.name, hybrid::SPEC.name);
+    let methods: Vec<(String, Box<dyn Retriever>)> = vec![
+        (bm25.to_string(), Box::new(Bm25::new(index.clone()))),
+        (format!("{dense} (exact)"), Box::new(Dense::new(exact.clone(), embedder.clone()))),
+        (format!("{dense} (hnsw)"), Box::new(Dense::new(hnsw.clone(), embedder.clone()))),
+        (
+            format!("{hybrid} (exact)"),
+            Box::new(Hybrid::new(index.clone(), exact.clone(), embedder.clone(), Default::default())),
+        ),
     ];
     let mut latency_ms = Vec::new();
     for (name, method) in &methods {
@@ -162,7 +166,7 @@ pub fn run(ctx: &Context, args: IndexBench) -> anyhow::Result<()> {
                 let ms = start.elapsed().as_secs_f64() * 1e3;
                 excl.push(ms);
                 // bm25 needs no embedding; the others pay the measured query embedding.
-                incl.push(if *name == "bm25" { ms } else { ms + e });
+                incl.push(if *name == bm25 { ms } else { ms + e });
             }
         }
         latency_ms.push(LatencyRow {

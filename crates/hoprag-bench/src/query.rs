@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use hoprag::dataset::load_dataset;
+use hoprag::retrieve::registry::{self, TraceKind};
 use hoprag::retrieve::Query;
 use hoprag::Engine;
 use serde::Serialize;
@@ -23,7 +24,7 @@ pub struct QueryBench {
     #[arg(long, value_name = "FILE")]
     dataset: PathBuf,
     /// Method (a spec such as `ppr` or `phasegraph[dk=20]`).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = hoprag::retrieve::DEFAULT_METHOD)]
     method: String,
     /// Passages per query.
     #[arg(short, long, default_value_t = 5)]
@@ -78,7 +79,7 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
     let mut ran = None;
     for t in &texts {
         let r = retriever.retrieve(&Query::new(t.clone()), args.k)?;
-        if ran.is_none() && args.method.starts_with("auto") {
+        if ran.is_none() && chooses(&args.method) {
             ran = r.trace.steps.first().and_then(|s| s.detail["method"].as_str().map(String::from));
         }
     }
@@ -165,4 +166,10 @@ pub fn run(ctx: &Context, args: QueryBench) -> anyhow::Result<()> {
         println!("  (steps that run side by side, as ppr's dense scores and entity linking, add up to more than 100%)");
     }
     Ok(())
+}
+
+/// Whether a method spec names a method that runs another one it chooses (`auto`).
+fn chooses(spec: &str) -> bool {
+    let name = registry::parse_method_spec(spec).map_or(spec, |(name, _)| name);
+    registry::find(name).is_some_and(|m| m.trace == TraceKind::Choice)
 }

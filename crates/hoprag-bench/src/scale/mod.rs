@@ -26,10 +26,12 @@ use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
 use hoprag::dataset::load_dataset;
 use hoprag::embed::{Embedder, TextKind};
+use hoprag::graph::walk::WALK_STEP;
 use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions, GraphStats};
 use hoprag::index::{HnswParams, Index, Quantization, VectorIndex, VectorIndexKind};
 use hoprag::progress::Progress;
-use hoprag::retrieve::{Query, Retriever};
+use hoprag::retrieve::registry::{self, GraphUse, MethodSpec};
+use hoprag::retrieve::{auto, bm25, dense, hybrid, phasegraph, ppr, Query, Retriever};
 use hoprag::store::{self, dir_size, BuildOptions, Store};
 use hoprag::{Config, Engine};
 use serde::{Deserialize, Serialize};
@@ -104,7 +106,7 @@ pub struct ScaleBench {
     split_budget: Option<usize>,
     /// Time only these methods (comma-separated: bm25, dense, hybrid, ppr, auto,
     /// phasegraph; `dense` is both the HNSW and the exact search); by default all.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = ["bm25", "dense", "hybrid", "ppr", "auto", "phasegraph"])]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = clap::builder::PossibleValuesParser::new(TIMED.map(|m| m.name)))]
     methods: Vec<String>,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
@@ -567,7 +569,7 @@ fn measure_queries(
     // What --methods asks for (all when it names none). The graph is loaded (minutes at a
     // million passages) for the graph methods only.
     let asked = |method: &str| args.methods.is_empty() || args.methods.iter().any(|m| m == method);
-    let has_graph = index.manifest.graph.is_some() && GRAPH_METHODS.into_iter().any(asked);
+    let has_graph = index.manifest.graph.is_some() && TIMED.iter().any(|m| reads_graph(m) && asked(m.name));
     let t = Instant::now();
     if has_graph {
         engine.graph()?;
@@ -638,16 +640,18 @@ fn measure_queries(
 
     let mut exact_config = Config::default();
     exact_config.methods.dense.exact = true;
-    let mut methods: Vec<(&str, Box<dyn Retriever>)> = vec![
-        ("bm25", engine.retriever("bm25")?),
-        ("dense (hnsw)", engine.retriever("dense")?),
-        ("dense (exact)", engine.with_config(exact_config).retriever("dense")?),
-        ("hybrid (hnsw)", engine.retriever("hybrid")?),
+    let label =
+        |m: &MethodSpec, how: &str| if how.is_empty() { m.name.to_string() } else { format!("{} ({how})", m.name) };
+    let mut methods: Vec<(String, Box<dyn Retriever>)> = vec![
+        (label(&bm25::SPEC, ""), engine.retriever(bm25::SPEC.name)?),
+        (label(&dense::SPEC, "hnsw"), engine.retriever(dense::SPEC.name)?),
+        (label(&dense::SPEC, "exact"), engine.with_config(exact_config).retriever(dense::SPEC.name)?),
+        (label(&hybrid::SPEC, "hnsw"), engine.retriever(hybrid::SPEC.name)?),
     ];
     if has_graph {
-        methods.push(("ppr (heuristic graph)", engine.retriever("ppr")?));
-        methods.push(("auto", engine.retriever("auto")?));
-        methods.push(("phasegraph", engine.retriever("phasegraph")?));
+        methods.push((label(&ppr::SPEC, "heuristic graph"), engine.retriever(ppr::SPEC.name)?));
+        methods.push((label(&auto::AUTO, ""), engine.retriever(auto::AUTO.name)?));
+        methods.push((label(&phasegraph::SPEC, ""), engine.retriever(phasegraph::SPEC.name)?));
     }
     // Each label starts with its method's name.
     methods.retain(|(label, _)| asked(method_of(label)));
@@ -664,16 +668,17 @@ fn measure_queries(
                 let elapsed = start.elapsed().as_secs_f64() * 1e3;
                 ctx.progress.advance(1);
                 if pass == 0 {
-                    if name.starts_with("ppr") && !r.trace.steps.iter().any(|s| s.name == "ppr") {
+                    if method_of(name) == ppr::SPEC.name && !r.trace.steps.iter().any(|s| s.name == WALK_STEP) {
                         ppr_dense_fallbacks += 1;
                     }
                     continue;
                 }
                 ms.push(elapsed);
-                let fell_back = r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["split"] == false);
+                let fell_back = r.trace.steps.iter().any(|s| s.name == WALK_STEP && s.detail["split"] == false);
                 full_walks += usize::from(fell_back);
-                unproven += usize::from(r.trace.steps.iter().any(|s| s.name == "ppr" && s.detail["proven"] == false));
-                if name.starts_with("ppr") && fell_back {
+                unproven +=
+                    usize::from(r.trace.steps.iter().any(|s| s.name == WALK_STEP && s.detail["proven"] == false));
+                if method_of(name) == ppr::SPEC.name && fell_back {
                     ppr_split_fallbacks += 1;
                 }
                 for s in &r.trace.steps {
@@ -705,7 +710,7 @@ fn measure_queries(
         full.methods.phasegraph.graph.ppr.split = false;
         let full = engine.with_config(full);
         let sample = sample(queries.len(), agreement_questions);
-        for (name, method) in methods.iter().filter(|m| is_graph_method(m.0)) {
+        for (name, method) in methods.iter().filter(|m| is_graph_method(&m.0)) {
             let exact = full.retriever(method.name())?;
             agreement.push(agree(name, method.as_ref(), exact.as_ref(), &queries, &sample, k)?);
         }
@@ -911,8 +916,13 @@ fn print_queries(q: &QueryReport) {
     println!("{} of {} questions seeded no entity (ppr answered them by dense)", q.ppr_dense_fallbacks, q.questions);
 }
 
-/// The methods that walk the entity graph (timed only on an index with one).
-const GRAPH_METHODS: [&str; 3] = ["ppr", "auto", "phasegraph"];
+/// The methods the benchmark times (`dense` twice: the HNSW and the exact search).
+const TIMED: [&MethodSpec; 6] = [&bm25::SPEC, &dense::SPEC, &hybrid::SPEC, &ppr::SPEC, &auto::AUTO, &phasegraph::SPEC];
+
+/// Whether a method reads the entity graph (timed only on an index with one).
+fn reads_graph(method: &MethodSpec) -> bool {
+    method.graph != GraphUse::No
+}
 
 /// The method a label names: its first word (`ppr (heuristic graph)`).
 fn method_of(label: &str) -> &str {
@@ -921,7 +931,7 @@ fn method_of(label: &str) -> &str {
 
 /// Whether a method's label names a graph method.
 fn is_graph_method(label: &str) -> bool {
-    GRAPH_METHODS.contains(&method_of(label))
+    registry::find(method_of(label)).is_some_and(reads_graph)
 }
 
 fn has_graph_methods(q: &QueryReport) -> bool {

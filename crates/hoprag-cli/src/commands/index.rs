@@ -61,7 +61,7 @@ pub struct IndexArgs {
     #[arg(long, default_value = "minilm")]
     embedder: EmbedderSpec,
     /// Vector index: exact, hnsw, or auto (HNSW from 50,000 passages).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value_t = VectorIndexKind::Auto)]
     vector_index: VectorIndexKind,
     /// How the HNSW graph stores its copy of the vectors: i8 (a quarter of the memory,
     /// candidates re-scored exactly on the f32 vectors) or f32.

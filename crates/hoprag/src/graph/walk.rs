@@ -23,6 +23,9 @@ use crate::corpus::PassageIdx;
 use crate::error::Result;
 use crate::index::{Extremes, Matrix, Screened};
 
+/// The trace step of the walk itself (split or full), by the algorithm's name.
+pub const WALK_STEP: &str = "ppr";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PassageScoring {
@@ -348,7 +351,7 @@ impl Walker<'_> {
             screened,
             entity_products: input.entity_products,
         };
-        step(log, "ppr", || {
+        step(log, WALK_STEP, || {
             let split = ranked_passages(&self.ctx.ppr, response, &query, input.depth);
             let list: Option<Vec<(PassageIdx, f32)>> =
                 split.as_ref().map(|s| s.top.iter().map(|&(p, x)| (p, x as f32)).filter(|x| x.1 > 0.0).collect());
@@ -392,7 +395,7 @@ impl Walker<'_> {
                 Ok((n, json!({"passages": n, "weight": p.passage_weight})))
             })?;
         }
-        let (passages, r) = step(log, "ppr", || {
+        let (passages, r) = step(log, WALK_STEP, || {
             let r = match p.scoring {
                 // Only the passages' order is used: stop once it is proven.
                 PassageScoring::PassageNode => {

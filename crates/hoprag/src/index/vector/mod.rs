@@ -124,15 +124,26 @@ impl VectorIndexKind {
     }
 }
 
+impl VectorIndexKind {
+    const NAMES: [(VectorIndexKind, &'static str); 3] =
+        [(VectorIndexKind::Auto, "auto"), (VectorIndexKind::Exact, "exact"), (VectorIndexKind::Hnsw, "hnsw")];
+}
+
 impl std::str::FromStr for VectorIndexKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(VectorIndexKind::Auto),
-            "exact" => Ok(VectorIndexKind::Exact),
-            "hnsw" => Ok(VectorIndexKind::Hnsw),
-            _ => Err(format!("unknown vector index {s:?}: expected auto, exact or hnsw")),
-        }
+        Self::NAMES
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map(|(kind, _)| *kind)
+            .ok_or_else(|| format!("unknown vector index {s:?}: expected auto, exact or hnsw"))
+    }
+}
+
+impl std::fmt::Display for VectorIndexKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = Self::NAMES.iter().find(|(kind, _)| kind == self).map_or("?", |(_, name)| name);
+        f.write_str(name)
     }
 }
 

@@ -319,7 +319,7 @@ impl Retriever for BridgeRag {
             warnings.push(format!("{reason}; answered with the dense ranking"));
             let dense = dense_search(self.vectors.as_ref(), &q, k, &mut trace)?;
             hits = dense.into_iter().map(|(passage, score)| Hit { passage, score }).collect();
-            trace.steps.push(crate::retrieve::fallback::fallback_step("dense", &reason));
+            trace.steps.push(crate::retrieve::fallback::fallback_step(super::dense::SPEC.name, &reason));
         }
         // A pool smaller than k is followed by the rest of the hop-1 list, below it.
         for &(passage, _) in &hop1 {

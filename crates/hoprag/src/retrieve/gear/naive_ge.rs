@@ -11,7 +11,7 @@ use crate::retrieve::{hits, Query, Retrieval, Retriever, Trace};
 
 pub const NAIVE_GE: MethodSpec = MethodSpec {
     name: "naive_ge",
-    section: Some("gear"),
+    section: super::GEAR.section,
     summary: "GEAR NaiveGE: diverse triple beam search from the base passages' triples, fused with them by RRF",
     graph: GraphUse::Required,
     llm: LlmUse::Never,

@@ -19,7 +19,7 @@ use crate::retrieve::{hits, Query, Retrieval, Retriever, Trace};
 
 pub const SYNC_GE: MethodSpec = MethodSpec {
     name: "sync_ge",
-    section: Some("gear"),
+    section: super::GEAR.section,
     summary: "GEAR SyncGE: an LLM reads the base passages into triples that seed the triple beam search",
     graph: GraphUse::Required,
     llm: LlmUse::Always,
