@@ -9,8 +9,8 @@ runs this before cargo):
    KNOWN_BACK_EDGES, each of which an issue is to remove;
 4. `#[allow(clippy::too_many_arguments)]` is never given to a whole module or crate
    (`#![allow(...)]`, or on a `mod` item), and clippy's argument threshold is clippy's;
-5. inside every folder of the library, no two modules import each other, directly or
-   round a longer loop (the top level is rule 3's);
+5. inside every folder of every crate (crates/*/src), no two modules import each other,
+   directly or round a longer loop (the library's top level is rule 3's);
 6. a method's name is a string literal in at most two source files (its own and one
    other, e.g. a constant of a lower layer naming the same thing): everything else
    reads the method registry (crates/hoprag/src/retrieve/registry.rs).
@@ -56,8 +56,6 @@ LIBRARY_LAYERS = [
     ["config"],
     ["engine"],
     ["response", "eval"],
-    # The HTTP server, while it is a module of the library (feature `serve`).
-    ["serve"],
 ]
 
 # Imports against the layers that exist today, each with what removes it. Empty this as
@@ -270,17 +268,28 @@ def check_allows():
 
 
 def module_path(path, src):
-    """`retrieve/gear/agent.rs` -> ("retrieve", "gear", "agent"); mod.rs and lib.rs are
-    their folder's module."""
+    """`retrieve/gear/agent.rs` -> ("retrieve", "gear", "agent"); mod.rs is its folder's
+    module, lib.rs and main.rs the crate's."""
     parts = os.path.relpath(path, src)[:-3].split(os.sep)
-    if parts[-1] in ("mod", "lib"):
+    if parts[-1] == "mod" or (len(parts) == 1 and parts[0] in ("lib", "main")):
         parts = parts[:-1]
     return tuple(parts)
 
 
 def check_folders():
-    """Rule 5: the imports between sibling modules of every folder have no loop."""
-    modules = {module_path(p, LIBRARY_SRC): p for p in rust_files(LIBRARY_SRC)}
+    """Rule 5, for every crate's src folder."""
+    errors = []
+    for crate in sorted(os.listdir(os.path.join(ROOT, "crates"))):
+        src = os.path.join(ROOT, "crates", crate, "src")
+        if os.path.isdir(src):
+            # The library's top level is rule 3's (its layers); other crates' is checked here.
+            errors += folder_loops(src, crate, top_level=os.path.normpath(src) != LIBRARY_SRC)
+    return sorted(set(errors))
+
+
+def folder_loops(src, crate, top_level):
+    """The imports between sibling modules of every folder of `src` have no loop."""
+    modules = {module_path(p, src): p for p in rust_files(src)}
     known = set(modules)
 
     def resolve(parts):
@@ -307,7 +316,7 @@ def check_folders():
             common = 0
             while mod[common] == t[common]:
                 common += 1
-            if common == 0:
+            if common == 0 and not top_level:
                 continue  # between top-level modules: rule 3
             edges[(mod[:common], mod[common])].add(t[common])
     errors = []
@@ -321,7 +330,7 @@ def check_folders():
                 while todo:
                     x = todo.pop()
                     if x == a:
-                        errors.append(f"{'::'.join(parent)}: {a} and {b} import each other (directly or round a loop)")
+                        errors.append(f"{'::'.join((crate,) + parent)}: {a} and {b} import each other (directly or round a loop)")
                         break
                     if x not in seen:
                         seen.add(x)
@@ -370,7 +379,7 @@ CHECKS = [
     ("crates depend only on lower layers", check_crates),
     ("library modules import only from lower layers", check_library),
     ("too_many_arguments allowed per function only", check_allows),
-    ("no import loops inside a folder of the library", check_folders),
+    ("no import loops inside a folder of a crate", check_folders),
     ("method names only in their own file and the registry", check_method_names),
 ]
 

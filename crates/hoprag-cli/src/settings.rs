@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context as _};
-use hoprag::serve::ServeSettings;
 use hoprag::Config;
+use hoprag_serve::ServeSettings;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -17,9 +17,8 @@
 //! - [`retrieve`]: the [`Retriever`](retrieve::Retriever) trait and one file per method;
 //! - [`eval`]: the papers' metrics, significance tests and report formats;
 //! - [`answer`]: short answers from retrieved passages with an LLM (the QA step).
-//! - [`response`]: what a retrieval returns to a caller (the server, `hoprag query
-//!   --json` and Python share it);
-//! - `serve` (feature `serve`): the HTTP server;
+//! - [`response`]: what a retrieval returns to a caller (the HTTP server, crate
+//!   `hoprag-serve`, `hoprag query --json` and Python share it);
 //! - [`rank`]: the one order of ranked scores (best first, NaN last);
 //! - [`threads`]: the one thread-count setting of the embedder and the local LLM.
 
@@ -43,8 +42,6 @@ pub mod progress;
 pub mod rank;
 pub mod response;
 pub mod retrieve;
-#[cfg(feature = "serve")]
-pub mod serve;
 mod simd;
 pub mod store;
 pub mod text;

@@ -3,8 +3,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
-use hoprag::serve::{shutdown_signal, Server};
 use hoprag::Engine;
+use hoprag_serve::{shutdown_signal, Server};
 
 use super::Context;
 

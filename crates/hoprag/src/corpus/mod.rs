@@ -99,8 +99,10 @@ pub struct LoadedCorpus {
 
 impl LoadedCorpus {
     /// Adds a passage unless it duplicates one already present; ids are kept unique by
-    /// suffixing, which is reported.
-    pub(crate) fn push(&mut self, seen: &mut Dedup, passage: Passage, location: String) {
+    /// suffixing, which is reported. `seen` holds the passages present so far (e.g.
+    /// [`Dedup::with_existing`] of an index's, to add to it); `location` names the entry
+    /// in the report (`corpus.jsonl:17`, `passages[3]`).
+    pub fn push(&mut self, seen: &mut Dedup, passage: Passage, location: String) {
         match seen.check(&passage) {
             Verdict::Duplicate(first) => {
                 self.report.duplicates.push(Skipped { location, reason: format!("exact duplicate of passage {first}") })

@@ -1,6 +1,6 @@
-//! The HTTP server (cargo feature `serve`): the engine behind a JSON API.
+//! The HTTP server of hoprag: the engine behind a JSON API.
 //!
-//! It lives in the library, not only in the CLI, so that an application can mount
+//! It is a library crate, not only part of the CLI, so that an application can mount
 //! [`Server::router`] inside its own axum app next to its own routes, with an engine it
 //! built in code.
 //!
@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-//! use hoprag::serve::{shutdown_signal, ServeSettings, Server};
+//! use hoprag_serve::{shutdown_signal, ServeSettings, Server};
 //! let engine = hoprag::Engine::open(hoprag::store::open("idx")?, hoprag::Config::default())?;
 //! let server = Server::new(engine, ServeSettings::default())?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
@@ -46,11 +46,11 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
+use hoprag::engine::Engine;
+use hoprag::error::Result;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::OpenApi;
 
-use crate::engine::Engine;
-use crate::error::Result;
 use dataset::{Inspect, ServedDataset};
 use state::AppState;
 
@@ -83,7 +83,7 @@ impl Server {
                         Err(e) => log::warn!("checking the store for a new generation: {e}"),
                     }
                 })
-                .map_err(|e| crate::Error::Other(format!("starting the store follower: {e}")))?;
+                .map_err(|e| hoprag::Error::Other(format!("starting the store follower: {e}")))?;
         }
         Ok(Server { state, dataset: None, eval_busy: Arc::default() })
     }

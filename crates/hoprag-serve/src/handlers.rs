@@ -15,7 +15,7 @@ use super::api::{
     MethodList, RetrieveRequest, RetrieveResponse,
 };
 use super::state::{generation_name, AppState};
-use crate::retrieve::registry::{DEFAULT_METHOD, METHODS};
+use hoprag::retrieve::registry::{DEFAULT_METHOD, METHODS};
 
 type Shared = State<Arc<AppState>>;
 

@@ -17,12 +17,12 @@ use utoipa::{IntoParams, ToSchema};
 use super::api::{query_params, ApiError, ApiJson, Capabilities, ErrorBody};
 use super::dataset::{DatasetSummary, Shared};
 use super::state::generation_name;
-use crate::engine::Engine;
-use crate::graph::linking::{FactMatch, LinkedEntity};
-use crate::graph::walk::{RankedBy, WalkExplanation};
-use crate::graph::{normalize_entity, EdgeKind, EntityGraph, GraphContext};
-use crate::retrieve::registry::{self, MethodSpec, TraceKind, METHODS};
-use crate::retrieve::{GraphKind, Query, Retriever};
+use hoprag::engine::Engine;
+use hoprag::graph::linking::{FactMatch, LinkedEntity};
+use hoprag::graph::walk::{RankedBy, WalkExplanation};
+use hoprag::graph::{normalize_entity, EdgeKind, EntityGraph, GraphContext};
+use hoprag::retrieve::registry::{self, MethodSpec, TraceKind, METHODS};
+use hoprag::retrieve::{GraphKind, Query, Retriever};
 
 /// Most passages one lookup returns.
 const MAX_LOOKUP: usize = 100;
@@ -108,7 +108,7 @@ pub async fn index_info(State(inspect): Shared) -> Result<Json<IndexInfo>, ApiEr
 }
 
 /// The `n` entities the most passages mention, most first.
-fn most_mentioned(g: &crate::graph::EntityGraph, n: usize) -> Vec<EntityCount> {
+fn most_mentioned(g: &hoprag::graph::EntityGraph, n: usize) -> Vec<EntityCount> {
     let mut counts = vec![0usize; g.entities.len()];
     for entities in &g.passage_entities {
         for &e in entities {
@@ -355,7 +355,7 @@ fn neighbourhood(
             }
         })
         .collect();
-    neighbours.sort_by(|a, b| crate::rank::desc(a.weight, b.weight).then(a.id.cmp(&b.id)));
+    neighbours.sort_by(|a, b| hoprag::rank::desc(a.weight, b.weight).then(a.id.cmp(&b.id)));
     neighbours.truncate(limit);
     let mentioning: Vec<usize> =
         g.passage_entities.iter().enumerate().filter(|(_, es)| es.contains(&found)).map(|(p, _)| p).collect();
@@ -529,7 +529,7 @@ pub async fn walk(
             format!("include: {} passages; the limit is 20", request.include.len()),
         ));
     }
-    let asked = request.method.clone().unwrap_or_else(|| crate::retrieve::ppr::SPEC.name.into());
+    let asked = request.method.clone().unwrap_or_else(|| hoprag::retrieve::ppr::SPEC.name.into());
     let engine = inspect.app.engine();
     let include = {
         let by_id: HashMap<&str, usize> =

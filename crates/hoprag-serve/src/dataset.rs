@@ -14,12 +14,12 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::api::{query_params, ApiError, ApiJson, ErrorBody};
 use super::state::{generation_name, AppState};
-use crate::dataset::{load_dataset, resolve_gold, DatasetFormat, GoldMatchCounts, Question, ResolvedDataset};
-use crate::engine::Engine;
-use crate::error::Result;
-use crate::eval::{evaluate_queries, EvalOptions};
-use crate::progress::Silent;
-use crate::retrieve::registry::{self, parse_method_spec};
+use hoprag::dataset::{load_dataset, resolve_gold, DatasetFormat, GoldMatchCounts, Question, ResolvedDataset};
+use hoprag::engine::Engine;
+use hoprag::error::Result;
+use hoprag::eval::{evaluate_queries, EvalOptions};
+use hoprag::progress::Silent;
+use hoprag::retrieve::registry::{self, parse_method_spec};
 
 /// What the inspection routes share (these and [`super::inspect`]'s): the server's state, and the data set it was given.
 pub struct Inspect {
@@ -248,11 +248,11 @@ pub async fn run_eval(
         let mut subset = (*resolved).clone();
         subset.questions.truncate(limit);
         let texts: Vec<String> = subset.questions.iter().map(|q| q.text.clone()).collect();
-        let internal = |e: crate::Error| ApiError::internal(e.to_string());
+        let internal = |e: hoprag::Error| ApiError::internal(e.to_string());
         let queries = engine.embed_queries(&texts, &Silent).map_err(internal)?;
         let options = EvalOptions::new(ks, baseline, data.name.clone());
         evaluate_queries(&engine, &subset, &queries, &methods, &options, &Silent).map_err(|e| match e {
-            crate::Error::Config(_) | crate::Error::Index { .. } => {
+            hoprag::Error::Config(_) | hoprag::Error::Index { .. } => {
                 ApiError::bad_request("method_unavailable", format!("methods: {e}"))
             }
             e => internal(e),
@@ -331,8 +331,8 @@ mod tests {
 
     #[test]
     fn eval_requests_are_checked_field_by_field() {
-        let dense = crate::retrieve::dense::SPEC.name;
-        let ppr_variant = format!("{}[alpha=0.5]", crate::retrieve::ppr::SPEC.name);
+        let dense = hoprag::retrieve::dense::SPEC.name;
+        let ppr_variant = format!("{}[alpha=0.5]", hoprag::retrieve::ppr::SPEC.name);
         let (methods, ks, limit) = check_eval(&request(&[dense, &ppr_variant]), 100, 200).unwrap();
         assert_eq!((methods.len(), ks, limit), (2, vec![2, 5, 10, 15], 200));
         let message = |r: &EvalRequest| check_eval(r, 100, 200).unwrap_err().message;

@@ -11,14 +11,14 @@ use tokio::sync::Semaphore;
 use super::api::{AddPassagesRequest, AddPassagesResponse, ApiError, RetrieveRequest, RetrieveResponse};
 use super::metrics::{Gauges, Metrics};
 use super::settings::ServeSettings;
-use crate::corpus::{Dedup, LoadedCorpus, Passage};
-use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::llm::{CountingLlm, LlmStats};
-use crate::progress::Silent;
-use crate::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
-use crate::retrieve::Query;
-use crate::store::add_passages;
+use hoprag::corpus::{Dedup, LoadedCorpus, Passage};
+use hoprag::engine::Engine;
+use hoprag::error::{Error, Result};
+use hoprag::llm::{CountingLlm, LlmStats};
+use hoprag::progress::Silent;
+use hoprag::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
+use hoprag::retrieve::Query;
+use hoprag::store::add_passages;
 
 /// Configuration sections that are fixed when the engine is built (the embedder and
 /// the LLM client), so a request cannot change them.
@@ -139,7 +139,7 @@ impl AppState {
                 ));
             }
             let settings: Vec<_> = options.into_iter().collect();
-            let config = crate::config::with_settings(&engine.config, &settings)
+            let config = hoprag::config::with_settings(&engine.config, &settings)
                 .map_err(|e| ApiError::bad_request("invalid_option", option_message(e)))?;
             Arc::new(engine.with_config(config))
         };
@@ -296,7 +296,7 @@ fn option_message(e: Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ChatRequest, ChatResponse, Llm, Usage};
+    use hoprag::llm::{ChatRequest, ChatResponse, Llm, Usage};
 
     /// Answers from "cache" when asked "cached", fails when asked "fail".
     struct Scripted;

@@ -70,8 +70,8 @@ impl ServeSettings {
     }
 
     /// Rejects limits that would make every request fail.
-    pub fn check(&self) -> crate::Result<()> {
-        let bad = |field: &str| Err(crate::Error::Config(format!("serve.{field} must be at least 1")));
+    pub fn check(&self) -> hoprag::Result<()> {
+        let bad = |field: &str| Err(hoprag::Error::Config(format!("serve.{field} must be at least 1")));
         for (field, value) in [
             ("max_body_bytes", self.max_body_bytes),
             ("max_k", self.max_k),
@@ -86,7 +86,7 @@ impl ServeSettings {
             }
         }
         if self.default_k > self.max_k {
-            return Err(crate::Error::Config(format!(
+            return Err(hoprag::Error::Config(format!(
                 "serve.default_k ({}) is larger than serve.max_k ({})",
                 self.default_k, self.max_k
             )));

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::llm::LlmStatsSnapshot;
+use hoprag::llm::LlmStatsSnapshot;
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn llm_counters_are_written_when_there_is_an_llm() {
-        use crate::llm::Usage;
+        use hoprag::llm::Usage;
         let llm = LlmStatsSnapshot {
             calls: 5,
             cache_hits: 2,

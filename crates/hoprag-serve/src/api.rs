@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::corpus::Skipped;
-use crate::engine::Engine;
-use crate::retrieve::registry::MethodSpec;
+use hoprag::corpus::Skipped;
+use hoprag::engine::Engine;
+use hoprag::retrieve::registry::MethodSpec;
 
-pub use crate::response::{RankedPassage, RetrieveResponse};
+pub use hoprag::response::{RankedPassage, RetrieveResponse};
 
 /// One question to retrieve passages for.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
