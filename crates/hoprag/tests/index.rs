@@ -224,3 +224,60 @@ fn concurrent_additions_both_land() {
         assert!(index.passages().iter().any(|p| p.id == format!("{tag}19")), "{tag}'s passages are there");
     }
 }
+
+#[test]
+fn a_generation_in_use_outlives_back_to_back_additions() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), VectorIndexKind::Exact);
+    let folder = store::folder(dir.path());
+    let index = folder.load().unwrap();
+    let graph = hoprag::graph::EntityGraph::build(
+        index.len(),
+        hoprag::graph::extract_heuristic(index.passages()),
+        &HashEmbedder::new(),
+        &hoprag::graph::GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    store::attach_graph(folder.as_ref(), &graph, "heuristic".into()).unwrap();
+    // A reader opens the generation with the graph and has not read the graph yet (it
+    // is read on first use), while three writes publish newer generations.
+    let reader = folder.load().unwrap();
+    let generations = |root: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('g'))
+            .collect();
+        names.sort();
+        names
+    };
+    for i in 0..3 {
+        let mut more = LoadedCorpus {
+            passages: vec![Passage {
+                id: format!("new{i}"),
+                title: format!("Quarry {i}"),
+                text: format!("Quarry {i} supplied granite to the harbour."),
+            }],
+            ..Default::default()
+        };
+        store::add_passages(folder.as_ref(), &mut more, format!("more{i}"), &HashEmbedder::new(), &Silent).unwrap();
+    }
+    let live = folder.load().unwrap();
+    assert_ne!(live.generation(), reader.generation());
+    assert!(generations(dir.path()).contains(&reader.generation().to_string()), "{:?}", generations(dir.path()));
+    let loaded = folder.load_graph(&reader).unwrap().expect("the reader's generation has its graph");
+    assert_eq!(loaded.passage_entities.len(), reader.len());
+    // Once no reader holds it (and `index`, the first generation's reader, is gone too),
+    // the next write removes it: old generations do not pile up.
+    let old = reader.generation().to_string();
+    drop((reader, index));
+    let mut last = LoadedCorpus {
+        passages: vec![Passage { id: "last".into(), title: "T".into(), text: "t".into() }],
+        ..Default::default()
+    };
+    store::add_passages(folder.as_ref(), &mut last, "last".into(), &HashEmbedder::new(), &Silent).unwrap();
+    let left = generations(dir.path());
+    assert!(!left.contains(&old), "{left:?}");
+    assert!(left.len() <= 3, "the live generation, the previous one and the one `live` holds: {left:?}");
+}

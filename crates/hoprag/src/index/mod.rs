@@ -43,6 +43,9 @@ pub struct Index {
     vectors: Arc<Matrix>,
     lexical: Arc<dyn LexicalIndex>,
     vector: Arc<dyn VectorIndex>,
+    /// What keeps the generation's files in place while this index is open (the folder
+    /// store's shared lock on it): parts such as the graph are read on first use.
+    _hold: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Index {
@@ -89,7 +92,16 @@ impl Index {
             }
             _ => Arc::new(ExactIndex::screened(vectors.clone())),
         };
-        Ok(Index { location: location.to_string(), generation, manifest, passages, vectors, lexical, vector })
+        Ok(Index {
+            location: location.to_string(),
+            generation,
+            manifest,
+            passages,
+            vectors,
+            lexical,
+            vector,
+            _hold: None,
+        })
     }
 
     /// The store's folder or URL (without password), for messages.
@@ -120,6 +132,13 @@ impl Index {
 
     pub fn vectors(&self) -> &Arc<Matrix> {
         &self.vectors
+    }
+
+    /// The same index, keeping `hold` until it is dropped: what the store needs held
+    /// for the generation's files to stay while the index may still read them.
+    pub fn holding(mut self, hold: impl std::any::Any + Send + Sync) -> Index {
+        self._hold = Some(Box::new(hold));
+        self
     }
 
     pub fn lexical(&self) -> &dyn LexicalIndex {

@@ -11,11 +11,15 @@
 //!     lexical/           tantivy BM25 index
 //!     hnsw.usearch       HNSW graph (when built)
 //!     graph/             the entity graph (when attached)
+//!     readers.lock       held (shared) by every reader of the generation, empty
 //! ```
 //! A writer fills a hidden temporary folder, renames it into place and then swaps
 //! `CURRENT`: an interrupted write never leaves a broken index, and a reader always sees
 //! a complete one. Files a new generation shares with the old one (tantivy segments,
-//! which tantivy never modifies, and the graph) are hard links.
+//! which tantivy never modifies, and the graph) are hard links. A reader holds a shared
+//! lock on its generation's `readers.lock` for as long as its index is open, and a writer
+//! removes an old generation only when it can lock that file exclusively: the graph is
+//! read on first use, so a generation in use must outlive any number of newer ones.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -40,6 +44,7 @@ const VECTORS: &str = "vectors.f32";
 const LEXICAL: &str = "lexical";
 const HNSW: &str = "hnsw.usearch";
 const GRAPH: &str = "graph";
+const READERS: &str = "readers.lock";
 
 pub struct FolderStore {
     root: PathBuf,
@@ -65,6 +70,29 @@ impl FolderStore {
         Ok(Some(self.root.join(name)))
     }
 
+    /// The live generation with a shared lock on it: a writer may publish newer ones
+    /// meanwhile, but removes this one only once the lock is gone. A generation removed
+    /// between reading `CURRENT` and taking the lock is retried under the newer `CURRENT`.
+    fn hold_live(&self) -> Result<(PathBuf, fs::File)> {
+        loop {
+            let generation = self.live()?;
+            let path = generation.join(READERS);
+            let file = match fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.current()? != Some(generation.clone()) => {
+                    continue
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            file.lock_shared().map_err(|e| Error::io(&path, e))?;
+            // A writer that removed the generation held the exclusive lock until it was
+            // gone: the shared lock is then on a file no longer in place.
+            if generation.join(MANIFEST).is_file() {
+                return Ok((generation, file));
+            }
+        }
+    }
+
     fn live(&self) -> Result<PathBuf> {
         self.current()?
             .ok_or_else(|| Error::index(&self.root, "no index here (no CURRENT file); build one with `hoprag index`"))
@@ -85,7 +113,7 @@ impl Store for FolderStore {
     }
 
     fn load(&self) -> Result<Index> {
-        let generation = self.live()?;
+        let (generation, readers) = self.hold_live()?;
         let manifest: Manifest = read_json(&generation.join(MANIFEST))?;
         let passages = read_passages(&generation.join(PASSAGES))?;
         let vpath = generation.join(VECTORS);
@@ -99,7 +127,7 @@ impl Store for FolderStore {
             _ => None,
         };
         let id = generation.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)
+        Ok(Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)?.holding(readers))
     }
 
     fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>> {
@@ -220,7 +248,8 @@ impl StoreWriter for FolderWriter<'_> {
                 timed(&mut times.write_secs, || {
                     for entry in fs::read_dir(old).map_err(|e| Error::io(old, e))? {
                         let name = entry.map_err(|e| Error::io(old, e))?.file_name();
-                        if name == GRAPH || name == MANIFEST {
+                        // Each generation has readers of its own.
+                        if name == GRAPH || name == MANIFEST || name == READERS {
                             continue;
                         }
                         let (src, dst) = (old.join(&name), dir.join(&name));
@@ -255,8 +284,8 @@ fn generation_number(name: &str) -> Option<u64> {
 }
 
 /// Moves a finished temporary generation into place, points CURRENT at it and removes
-/// generations older than the previous one (the previous one is kept for readers that
-/// opened it a moment ago).
+/// generations older than the previous one that no reader holds (the previous one is
+/// kept for readers about to open it; one in use goes at a later write).
 fn publish(root: &Path, tmp: tempfile::TempDir) -> Result<()> {
     let mut numbers: Vec<u64> = fs::read_dir(root)
         .map_err(|e| Error::io(root, e))?
@@ -272,11 +301,28 @@ fn publish(root: &Path, tmp: tempfile::TempDir) -> Result<()> {
     let keep_from = numbers.last().copied().unwrap_or(0);
     for n in numbers.into_iter().filter(|&n| n < keep_from) {
         let old = root.join(format!("g{n:06}"));
-        if let Err(e) = fs::remove_dir_all(&old) {
-            log::warn!("could not remove old generation {}: {e}", old.display());
+        match unused(&old) {
+            Ok(Some(_exclusive)) => {
+                if let Err(e) = fs::remove_dir_all(&old) {
+                    log::warn!("could not remove old generation {}: {e}", old.display());
+                }
+            }
+            Ok(None) => log::debug!("kept old generation {}: a reader has it open", old.display()),
+            Err(e) => log::warn!("could not check old generation {}: {e}", old.display()),
         }
     }
     Ok(())
+}
+
+/// An exclusive lock on the generation's readers file, held while it is removed; None
+/// when a reader holds it.
+fn unused(generation: &Path) -> std::io::Result<Option<fs::File>> {
+    let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(generation.join(READERS))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(e)) => Err(e),
+    }
 }
 
 /// Writes a file; `atomic` writes a sibling temporary and renames it over the target.
