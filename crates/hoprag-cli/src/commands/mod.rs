@@ -77,10 +77,10 @@ pub fn note_llm<'a>(ctx: &Context, engine: &hoprag::Engine, methods: impl IntoIt
 }
 
 pub fn methods(ctx: &Context) -> anyhow::Result<()> {
-    use hoprag::retrieve::registry::{GraphUse, LlmUse, METHODS};
+    use hoprag::retrieve::registry::{GraphUse, METHODS};
     let needs = |m: &hoprag::retrieve::MethodSpec| {
         let graph = m.graph == GraphUse::Required;
-        let llm = matches!(m.llm, LlmUse::Always);
+        let llm = m.always_uses_llm();
         match (graph, llm) {
             (true, true) => " (needs a graph and an LLM)",
             (true, false) => " (needs a graph)",
@@ -93,7 +93,7 @@ pub fn methods(ctx: &Context) -> anyhow::Result<()> {
             .iter()
             .map(|m| {
                 serde_json::json!({"name": m.name, "description": m.summary, "graph": m.graph,
-                                        "llm": matches!(m.llm, LlmUse::Always)})
+                                        "llm": m.always_uses_llm()})
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);

@@ -205,6 +205,12 @@ impl MethodSpec {
     pub fn runs_on(&self, graph: GraphKind) -> bool {
         self.graph != GraphUse::Required || graph != GraphKind::None
     }
+
+    /// Whether the method asks an LLM whatever its parameters (not only for query
+    /// mentions, nor through the method it chooses).
+    pub fn always_uses_llm(&self) -> bool {
+        matches!(self.llm, LlmUse::Always)
+    }
 }
 
 #[cfg(test)]
