@@ -41,8 +41,17 @@ enum Command {
     Index(commands::index::IndexArgs),
     /// Embed texts (stdin lines or JSONL) into JSONL or .npy vectors.
     Embed(commands::embed::EmbedArgs),
-    /// Add passages to an existing index without rebuilding it.
-    Add(commands::index::AddArgs),
+    /// Add or replace documents and passages (upsert): a row with a `doc` replaces that
+    /// document's passages, one with an existing passage's id replaces it. Every method,
+    /// the entity graph included, sees the change.
+    Add(commands::edit::AddArgs),
+    /// Delete documents (or single passages) by id.
+    Delete(commands::edit::DeleteArgs),
+    /// Make the index hold exactly a corpus's documents: add new ones, replace changed
+    /// ones, delete missing ones, embedding only what changed.
+    Sync(commands::edit::SyncArgs),
+    /// Write what an index holds: `hoprag export documents --index DIR --out FILE.jsonl`.
+    Export(commands::edit::ExportArgs),
     /// Build the entity graph of an index from triples (imported or extracted).
     Graph(commands::graph::GraphArgs),
     /// Retrieve passages for a question.
@@ -77,7 +86,10 @@ impl Command {
     fn json(&self) -> bool {
         match self {
             Command::Index(a) => a.json,
-            Command::Add(a) => a.json,
+            Command::Add(a) => a.target.json,
+            Command::Delete(a) => a.target.json,
+            Command::Sync(a) => a.target.json,
+            Command::Export(a) => a.json(),
             Command::Embed(_) => false,
             Command::Graph(a) => a.json,
             Command::Query(a) | Command::Answer(a) => a.json,
@@ -110,7 +122,10 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Index(a) => commands::index::run_index(&ctx, a),
-        Command::Add(a) => commands::index::run_add(&ctx, a),
+        Command::Add(a) => commands::edit::run_add(&ctx, a),
+        Command::Delete(a) => commands::edit::run_delete(&ctx, a),
+        Command::Sync(a) => commands::edit::run_sync(&ctx, a),
+        Command::Export(a) => commands::edit::run_export(&ctx, a),
         Command::Embed(a) => commands::embed::run(&ctx, a),
         Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),

@@ -99,7 +99,7 @@ fn load_passages(py: Python<'_>, passages: &Bound<'_, PyAny>) -> PyResult<Loaded
         };
         entries.push(entry);
     }
-    Ok(load_entries("passages", &entries, &CorpusOptions::default()))
+    load_entries("passages", &entries, &CorpusOptions::default()).map_err(to_py)
 }
 
 /// Tells Python about entries that were not ingested as written (nothing is dropped
@@ -168,6 +168,23 @@ fn warn_graph(py: Python<'_>, report: &Value) -> PyResult<()> {
 impl PyIndex {
     fn engine(&self) -> Arc<Engine> {
         self.engine.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Applies an edit without the GIL and serves the generation it published.
+    fn apply(&self, py: Python<'_>, request: &store::edit::Request, source: &str) -> PyResult<store::edit::EditReport> {
+        let engine = self.engine();
+        let options = store::edit::EditOptions { source: source.into(), ..Default::default() };
+        let (report, next) = py
+            .detach(|| -> hoprag::Result<_> {
+                let report = engine.edit(request, &options, &Silent)?;
+                let next = if report.generation.is_some() { Some(engine.reload()?) } else { None };
+                Ok((report, next))
+            })
+            .map_err(to_py)?;
+        if let Some(next) = next {
+            *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        }
+        Ok(report)
     }
 
     /// `path` is the store's location: the folder, or the database URL without its
@@ -295,36 +312,16 @@ impl PyIndex {
         Ok(PyIndex::new(engine, None, None))
     }
 
-    /// Adds passages without rebuilding (as `hoprag add`); returns the build statistics.
+    /// Upserts passages (as `hoprag add`): a passage with a `doc` replaces that document's
+    /// passages, one with the id of an existing passage replaces it; the entity graph
+    /// follows. Returns what changed and what it cost.
     fn add<'py>(&self, py: Python<'py>, passages: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let mut corpus = load_passages(py, passages)?;
-        let engine = self.engine();
-        let (stats, next) = py
-            .detach(|| -> hoprag::Result<_> {
-                let stats = store::add_passages(
-                    engine.store.as_ref(),
-                    &mut corpus,
-                    "python".into(),
-                    engine.embedder.as_ref(),
-                    &Silent,
-                )?;
-                let next = engine.reload()?;
-                Ok((stats, next))
-            })
-            .map_err(to_py)?;
-        let graph_passages = next.index.manifest.graph.as_ref().map(|g| g.passages);
-        *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
-        warn_ingest(py, &corpus.report, stats.passages_added)?;
+        let corpus = load_passages(py, passages)?;
+        let request = store::edit::Request::Upsert(corpus.passages.clone());
+        let report = self.apply(py, &request, "python add")?;
+        warn_ingest(py, &corpus.report, report.counts.passages_added)?;
         *self.ingest.write().unwrap_or_else(|e| e.into_inner()) = Some(corpus.report);
-        if let Some(n) = graph_passages.filter(|&n| n < stats.passages_total) {
-            let message = format!(
-                "the entity graph covers the first {n} passages; rebuild the index (or run `hoprag graph`) to \
-                 include the new ones"
-            );
-            let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
-            PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)?;
-        }
-        convert::to_py(py, &stats)
+        convert::to_py(py, &report)
     }
 
     /// Retrieves the top `k` passages for a query (a list of `Result`s), or for each of a

@@ -18,7 +18,7 @@ use hoprag::llm::{CountingLlm, LlmStats};
 use hoprag::progress::Silent;
 use hoprag::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
 use hoprag::retrieve::Query;
-use hoprag::store::add_passages;
+use hoprag::store::edit::{EditOptions, Request};
 
 /// Configuration sections that are fixed when the engine is built (the embedder and
 /// the LLM client), so a request cannot change them.
@@ -183,51 +183,39 @@ impl AppState {
         .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
     }
 
-    /// Adds passages to the index on disk (a new generation, published atomically) and
-    /// then serves it. The store orders concurrent writers; readers keep the engine
-    /// they have. Blocking: call it on the blocking pool.
+    /// Upserts passages into the index on disk (a new generation, published atomically,
+    /// with the graph brought up to date) and then serves it. The store orders concurrent
+    /// writers; readers keep the engine they have. Blocking: call it on the blocking pool.
     pub fn add_passages(&self, request: AddPassagesRequest) -> Result<AddPassagesResponse, ApiError> {
         // All or nothing: a passage without text fails the request before anything is written.
         if let Some(i) = request.passages.iter().position(|p| p.text.trim().is_empty()) {
             return Err(ApiError::bad_request("invalid_request", format!("passages[{i}]: the text is empty")));
         }
-        let engine = self.engine();
-        // Duplicates and id clashes are found here, against the served index, so that
-        // the report names entries by their place in the request; `add_passages` checks
-        // again under the store's lock (another process may have added passages since).
-        let mut seen = Dedup::with_existing(engine.index.passages());
         let mut corpus = LoadedCorpus::default();
+        let mut seen = Dedup::default();
         corpus.report.entries = request.passages.len();
         for (i, p) in request.passages.into_iter().enumerate() {
             let id = p.id.filter(|id| !id.trim().is_empty()).unwrap_or_else(|| Passage::content_id(&p.title, &p.text));
-            corpus.push(&mut seen, Passage { id, title: p.title, text: p.text }, format!("passages[{i}]"));
+            corpus
+                .push(&mut seen, Passage::new(id, p.title, p.text), format!("passages[{i}]"))
+                .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
         }
-        let stats = add_passages(
-            engine.store.as_ref(),
-            &mut corpus,
-            "POST /v1/passages".into(),
-            engine.embedder.as_ref(),
-            &Silent,
-        )
-        .map_err(|e| ApiError::internal(format!("adding passages: {e}")))?;
-        if stats.passages_added > 0 {
+        let engine = self.engine();
+        let options = EditOptions { source: "POST /v1/passages".into(), ..Default::default() };
+        let report = engine
+            .edit(&Request::Upsert(corpus.passages), &options, &Silent)
+            .map_err(|e| ApiError::bad_request("invalid_request", format!("adding passages: {e}")))?;
+        if report.generation.is_some() {
             self.serve_live().map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
         }
         let now = self.engine();
-        let note = now.index.manifest.graph.as_ref().filter(|_| stats.passages_added > 0).map(|g| {
-            format!(
-                "the entity graph covers the first {} passages; rebuild it with `hoprag graph` to include the new ones",
-                g.passages
-            )
-        });
-        let report = corpus.report;
         Ok(AddPassagesResponse {
-            added: stats.passages_added,
+            added: report.counts.passages_added,
             total: now.index.len(),
             generation: generation_name(&now),
-            duplicates: report.duplicates.into_iter().map(Into::into).collect(),
-            warnings: report.warnings.into_iter().map(Into::into).collect(),
-            note,
+            duplicates: corpus.report.duplicates.into_iter().map(Into::into).collect(),
+            warnings: corpus.report.warnings.into_iter().map(Into::into).collect(),
+            note: None,
         })
     }
 

@@ -259,6 +259,26 @@ impl Engine {
         }
     }
 
+    /// Applies an edit to the index this engine serves (a new generation in its store;
+    /// this engine keeps serving the old one: [`Engine::reload`] serves the new one).
+    /// The graph's embedder is the one already loaded for queries, or the index's.
+    pub fn edit(
+        &self,
+        request: &crate::store::edit::Request,
+        options: &crate::store::edit::EditOptions,
+        progress: &dyn crate::progress::Progress,
+    ) -> Result<crate::store::edit::EditReport> {
+        let graph = match self.graph_kind() {
+            GraphKind::None => None,
+            _ => self.graph()?.embedder.clone(),
+        };
+        let embedders = crate::store::edit::Embedders {
+            passages: self.embedder.clone(),
+            graph: graph.unwrap_or_else(|| self.embedder.clone()),
+        };
+        crate::store::edit::edit(self.store.as_ref(), request, &embedders, options, progress)
+    }
+
     /// The embedder of the graph's vectors where the graph has one of its own
     /// (`--graph-embedder`), loaded once with the graph; `None` without one.
     fn graph_embedder(&self) -> Result<Option<Arc<dyn Embedder>>> {

@@ -28,7 +28,7 @@ const SVO_ANSWER: &str = r#"{"queries": ["Doran Vale married a journalist", "Dor
 const ENTITY_ANSWER: &str = "Doran Vale | Lisette Orm";
 
 fn passage(id: &str, title: &str, text: &str) -> Passage {
-    Passage { id: id.into(), title: title.into(), text: text.into() }
+    Passage::new(id, title, text)
 }
 
 /// An invented corpus: the bridge (the film), the second hop (the actor), a passage with

@@ -26,7 +26,7 @@ fn chained_corpus(n: usize) -> LoadedCorpus {
             let text = format!(
                 "Person{a} Harlow founded Company{b} Works in Town{c} Vale. Company{b} Works built Bridge{a} Span near Town{c} Vale."
             );
-            Passage { id: format!("p{i}"), title: format!("Person{a} Harlow"), text }
+            Passage::new(format!("p{i}"), format!("Person{a} Harlow"), text)
         })
         .collect();
     LoadedCorpus { passages, ..Default::default() }

@@ -12,7 +12,7 @@ fn file(content: &str, ext: &str) -> tempfile::NamedTempFile {
 }
 
 fn p(id: &str, title: &str, text: &str) -> Passage {
-    Passage { id: id.into(), title: title.into(), text: text.into() }
+    Passage::new(id, title, text)
 }
 
 #[test]

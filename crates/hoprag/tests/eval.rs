@@ -14,7 +14,7 @@ use hoprag::store;
 use hoprag::{Config, Engine};
 
 fn p(id: &str, title: &str, text: &str) -> Passage {
-    Passage { id: id.into(), title: title.into(), text: text.into() }
+    Passage::new(id, title, text)
 }
 
 #[test]

@@ -59,7 +59,7 @@ fn mill_index(dir: &std::path::Path) -> Arc<Index> {
     let passages = PASSAGES
         .iter()
         .enumerate()
-        .map(|(i, (title, text))| Passage { id: format!("p{i}"), title: title.to_string(), text: text.to_string() })
+        .map(|(i, (title, text))| Passage::new(format!("p{i}"), title.to_string(), text.to_string()))
         .collect();
     let corpus = LoadedCorpus { passages, ..Default::default() };
     common::hash_index(dir, &corpus);

@@ -169,7 +169,7 @@ fn graph_methods_without_a_graph_say_how_to_build_one() {
 }
 
 #[test]
-fn adding_passages_keeps_the_graph_for_the_old_ones() {
+fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     let dir = tempfile::tempdir().unwrap();
     let index = demo_index(dir.path());
     let graph = EntityGraph::build(
@@ -181,25 +181,44 @@ fn adding_passages_keeps_the_graph_for_the_old_ones() {
     )
     .unwrap();
     store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "heuristic".into()).unwrap();
-    let mut new = LoadedCorpus {
-        passages: vec![Passage { id: "z".into(), title: "Zephyr".into(), text: "Zephyr Quarry.".into() }],
-        ..Default::default()
-    };
-    store::add_passages(store::folder(dir.path()).as_ref(), &mut new, "more".into(), &HashEmbedder::new(), &Silent)
-        .unwrap();
+    let embedder: Arc<dyn hoprag::embed::Embedder> = Arc::new(HashEmbedder::new());
+    let embedders = store::edit::Embedders { passages: embedder.clone(), graph: embedder };
+    let rows = vec![Passage::new("z", "Zephyr Quarry", "Zephyr Quarry supplied granite to Ardent Ironworks.")];
+    let request = store::edit::Request::Upsert(rows);
+    let options = store::edit::EditOptions::default();
+    store::edit::edit(store::folder(dir.path()).as_ref(), &request, &embedders, &options, &Silent).unwrap();
     let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.len(), 61);
-    assert_eq!(index.manifest.graph.as_ref().unwrap().passages, 60);
+    assert_eq!(index.manifest.graph.as_ref().unwrap().passages, 61);
+    let edited = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
+    let fresh = EntityGraph::build(
+        index.len(),
+        extract_heuristic(index.passages()),
+        &HashEmbedder::new(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    assert_eq!(edited.entities, fresh.entities);
+    assert_eq!(edited.labels, fresh.labels);
+    assert_eq!(edited.passage_entities, fresh.passage_entities);
+    assert_eq!(edited.triples, fresh.triples);
+    let edges = |g: &EntityGraph| g.edges.iter().map(|e| (e.a, e.b, e.weight.to_bits(), e.kind)).collect::<Vec<_>>();
+    assert_eq!(edges(&edited), edges(&fresh));
+    assert_eq!(edited.entity_vectors.to_le_bytes(), fresh.entity_vectors.to_le_bytes());
+    assert_eq!(edited.fact_vectors.to_le_bytes(), fresh.fact_vectors.to_le_bytes());
+    let z = index.passages().iter().position(|p| p.id == "z").unwrap();
+    assert!(!edited.passage_entities[z].is_empty(), "the new passage is in the graph");
     let engine =
         Engine::new(store::folder(index.location().as_ref()), Arc::new(HashEmbedder::new()), Config::default())
             .unwrap();
     let r = engine.retriever("ppr").unwrap().retrieve(&Query::new("Zephyr Quarry"), 5).unwrap();
-    assert!(!r.hits.is_empty());
+    assert!(r.hits.iter().any(|h| h.passage as usize == z), "ppr finds the new passage");
 }
 
 #[test]
 fn a_statement_in_many_passages_is_one_fact_and_graphs_from_before_facts_still_load() {
-    let passage = |id: &str, title: &str, text: &str| Passage { id: id.into(), title: title.into(), text: text.into() };
+    let passage = |id: &str, title: &str, text: &str| Passage::new(id, title, text);
     let shared = "Maud Corrigan founded Ardent Ironworks in Dunhaven.";
     let passages = [
         passage("a", "Maud Corrigan", &format!("{shared} She was born in Varn.")),

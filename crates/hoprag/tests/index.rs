@@ -65,6 +65,20 @@ fn hnsw_agrees_with_exact_on_a_small_corpus() {
     }
 }
 
+/// Upserts `corpus` into the folder index at `root`, as `hoprag add` does.
+fn upsert(
+    root: &std::path::Path,
+    corpus: &LoadedCorpus,
+    source: &str,
+    embedder: HashEmbedder,
+) -> hoprag::Result<store::edit::EditReport> {
+    let embedder: std::sync::Arc<dyn hoprag::embed::Embedder> = std::sync::Arc::new(embedder);
+    let embedders = store::edit::Embedders { passages: embedder.clone(), graph: embedder };
+    let options = store::edit::EditOptions { source: source.into(), ..Default::default() };
+    let request = store::edit::Request::Upsert(corpus.passages.clone());
+    store::edit::edit(store::folder(root).as_ref(), &request, &embedders, &options, &Silent)
+}
+
 #[test]
 fn adding_passages_extends_without_rebuilding() {
     for kind in [VectorIndexKind::Exact, VectorIndexKind::Hnsw] {
@@ -72,27 +86,16 @@ fn adding_passages_extends_without_rebuilding() {
         let corpus = build(dir.path(), kind);
         let before = store::folder(dir.path()).load().unwrap();
         let old_gen = before.generation().to_string();
-        let mut new = LoadedCorpus {
+        let new = LoadedCorpus {
             passages: vec![
-                Passage {
-                    id: "x1".into(),
-                    title: "Zephyr Quarry".into(),
-                    text: "Zephyr Quarry supplied granite.".into(),
-                },
-                corpus.passages[0].clone(), // already indexed: dropped as a duplicate
+                Passage::new("x1", "Zephyr Quarry", "Zephyr Quarry supplied granite."),
+                corpus.passages[0].clone(), // already indexed, unchanged
             ],
             ..Default::default()
         };
-        let stats = store::add_passages(
-            store::folder(dir.path()).as_ref(),
-            &mut new,
-            "more".into(),
-            &HashEmbedder::new(),
-            &Silent,
-        )
-        .unwrap();
-        assert_eq!(stats.passages_added, 1);
-        assert_eq!(new.report.duplicates.len(), 1);
+        let report = upsert(dir.path(), &new, "more", HashEmbedder::new()).unwrap();
+        assert_eq!(report.counts.passages_added, 1);
+        assert_eq!(report.counts.documents_unchanged, corpus.passages.len(), "the same passage again changes nothing");
         let after = store::folder(dir.path()).load().unwrap();
         assert_eq!(after.len(), before.len() + 1);
         assert_ne!(after.generation(), old_gen);
@@ -121,11 +124,9 @@ fn other_embedder_is_refused_with_a_clear_message() {
     let other = HashEmbedder { id: "openai:text-embedding-3-small".into(), dim: 1536 };
     let err = index.check_embedder(&other).unwrap_err().to_string();
     assert!(err.contains("built with embedder minilm") && err.contains("openai:text-embedding-3-small"), "{err}");
-    let mut new = LoadedCorpus {
-        passages: vec![Passage { id: "y".into(), title: "T".into(), text: "t".into() }],
-        ..Default::default()
-    };
-    assert!(store::add_passages(store::folder(dir.path()).as_ref(), &mut new, "x".into(), &other, &Silent).is_err());
+    let new = LoadedCorpus { passages: vec![Passage::new("y", "T", "t")], ..Default::default() };
+    let err = upsert(dir.path(), &new, "x", other).unwrap_err().to_string();
+    assert!(err.contains("built with embedder minilm"), "{err}");
 }
 
 #[test]
@@ -192,10 +193,8 @@ fn concurrent_additions_both_land() {
     let corpus = build(dir.path(), VectorIndexKind::Auto);
     let batch = |tag: &str| LoadedCorpus {
         passages: (0..20)
-            .map(|i| Passage {
-                id: format!("{tag}{i}"),
-                title: format!("{tag} {i}"),
-                text: format!("Passage {i} written by writer {tag}."),
+            .map(|i| {
+                Passage::new(format!("{tag}{i}"), format!("{tag} {i}"), format!("Passage {i} written by writer {tag}."))
             })
             .collect(),
         ..Default::default()
@@ -205,15 +204,12 @@ fn concurrent_additions_both_land() {
         .into_iter()
         .map(|tag| {
             let root = dir.path().to_path_buf();
-            let mut new = batch(tag);
-            std::thread::spawn(move || {
-                store::add_passages(store::folder(&root).as_ref(), &mut new, tag.into(), &HashEmbedder::new(), &Silent)
-                    .unwrap()
-            })
+            let new = batch(tag);
+            std::thread::spawn(move || upsert(&root, &new, tag, HashEmbedder::new()).unwrap())
         })
         .collect();
     for t in threads {
-        assert_eq!(t.join().unwrap().passages_added, 20);
+        assert_eq!(t.join().unwrap().counts.passages_added, 20);
     }
     let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.len(), corpus.passages.len() + 40, "neither addition is lost");
@@ -253,15 +249,15 @@ fn a_generation_in_use_outlives_back_to_back_additions() {
         names
     };
     for i in 0..3 {
-        let mut more = LoadedCorpus {
-            passages: vec![Passage {
-                id: format!("new{i}"),
-                title: format!("Quarry {i}"),
-                text: format!("Quarry {i} supplied granite to the harbour."),
-            }],
+        let more = LoadedCorpus {
+            passages: vec![Passage::new(
+                format!("new{i}"),
+                format!("Quarry {i}"),
+                format!("Quarry {i} supplied granite to the harbour."),
+            )],
             ..Default::default()
         };
-        store::add_passages(folder.as_ref(), &mut more, format!("more{i}"), &HashEmbedder::new(), &Silent).unwrap();
+        upsert(dir.path(), &more, &format!("more{i}"), HashEmbedder::new()).unwrap();
     }
     let live = folder.load().unwrap();
     assert_ne!(live.generation(), reader.generation());
@@ -272,11 +268,8 @@ fn a_generation_in_use_outlives_back_to_back_additions() {
     // the next write removes it: old generations do not pile up.
     let old = reader.generation().to_string();
     drop((reader, index));
-    let mut last = LoadedCorpus {
-        passages: vec![Passage { id: "last".into(), title: "T".into(), text: "t".into() }],
-        ..Default::default()
-    };
-    store::add_passages(folder.as_ref(), &mut last, "last".into(), &HashEmbedder::new(), &Silent).unwrap();
+    let last = LoadedCorpus { passages: vec![Passage::new("last", "T", "t")], ..Default::default() };
+    upsert(dir.path(), &last, "last", HashEmbedder::new()).unwrap();
     let left = generations(dir.path());
     assert!(!left.contains(&old), "{left:?}");
     assert!(left.len() <= 3, "the live generation, the previous one and the one `live` holds: {left:?}");

@@ -36,7 +36,7 @@ fn last_message(body: &Value) -> String {
 }
 
 fn passage(id: &str, title: &str, text: &str) -> Passage {
-    Passage { id: id.into(), title: title.into(), text: text.into() }
+    Passage::new(id, title, text)
 }
 
 /// An invented corpus: one passage per kind of answer the fixture gives.

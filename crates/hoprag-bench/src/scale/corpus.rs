@@ -108,7 +108,7 @@ pub fn generate(sources: &Sources, n: usize, seed: u64) -> Generated {
             let text = sources.text(&picked);
             // The index's notion of identical: same title and text.
             if seen.insert(Passage::content_id(title, &text)) {
-                passages.push(Passage { id: format!("scale-{j}"), title: title.clone(), text });
+                passages.push(Passage::new(format!("scale-{j}"), title.clone(), text));
                 break;
             }
             tries += 1;
@@ -128,7 +128,7 @@ mod tests {
     use super::*;
 
     fn source() -> Sources {
-        let p = |t: &str, text: &str| Passage { id: t.into(), title: t.into(), text: text.into() };
+        let p = |t: &str, text: &str| Passage::new(t, t, text);
         Sources::new(&[
             p("Varn", "Varn is a river. It rises in the hills. It flows east. It ends in a lake."),
             p("Ostrel", "Ostrel is a town on the Varn. It has a bridge."),
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_source_too_small_for_distinct_passages_drops_and_counts() {
-        let p = Passage { id: "x".into(), title: "X".into(), text: "One sentence only.".into() };
+        let p = Passage::new("x", "X", "One sentence only.");
         let s = Sources::new(&[p]);
         // Only one composition exists: "One sentence only." under title X.
         let g = generate(&s, 3, 1);

@@ -5,7 +5,7 @@ use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusFormat, CorpusOptions, IngestReport, LoadedCorpus, SplitOptions};
 use hoprag::embed::{load_embedder, EmbedderSpec};
 use hoprag::index::{HnswParams, Quantization, VectorIndexKind};
-use hoprag::store::{add_passages, build_index, BuildOptions, BuildStats};
+use hoprag::store::{build_index, BuildOptions, BuildStats};
 
 use super::Context;
 
@@ -14,7 +14,7 @@ pub struct CorpusArgs {
     /// Corpus: JSON list [{title, text}], JSONL, HotpotQA {title: [sentences]}, or a
     /// folder of .txt/.md files.
     #[arg(long, value_name = "FILE|DIR")]
-    corpus: PathBuf,
+    pub corpus: PathBuf,
     /// Force the corpus format instead of detecting it.
     #[arg(long, value_parser = parse_format)]
     format: Option<CorpusFormat>,
@@ -35,7 +35,7 @@ fn parse_format(s: &str) -> Result<CorpusFormat, String> {
 }
 
 impl CorpusArgs {
-    fn load(&self, ctx: &Context) -> anyhow::Result<LoadedCorpus> {
+    pub fn load(&self, ctx: &Context) -> anyhow::Result<LoadedCorpus> {
         let options = CorpusOptions {
             format: self.format,
             max_passage_bytes: self.max_passage_bytes,
@@ -78,19 +78,6 @@ pub struct IndexArgs {
     /// Build no entity graph: dense, BM25 and hybrid only (`auto` is then dense).
     #[arg(long, conflicts_with_all = ["triples", "extract"])]
     no_graph: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args)]
-pub struct AddArgs {
-    #[command(flatten)]
-    corpus: CorpusArgs,
-    /// The index: a folder, or a PostgreSQL URL `postgres://USER@HOST:PORT/DB?schema=NAME`
-    /// (`--store` is the same flag).
-    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
-    index: PathBuf,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -173,27 +160,4 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
-}
-
-pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
-    let mut corpus = args.corpus.load(ctx)?;
-    let store = super::open_store(&args.index)?;
-    let manifest = store
-        .manifest()?
-        .ok_or_else(|| anyhow::anyhow!("{}: no index here; build one with `hoprag index`", store.location()))?;
-    let config = ctx.config_for(store.as_ref(), &[])?;
-    let embedder = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, &config.embedder)?;
-    let source = args.corpus.corpus.display().to_string();
-    let stats = add_passages(store.as_ref(), &mut corpus, source, embedder.as_ref(), &ctx.progress)?;
-    if let Some(g) = &manifest.graph {
-        ctx.note(format!(
-            "note: the entity graph covers the first {} passages; rebuild it with `hoprag graph` to include the new ones",
-            g.passages
-        ));
-    }
-    if !ctx.json && (!corpus.report.duplicates.is_empty() || !corpus.report.warnings.is_empty()) {
-        eprintln!("against the existing index:");
-        print_ingest(ctx, &corpus.report, stats.passages_added);
-    }
-    print_stats(ctx, store.location(), &stats, &corpus.report)
 }

@@ -1,4 +1,5 @@
 pub mod config;
+pub mod edit;
 pub mod embed;
 pub mod eval;
 pub mod graph;

@@ -2,10 +2,13 @@
 //!
 //! | format | shape |
 //! |---|---|
-//! | JSON list (HippoRAG) | `[{"title": .., "text": .., "id"?: ..}, ..]` |
-//! | JSONL | one `{"title", "text", "id"?}` object per line |
+//! | JSON list (HippoRAG) | `[{"title": .., "text": .., "id"?, "doc"?, "meta"?}, ..]` |
+//! | JSONL | one `{"title", "text", "id"?, "doc"?, "meta"?}` object per line |
 //! | HotpotQA corpus | `{"title": ["sentence", ..], ..}` (a passage is its sentences joined) |
-//! | folder | `.txt` / `.md` files, split into passages on sentence boundaries |
+//! | folder | `.txt` / `.md` files, split into passages on sentence boundaries; a file is a document |
+//!
+//! `doc` names the document a passage belongs to (an upsert replaces a document's
+//! passages together); `meta` is any JSON object, returned with the passage.
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -47,8 +50,8 @@ impl Default for CorpusOptions {
 }
 
 /// Loads a corpus file or folder. Entries that cannot be used are skipped and listed in
-/// the report; only an unreadable source (missing file, invalid JSON document) is an
-/// error.
+/// the report; an unreadable source (missing file, invalid JSON document) or one id given
+/// to two different passages is an error.
 pub fn load_corpus(path: &Path, options: &CorpusOptions) -> Result<LoadedCorpus> {
     let format = match options.format {
         Some(f) => f,
@@ -60,18 +63,18 @@ pub fn load_corpus(path: &Path, options: &CorpusOptions) -> Result<LoadedCorpus>
     Ok(corpus)
 }
 
-/// Passages given in memory rather than in a file (the Python API's lists): each entry is
-/// an object `{title, text, id?}` as in a JSON list corpus, checked and reported the same
-/// way, with locations `SOURCE[i]`.
-pub fn load_entries(source: &str, entries: &[Value], options: &CorpusOptions) -> LoadedCorpus {
+/// Passages given in memory rather than in a file (the Python API's lists, HTTP bodies):
+/// each entry is an object `{title, text, id?, doc?, meta?}` as in a JSON list corpus,
+/// checked and reported the same way, with locations `SOURCE[i]`.
+pub fn load_entries(source: &str, entries: &[Value], options: &CorpusOptions) -> Result<LoadedCorpus> {
     let mut corpus = LoadedCorpus::default();
     let mut seen = Dedup::default();
     let file = Path::new(source);
     let mut sink = Sink { corpus: &mut corpus, seen: &mut seen, options, file };
     for (i, entry) in entries.iter().enumerate() {
-        sink.add_object(&format!("[{i}]"), entry);
+        sink.add_object(&format!("[{i}]"), entry)?;
     }
-    corpus
+    Ok(corpus)
 }
 
 /// Like [`load_corpus`], checking duplicates against passages already indexed.
@@ -134,13 +137,13 @@ impl Sink<'_> {
         self.corpus.report.skipped.push(Skipped { location, reason: reason.into() });
     }
 
-    fn add(&mut self, entry: &str, id: Option<String>, title: String, text: String) {
+    fn add(&mut self, entry: &str, id: Option<String>, title: String, text: String, extra: Extra) -> Result<()> {
         self.corpus.report.entries += 1;
         let text = text.trim().to_string();
         let title = title.trim().to_string();
         if text.is_empty() {
             self.skip(entry, "passage has no text");
-            return;
+            return Ok(());
         }
         let size = title.len() + text.len();
         if size > self.options.max_passage_bytes {
@@ -152,19 +155,19 @@ impl Sink<'_> {
                     self.options.max_passage_bytes
                 ),
             );
-            return;
+            return Ok(());
         }
         let id = id.unwrap_or_else(|| Passage::content_id(&title, &text));
         let location = self.location(entry);
-        self.corpus.push(self.seen, Passage { id, title, text }, location);
+        self.corpus.push(self.seen, Passage { id, title, text, doc: extra.doc, meta: extra.meta }, location)
     }
 
     /// An entry of the JSON list / JSONL formats.
-    fn add_object(&mut self, entry: &str, value: &Value) {
+    fn add_object(&mut self, entry: &str, value: &Value) -> Result<()> {
         let Some(obj) = value.as_object() else {
             self.corpus.report.entries += 1;
             self.skip(entry, format!("expected an object {{title, text}}, found {}", kind(value)));
-            return;
+            return Ok(());
         };
         let field = |name: &str| -> Result<Option<String>, String> {
             match obj.get(name) {
@@ -173,25 +176,43 @@ impl Sink<'_> {
                 Some(other) => Err(format!("field `{name}` must be a string, found {}", kind(other))),
             }
         };
-        let id = match obj.get("id") {
+        let id_field = |name: &str| match obj.get(name) {
             None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Err(format!("field `{name}` is empty")),
             Some(Value::String(s)) => Ok(Some(s.clone())),
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
-            Some(other) => Err(format!("field `id` must be a string or number, found {}", kind(other))),
+            Some(other) => Err(format!("field `{name}` must be a string or number, found {}", kind(other))),
         };
-        let parsed = (|| Ok::<_, String>((id?, field("title")?, field("text")?)))();
+        let meta = match obj.get("meta") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m.clone())),
+            Some(other) => Err(format!("field `meta` must be an object, found {}", kind(other))),
+        };
+        let parsed =
+            (|| Ok::<_, String>((id_field("id")?, field("title")?, field("text")?, id_field("doc")?, meta?)))();
         match parsed {
-            Ok((_, _, None)) => {
+            Ok((_, _, None, _, _)) => {
                 self.corpus.report.entries += 1;
                 self.skip(entry, "missing field `text`");
+                Ok(())
             }
-            Ok((id, title, Some(text))) => self.add(entry, id, title.unwrap_or_default(), text),
+            Ok((id, title, Some(text), doc, meta)) => {
+                self.add(entry, id, title.unwrap_or_default(), text, Extra { doc, meta })
+            }
             Err(reason) => {
                 self.corpus.report.entries += 1;
                 self.skip(entry, reason);
+                Ok(())
             }
         }
     }
+}
+
+/// What a passage may carry besides its id, title and text.
+#[derive(Default)]
+struct Extra {
+    doc: Option<String>,
+    meta: Option<super::Meta>,
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -215,7 +236,7 @@ fn load_json_list(path: &Path, sink: &mut Sink) -> Result<()> {
         return Err(Error::input(path, "expected a JSON list of passages `[{title, text}]`"));
     };
     for (i, item) in items.iter().enumerate() {
-        sink.add_object(&format!("[{i}]"), item);
+        sink.add_object(&format!("[{i}]"), item)?;
     }
     Ok(())
 }
@@ -234,7 +255,7 @@ fn load_jsonl(path: &Path, sink: &mut Sink) -> Result<()> {
             continue;
         }
         match serde_json::from_str::<Value>(line) {
-            Ok(value) => sink.add_object(&entry, &value),
+            Ok(value) => sink.add_object(&entry, &value)?,
             Err(e) => {
                 sink.corpus.report.entries += 1;
                 sink.skip(&entry, format!("invalid JSON: {e}"));
@@ -269,7 +290,7 @@ fn load_hotpotqa(path: &Path, sink: &mut Sink) -> Result<()> {
                 continue;
             }
         };
-        sink.add(&entry, None, title.clone(), text);
+        sink.add(&entry, None, title.clone(), text, Extra::default())?;
     }
     Ok(())
 }
@@ -304,7 +325,8 @@ fn load_folder(root: &Path, sink: &mut Sink) -> Result<()> {
         }
         for (n, chunk) in chunks.into_iter().enumerate() {
             let entry = format!("/{rel}#{n}");
-            sink.add(&entry, Some(format!("{rel}#{n}")), title.clone(), chunk);
+            let extra = Extra { doc: Some(rel.clone()), meta: None };
+            sink.add(&entry, Some(format!("{rel}#{n}")), title.clone(), chunk, extra)?;
         }
     }
     Ok(())
@@ -447,11 +469,39 @@ mod tests {
     }
 
     #[test]
-    fn clashing_ids_are_renamed_and_reported() {
+    fn one_id_for_two_passages_is_an_error_naming_both_lines() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(dir.path(), "c.jsonl", b"{\"id\":\"a\",\"text\":\"one\"}\n{\"id\":\"a\",\"text\":\"two\"}\n");
+        let err = load_corpus(&p, &CorpusOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("c.jsonl:2") && err.contains("c.jsonl:1") && err.contains("\"a\""), "{err}");
+        // The same passage twice is kept once; the same text under two ids is two passages.
+        let p = write(
+            dir.path(),
+            "d.jsonl",
+            b"{\"id\":\"a\",\"text\":\"one\"}\n{\"id\":\"a\",\"text\":\"one\"}\n{\"id\":\"b\",\"text\":\"one\"}\n",
+        );
         let c = load_corpus(&p, &CorpusOptions::default()).unwrap();
-        assert_eq!(c.passages[1].id, "a~2");
-        assert_eq!(c.report.warnings.len(), 1);
+        assert_eq!(c.passages.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(c.report.duplicates.len(), 1);
+    }
+
+    #[test]
+    fn documents_and_metadata_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "c.jsonl",
+            b"{\"id\":\"a#0\",\"doc\":\"a\",\"text\":\"one\",\"meta\":{\"url\":\"http://x\"}}\n{\"id\":\"b\",\"text\":\"two\",\"meta\":3}\n",
+        );
+        let c = load_corpus(&p, &CorpusOptions::default()).unwrap();
+        assert_eq!(c.passages.len(), 1);
+        assert_eq!(c.passages[0].document(), "a");
+        assert_eq!(c.passages[0].meta.as_ref().unwrap()["url"], "http://x");
+        assert!(c.report.skipped[0].reason.contains("`meta` must be an object"), "{:?}", c.report.skipped);
+        let folder = dir.path().join("f");
+        fs::create_dir(&folder).unwrap();
+        write(&folder, "x.md", b"# X\nSome text here.");
+        let c = load_corpus(&folder, &CorpusOptions::default()).unwrap();
+        assert_eq!((c.passages[0].id.as_str(), c.passages[0].document()), ("x.md#0", "x.md"));
     }
 }

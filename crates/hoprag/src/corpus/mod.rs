@@ -10,13 +10,18 @@ mod split;
 pub use load::{load_corpus, load_entries, CorpusFormat, CorpusOptions};
 pub use split::{split_document, SplitOptions};
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
 
 /// Position of a passage in an index: the row of its vector and its lexical doc key.
 pub type PassageIdx = u32;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Passage {
     /// Stable id: the source's own id where it has one, otherwise derived from content
     /// (or file path and chunk number for folders), so re-ingesting the same data gives
@@ -24,9 +29,31 @@ pub struct Passage {
     pub id: String,
     pub title: String,
     pub text: String,
+    /// The document the passage belongs to (a folder corpus's file, a JSONL row's `doc`);
+    /// `None`: the passage is a document of its own, named by its id. Documents and
+    /// passages share one id space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// Anything the source says about the passage (source, url, date, ...), returned with
+    /// it and never indexed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
 }
 
+/// A passage's metadata: a JSON object.
+pub type Meta = serde_json::Map<String, serde_json::Value>;
+
 impl Passage {
+    /// A passage that is a document of its own, with no metadata.
+    pub fn new(id: impl Into<String>, title: impl Into<String>, text: impl Into<String>) -> Passage {
+        Passage { id: id.into(), title: title.into(), text: text.into(), doc: None, meta: None }
+    }
+
+    /// The id of the document the passage belongs to.
+    pub fn document(&self) -> &str {
+        self.doc.as_deref().unwrap_or(&self.id)
+    }
+
     /// The text that is embedded and lexically indexed: title, newline, text (the
     /// convention of the HippoRAG evaluations the reference figures come from).
     pub fn index_text(&self) -> String {
@@ -62,10 +89,9 @@ pub struct IngestReport {
     pub entries: usize,
     /// Entries that could not be used at all.
     pub skipped: Vec<Skipped>,
-    /// Exact duplicates (same title and text) of an earlier passage; only the first is
-    /// kept.
+    /// Entries that repeat an earlier one exactly (same id and content); kept once.
     pub duplicates: Vec<Skipped>,
-    /// Entries kept with a caveat (e.g. ids rewritten to stay unique).
+    /// Entries kept with a caveat.
     pub warnings: Vec<Skipped>,
 }
 
@@ -98,83 +124,55 @@ pub struct LoadedCorpus {
 }
 
 impl LoadedCorpus {
-    /// Adds a passage unless it duplicates one already present; ids are kept unique by
-    /// suffixing, which is reported. `seen` holds the passages present so far (e.g.
-    /// [`Dedup::with_existing`] of an index's, to add to it); `location` names the entry
-    /// in the report (`corpus.jsonl:17`, `passages[3]`).
-    pub fn push(&mut self, seen: &mut Dedup, passage: Passage, location: String) {
-        match seen.check(&passage) {
-            Verdict::Duplicate(first) => {
-                self.report.duplicates.push(Skipped { location, reason: format!("exact duplicate of passage {first}") })
+    /// Adds a passage. The same passage twice (same id, same content) is kept once and
+    /// reported; the same id for two different passages is an error naming both entries,
+    /// because which one was meant cannot be guessed and a fresh build of the same input
+    /// must fail the same way. The same text under two ids is two passages. `location`
+    /// names the entry (`corpus.jsonl:17`, `passages[3]`).
+    pub fn push(&mut self, seen: &mut Dedup, passage: Passage, location: String) -> Result<()> {
+        match seen.ids.entry(passage.id.clone()) {
+            Entry::Occupied(first) => {
+                let (first_location, key) = first.get();
+                if *key == Dedup::key(&passage) {
+                    self.report.duplicates.push(Skipped {
+                        location,
+                        reason: format!("the same passage as {first_location} (id {:?})", passage.id),
+                    });
+                    Ok(())
+                } else {
+                    Err(Error::Input {
+                        path: location.into(),
+                        message: format!(
+                            "id {:?} is already used by a different passage at {first_location}; ids must be \
+                             unique within one input",
+                            passage.id
+                        ),
+                    })
+                }
             }
-            Verdict::IdClash => {
-                let mut n = 2;
-                let id = loop {
-                    let candidate = format!("{}~{n}", passage.id);
-                    if !seen.ids.contains_key(&candidate) {
-                        break candidate;
-                    }
-                    n += 1;
-                };
-                self.report.warnings.push(Skipped {
-                    location,
-                    reason: format!("id {:?} already used by another passage; renamed to {id:?}", passage.id),
-                });
-                let passage = Passage { id, ..passage };
-                seen.insert(&passage);
+            Entry::Vacant(slot) => {
+                slot.insert((location, Dedup::key(&passage)));
                 self.passages.push(passage);
-            }
-            Verdict::New => {
-                seen.insert(&passage);
-                self.passages.push(passage);
+                Ok(())
             }
         }
     }
 }
 
-/// Tracks ids and contents seen so far, to detect duplicates and id clashes across
-/// sources (and against an existing index when passages are added).
+/// The ids seen so far in one input, with where each was read and a hash of its content.
 #[derive(Debug, Default)]
 pub struct Dedup {
-    ids: std::collections::HashMap<String, ()>,
-    contents: std::collections::HashMap<[u8; 32], String>,
-}
-
-pub(crate) enum Verdict {
-    New,
-    Duplicate(String),
-    IdClash,
+    ids: HashMap<String, (String, [u8; 32])>,
 }
 
 impl Dedup {
-    pub fn with_existing<'a>(passages: impl IntoIterator<Item = &'a Passage>) -> Self {
-        let mut d = Dedup::default();
-        for p in passages {
-            d.insert(p);
-        }
-        d
-    }
-
     fn key(p: &Passage) -> [u8; 32] {
         let mut h = Sha256::new();
-        h.update(p.title.as_bytes());
-        h.update([0u8]);
-        h.update(p.text.as_bytes());
+        for field in [&p.title, &p.text, p.doc.as_ref().unwrap_or(&String::new())] {
+            h.update((field.len() as u64).to_le_bytes());
+            h.update(field.as_bytes());
+        }
+        h.update(p.meta.as_ref().map(|m| serde_json::to_vec(m).unwrap_or_default()).unwrap_or_default());
         h.finalize().into()
-    }
-
-    pub(crate) fn check(&self, p: &Passage) -> Verdict {
-        if let Some(first) = self.contents.get(&Self::key(p)) {
-            return Verdict::Duplicate(first.clone());
-        }
-        if self.ids.contains_key(&p.id) {
-            return Verdict::IdClash;
-        }
-        Verdict::New
-    }
-
-    pub(crate) fn insert(&mut self, p: &Passage) {
-        self.ids.insert(p.id.clone(), ());
-        self.contents.entry(Self::key(p)).or_insert_with(|| p.id.clone());
     }
 }

@@ -182,7 +182,7 @@ mod tests {
     use super::*;
 
     fn p(id: &str, title: &str, text: &str) -> Passage {
-        Passage { id: id.into(), title: title.into(), text: text.into() }
+        Passage::new(id, title, text)
     }
 
     fn question(gold: Vec<GoldRef>, hop_ordered: bool) -> Question {

@@ -82,6 +82,7 @@ mod tests {
             id: "x".into(),
             title: "Ardent Ironworks".into(),
             text: "Ardent Ironworks was founded in Dunhaven by Maud Corrigan. It was nationalised in 1947.".into(),
+            ..Default::default()
         };
         let x = extract_heuristic(&[p]);
         let t: Vec<(String, String, String)> =

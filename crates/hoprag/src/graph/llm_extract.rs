@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn requests_depend_only_on_the_passage() {
-        let p = Passage { id: "x".into(), title: " T ".into(), text: "Body.\n".into() };
+        let p = Passage::new("x", " T ", "Body.\n");
         let r = extraction_request(&p, &LlmExtractOptions::default());
         assert_eq!(r, extraction_request(&p.clone(), &LlmExtractOptions::default()));
         assert_eq!(r.messages.len(), 4);

@@ -109,6 +109,14 @@ pub struct EntityGraph {
     /// were shared, where each triple is its own fact.
     #[serde(default)]
     pub triple_facts: Vec<u32>,
+    /// The entity mentions the extraction found in each passage (also those in no
+    /// triple): with the triples, everything an edit needs to rebuild the graph of the
+    /// passages it keeps without extracting them again. Absent in older graphs.
+    #[serde(default)]
+    pub mentions: Vec<Vec<Name>>,
+    /// The options the graph was built with, which an edit builds it with again.
+    #[serde(default)]
+    pub options: GraphOptions,
     pub stats: GraphStats,
     #[serde(skip)]
     pub entity_vectors: std::sync::Arc<Matrix>,
@@ -167,6 +175,8 @@ impl EntityGraph {
             triples,
             triple_entities,
             triple_facts,
+            mentions,
+            options,
             stats,
             entity_vectors,
             fact_vectors,
@@ -179,6 +189,8 @@ impl EntityGraph {
             triples,
             triple_entities,
             triple_facts,
+            mentions,
+            options,
             stats,
             entity_vectors,
             fact_vectors,
@@ -239,6 +251,8 @@ pub(crate) struct GraphParts {
     pub triples: Vec<Triple>,
     pub triple_entities: Vec<Option<(u32, u32)>>,
     pub triple_facts: Vec<u32>,
+    pub mentions: Vec<Vec<Name>>,
+    pub options: GraphOptions,
     pub stats: GraphStats,
     pub entity_vectors: std::sync::Arc<Matrix>,
     pub fact_vectors: std::sync::Arc<Matrix>,

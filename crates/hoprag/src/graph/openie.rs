@@ -141,10 +141,7 @@ mod tests {
 
     #[test]
     fn imports_v1_and_v2_docs_and_counts_malformed() {
-        let passages = vec![
-            Passage { id: "0".into(), title: "A".into(), text: "Alpha text.".into() },
-            Passage { id: "1".into(), title: "B".into(), text: "Beta text.".into() },
-        ];
+        let passages = vec![Passage::new("0", "A", "Alpha text."), Passage::new("1", "B", "Beta text.")];
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("openie.json");
         std::fs::write(

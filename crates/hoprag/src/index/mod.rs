@@ -176,13 +176,26 @@ impl Index {
     }
 }
 
-/// SHA-256 over id, title and text of every passage, in order.
+/// SHA-256 over id, title and text of every passage, in order, and its document and
+/// metadata where it has them (so that an index of passages without either keeps the
+/// checksum it had before they existed).
 pub fn checksum(passages: &[Passage]) -> String {
     let mut h = Sha256::new();
     for p in passages {
         for field in [&p.id, &p.title, &p.text] {
             h.update((field.len() as u64).to_le_bytes());
             h.update(field.as_bytes());
+        }
+        if let Some(doc) = &p.doc {
+            h.update(b"doc");
+            h.update((doc.len() as u64).to_le_bytes());
+            h.update(doc.as_bytes());
+        }
+        if let Some(meta) = &p.meta {
+            let bytes = serde_json::to_vec(meta).unwrap_or_default();
+            h.update(b"meta");
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
         }
     }
     hex::encode(h.finalize())

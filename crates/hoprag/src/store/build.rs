@@ -6,13 +6,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::{Change, Store, WriteTimes};
-use crate::corpus::{Dedup, LoadedCorpus, Passage};
+use crate::corpus::{LoadedCorpus, Passage};
 use crate::embed::{embed_passages, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
 use crate::graph::EntityGraph;
 use crate::index::{
-    checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Index, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
+    checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
 };
 use crate::progress::Progress;
 
@@ -74,7 +74,11 @@ pub fn build_index(
         return Err(Error::index(store.location(), "the corpus has no usable passages; nothing to index"));
     }
     let mut stats = BuildStats::default();
-    let texts: Vec<String> = corpus.passages.iter().map(Passage::index_text).collect();
+    // Canonical order: the index is the same whatever order the corpus listed its
+    // passages in, and the same as any edited index holding the same passages.
+    let mut passages = corpus.passages.clone();
+    super::edit::canonical_order(&mut passages);
+    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
     let vectors = timed(&mut stats.embed_secs, || {
         embed_passages(embedder, &texts, options.embed_batch, "embedding passages", progress)
     })?;
@@ -84,7 +88,7 @@ pub fn build_index(
         format_version: FORMAT_VERSION,
         hoprag_version: env!("CARGO_PKG_VERSION").to_string(),
         embedder: EmbedderInfo { id: embedder.id().to_string(), dim: embedder.dim() },
-        corpus_checksum: checksum(&corpus.passages),
+        corpus_checksum: checksum(&passages),
         counts: Counts {
             passages: corpus.passages.len(),
             skipped: corpus.report.skipped.len(),
@@ -97,107 +101,15 @@ pub fn build_index(
         created_at: now,
         updated_at: now,
     };
-    let times = writer
-        .commit(Change::Replace { manifest: &manifest, passages: &corpus.passages, vectors: &vectors }, progress)?;
+    let change =
+        Change::Replace { manifest: &manifest, passages: &passages, vectors: &vectors, graph: None, walk: None };
+    let times = writer.commit(change, progress)?;
     stats.add_times(times);
     stats.passages_added = corpus.passages.len();
     stats.passages_total = corpus.passages.len();
     stats.total_secs = started.elapsed().as_secs_f64();
     stats.bytes_on_disk = store.size_bytes()?;
     Ok(stats)
-}
-
-/// Adds passages to the index in `store` without re-embedding what is there. Passages
-/// the index already has (same content) are skipped and reported in `new.report`;
-/// clashing ids are renamed. Concurrent additions run one after the other, each
-/// de-duplicated against what the other added.
-pub fn add_passages(
-    store: &dyn Store,
-    new: &mut LoadedCorpus,
-    source: String,
-    embedder: &dyn Embedder,
-    progress: &dyn Progress,
-) -> Result<BuildStats> {
-    let started = Instant::now();
-    // Embedded before the store's writer lock is taken, so that no lock is held while
-    // the encoder's threads work; what another writer published meanwhile is checked
-    // again under the lock below.
-    let seen_index = store.load()?;
-    seen_index.check_embedder(embedder)?;
-    let incoming = dedup_against(&seen_index, std::mem::take(&mut new.passages), &source, new);
-    let mut stats = BuildStats::default();
-    let texts: Vec<String> = incoming.iter().map(Passage::index_text).collect();
-    let vectors = if texts.is_empty() {
-        Vec::new()
-    } else {
-        timed(&mut stats.embed_secs, || embed_passages(embedder, &texts, 256, "embedding passages", progress))?
-    };
-    let dim = embedder.dim();
-
-    let writer = store.writer()?;
-    if writer.base().is_none() {
-        return Err(super::no_index(store.location()));
-    }
-    // Read under the lock: nobody can publish in between.
-    let old = store.load()?;
-    old.check_embedder(embedder)?;
-    let (passages, added) = if old.generation() == seen_index.generation() {
-        (incoming, vectors)
-    } else {
-        // Another writer published while these were embedded: keep only what is still
-        // new, with its vectors.
-        let mut seen = Dedup::with_existing(old.passages());
-        let mut kept = (Vec::new(), Vec::new());
-        for (p, row) in incoming.into_iter().zip(vectors.chunks_exact(dim)) {
-            let mut one = LoadedCorpus::default();
-            let location = format!("{source} passage {:?}", p.id);
-            one.push(&mut seen, p, location);
-            new.report.merge(one.report);
-            for p in one.passages {
-                kept.0.push(p);
-                kept.1.extend_from_slice(row);
-            }
-        }
-        kept
-    };
-    drop(seen_index);
-    new.passages = passages;
-    stats.passages_added = new.passages.len();
-    if new.passages.is_empty() {
-        stats.passages_total = old.len();
-        stats.total_secs = started.elapsed().as_secs_f64();
-        return Ok(stats);
-    }
-    let added = Matrix::from_flat(dim, added);
-
-    let mut all = old.passages().to_vec();
-    all.extend(new.passages.iter().cloned());
-    let mut manifest = old.manifest.clone();
-    manifest.corpus_checksum = checksum(&all);
-    manifest.counts.passages = all.len();
-    manifest.counts.skipped += new.report.skipped.len();
-    manifest.counts.duplicates += new.report.duplicates.len();
-    manifest.sources.push(source);
-    manifest.updated_at = unix_now();
-    drop(old);
-    let times =
-        writer.commit(Change::Append { manifest: &manifest, passages: &new.passages, vectors: &added }, progress)?;
-    stats.add_times(times);
-    stats.passages_total = all.len();
-    stats.total_secs = started.elapsed().as_secs_f64();
-    stats.bytes_on_disk = store.size_bytes()?;
-    Ok(stats)
-}
-
-/// `passages` less those `index` has already (reported in `report`), ids made unique.
-fn dedup_against(index: &Index, passages: Vec<Passage>, source: &str, report: &mut LoadedCorpus) -> Vec<Passage> {
-    let mut seen = Dedup::with_existing(index.passages());
-    let mut kept = LoadedCorpus::default();
-    for (i, p) in passages.into_iter().enumerate() {
-        kept.push(&mut seen, p, format!("{source} passage {i}"));
-    }
-    report.report.merge(kept.report);
-    kept.passages
 }
 
 /// What attaching a graph computed besides writing it.
@@ -263,6 +175,6 @@ fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {
     r
 }
 
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs()
 }

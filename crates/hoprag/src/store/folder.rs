@@ -30,7 +30,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{Change, Store, StoreWriter, WriteTimes};
-use crate::corpus::{Passage, PassageIdx};
+use crate::corpus::Passage;
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
 use crate::index::{HnswIndex, Index, LexicalIndex, Manifest, Matrix, TantivyBm25, VectorIndex, VectorIndexKind};
@@ -188,7 +188,7 @@ impl StoreWriter for FolderWriter<'_> {
         let base = self.base.as_ref().map(|(_, g)| g.as_path());
         let base_dir = || base.ok_or_else(|| super::no_index(&self.store.location));
         match change {
-            Change::Replace { manifest, passages, vectors } => {
+            Change::Replace { manifest, passages, vectors, graph, walk } => {
                 let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
                 timed(&mut times.lexical_secs, || {
                     progress.start("lexical index", texts.len() as u64);
@@ -205,42 +205,13 @@ impl StoreWriter for FolderWriter<'_> {
                     })?;
                 }
                 timed(&mut times.write_secs, || {
-                    write_passages(&dir.join(PASSAGES), passages, false)?;
-                    write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
-                })?;
-            }
-            Change::Append { manifest, passages, vectors: added } => {
-                let old = base_dir()?;
-                let first = (manifest.counts.passages - passages.len()) as PassageIdx;
-                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
-                timed(&mut times.lexical_secs, || {
-                    link_tree(&old.join(LEXICAL), &dir.join(LEXICAL))?;
-                    progress.start("lexical index", texts.len() as u64);
-                    let r = TantivyBm25::add(&dir.join(LEXICAL), first, &texts, &|n| progress.advance(n as u64));
-                    progress.finish();
-                    r
-                })?;
-                let vpath = old.join(VECTORS);
-                let bytes = fs::read(&vpath).map_err(|e| Error::io(&vpath, e))?;
-                let mut vectors = Matrix::from_le_bytes(added.dim(), &bytes)
-                    .ok_or_else(|| Error::index(&vpath, "not a whole number of vectors"))?;
-                for i in 0..added.rows() {
-                    vectors.push(added.row(i as PassageIdx));
-                }
-                if manifest.vector_index == VectorIndexKind::Hnsw {
-                    timed(&mut times.vector_secs, || {
-                        let h = HnswIndex::load(&old.join(HNSW), vectors.dim(), manifest.hnsw)?;
-                        h.add(&vectors, first)?;
-                        h.save(&dir.join(HNSW))
-                    })?;
-                }
-                timed(&mut times.write_secs, || {
-                    if manifest.graph.is_some() {
-                        link_tree(&old.join(GRAPH), &dir.join(GRAPH))?;
+                    write_passages(&dir.join(PASSAGES), passages)?;
+                    write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)?;
+                    if let Some(graph) = graph {
+                        graph.save(&dir.join(GRAPH))?;
+                        walk.map_or(Ok(()), |w| EntityGraph::save_walk(&dir.join(GRAPH), w))?;
                     }
-                    fs::copy(old.join(PASSAGES), dir.join(PASSAGES)).map_err(|e| Error::io(&dir, e))?;
-                    write_passages(&dir.join(PASSAGES), passages, true)?;
-                    write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
+                    Ok::<_, Error>(())
                 })?;
             }
             Change::Graph { graph, walk, .. } => {
@@ -347,14 +318,8 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     serde_json::from_slice(&bytes).map_err(|e| Error::input(path, format!("invalid: {e}")))
 }
 
-fn write_passages(path: &Path, passages: &[Passage], append: bool) -> Result<()> {
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .append(append)
-        .write(true)
-        .truncate(!append)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
+fn write_passages(path: &Path, passages: &[Passage]) -> Result<()> {
+    let file = fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut w = std::io::BufWriter::new(file);
     for p in passages {
         serde_json::to_writer(&mut w, p).map_err(|e| Error::Other(e.to_string()))?;

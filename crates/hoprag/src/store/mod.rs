@@ -15,11 +15,12 @@
 
 mod build;
 mod build_graph;
+pub mod edit;
 mod folder;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 
-pub use build::{add_passages, attach_graph, build_index, BuildOptions, BuildStats, GraphAttached};
+pub use build::{attach_graph, build_index, BuildOptions, BuildStats, GraphAttached};
 pub use build_graph::{build_graph, graph_embedder, triples_without_llm, GraphBuilt};
 pub use folder::{dir_size, FolderStore};
 
@@ -86,11 +87,16 @@ pub struct WriteTimes {
 
 /// What a new generation changes relative to the writer's base.
 pub enum Change<'a> {
-    /// A whole new index, replacing whatever the store held.
-    Replace { manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix },
-    /// Passages appended after the base's (with their vectors only); the base's graph
-    /// stays attached, covering the passages it covered.
-    Append { manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix },
+    /// A whole generation, replacing whatever the store held: a new index, or the one an
+    /// edit derived from the base ([`edit`]). Passages in canonical order (by id), with
+    /// the entity graph built over them, and its passage seeds' walk where one was solved.
+    Replace {
+        manifest: &'a Manifest,
+        passages: &'a [Passage],
+        vectors: &'a Matrix,
+        graph: Option<&'a EntityGraph>,
+        walk: Option<&'a crate::graph::split_ppr::Solved>,
+    },
     /// The base's passages with this entity graph attached, replacing any other.
     /// The graph, with its passage seeds' walk where one was solved.
     Graph { manifest: &'a Manifest, graph: &'a EntityGraph, walk: Option<&'a crate::graph::split_ppr::Solved> },
@@ -100,9 +106,7 @@ impl Change<'_> {
     /// The manifest of the generation the change makes.
     pub fn manifest(&self) -> &Manifest {
         match self {
-            Change::Replace { manifest, .. } | Change::Append { manifest, .. } | Change::Graph { manifest, .. } => {
-                manifest
-            }
+            Change::Replace { manifest, .. } | Change::Graph { manifest, .. } => manifest,
         }
     }
 }

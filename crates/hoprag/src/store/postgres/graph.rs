@@ -285,6 +285,8 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         triples,
         triple_entities,
         triple_facts,
+        mentions: Vec::new(),
+        options: Default::default(),
         stats,
         entity_vectors: Arc::new(entity_vectors),
         fact_vectors: Arc::new(fact_vectors),

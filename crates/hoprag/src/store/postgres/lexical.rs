@@ -144,6 +144,6 @@ fn base_texts(client: &mut Client, build: i64, passages: usize, location: &str) 
     let rows = client.query(sql.as_str(), &[&(passages as i32)]).map_err(db_err(location, "reading passages"))?;
     Ok(rows
         .iter()
-        .map(|r| crate::corpus::Passage { id: String::new(), title: r.get(0), text: r.get(1) }.index_text())
+        .map(|r| crate::corpus::Passage::new("", r.get::<_, String>(0), r.get::<_, String>(1)).index_text())
         .collect())
 }

@@ -354,6 +354,8 @@ fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str
             id: row.try_get(1).map_err(&err)?,
             title: row.try_get(2).map_err(&err)?,
             text: row.try_get(3).map_err(&err)?,
+            doc: None,
+            meta: None,
         });
     }
     if passages.len() != g.passages {

@@ -80,7 +80,7 @@ impl StoreWriter for PgWriter<'_> {
         let err = db_err(&location, "writing the index");
         let vector = vector_type(client, &location)?;
         let (manifest, next) = match change {
-            Change::Replace { manifest, passages, vectors } => {
+            Change::Replace { manifest, passages, vectors, graph, walk } => {
                 let dim = manifest.embedder.dim;
                 let build: i64 = timed(&mut times.write_secs, || {
                     let build: i64 = client
@@ -119,48 +119,13 @@ impl StoreWriter for PgWriter<'_> {
                     })?),
                     _ => None,
                 };
-                (manifest, Next { build, passages: passages.len(), tokens, graph: None, lexical: Some(lexical), hnsw })
-            }
-            Change::Append { manifest, passages, vectors } => {
-                let base = base.as_ref().ok_or_else(no_index)?;
-                if vectors.dim() != base.manifest.embedder.dim {
-                    return Err(Error::index(
-                        &location,
-                        format!(
-                            "the added vectors have dimension {}, the index {}",
-                            vectors.dim(),
-                            base.manifest.embedder.dim
-                        ),
-                    ));
-                }
-                let first = base.passages;
-                // The primary key (and pgvector's index on builds from before schema
-                // version 5) take the rows as they come.
-                let tokens =
-                    copy_rows(client, base.build, first, passages, vectors, &vector, &mut times, progress, &location)?;
-                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
-                let from = match &base.lexical {
-                    Some(files) => lexical::Base::Stored(files),
-                    None => lexical::Base::Rebuild { passages: first },
-                };
-                let lexical = timed(&mut times.lexical_secs, || {
-                    lexical::write(client, base.build, from, first, &texts, progress, &location)
-                })?;
-                let hnsw = match manifest.vector_index {
-                    VectorIndexKind::Hnsw => {
-                        Some(timed(&mut times.vector_secs, || append_hnsw(client, base, manifest, vectors, &location))?)
+                let graph = match graph {
+                    Some(g) => {
+                        Some(timed(&mut times.write_secs, || super::graph::write(client, g, walk, &vector, &location))?)
                     }
-                    _ => None,
+                    None => None,
                 };
-                let next = Next {
-                    build: base.build,
-                    passages: first + passages.len(),
-                    tokens: base.tokens + tokens,
-                    graph: base.graph,
-                    lexical: Some(lexical),
-                    hnsw,
-                };
-                (manifest, next)
+                (manifest, Next { build, passages: passages.len(), tokens, graph, lexical: Some(lexical), hnsw })
             }
             Change::Graph { manifest, graph, walk } => {
                 let base = base.as_ref().ok_or_else(no_index)?;

@@ -1,0 +1,276 @@
+//! A generation derived from the one before an edit: the same function of its passages
+//! as a fresh build, with what the edit did not touch taken from the old generation
+//! instead of computed again.
+//!
+//! A fresh build embeds every passage, extracts every passage's triples, embeds every
+//! entity label and fact text, and links synonyms over all entities. An edit embeds only
+//! texts no vector is stored for (vectors are a function of the text alone: the encoders
+//! compute each passage-kind text the same whatever batch it is in), extracts only the
+//! passages it adds, and otherwise runs the same code on the same inputs in the same
+//! (canonical) order: the graph, the lexical index and the walk come out as a fresh build
+//! of the same passages would make them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::{Passage, PassageIdx};
+use crate::embed::{embed_passages, Embedder, TextKind};
+use crate::error::{Error, Result};
+use crate::graph::ppr::{PprGraph, PprParams};
+use crate::graph::split_ppr::Solved;
+use crate::graph::{extract_heuristic, EntityGraph, Extraction, Triple};
+use crate::index::{Index, Matrix};
+use crate::progress::Progress;
+
+/// Where an edit's time went and what it had to compute, for reports.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EditWork {
+    /// Passages embedded (those whose text no stored vector has).
+    pub passages_embedded: usize,
+    /// Entity labels and fact texts embedded for the graph.
+    pub graph_texts_embedded: usize,
+    /// Passages whose triples were extracted (the others' were kept).
+    pub passages_extracted: usize,
+    pub plan_secs: f64,
+    pub embed_secs: f64,
+    pub graph_secs: f64,
+    pub walk_secs: f64,
+    pub lexical_secs: f64,
+    pub write_secs: f64,
+    pub total_secs: f64,
+}
+
+/// The parts of a new generation.
+pub(super) struct Derived {
+    pub vectors: Matrix,
+    pub graph: Option<EntityGraph>,
+    pub walk: Option<Solved>,
+    /// The graph's source as the manifest records it.
+    pub graph_source: Option<String>,
+}
+
+/// Vectors computed during an edit, kept across its retries (a retry happens when another
+/// writer published while this one computed): nothing is embedded twice.
+#[derive(Default)]
+pub(super) struct Fresh {
+    passages: Mutex<HashMap<String, Arc<[f32]>>>,
+    graph: Mutex<HashMap<String, Arc<[f32]>>>,
+}
+
+/// Whether the edit solves the passage seeds' walk of the new graph before publishing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WalkUpdate {
+    /// Solved and stored with the generation, as a fresh build does (seconds at 6,000
+    /// passages).
+    Solve,
+    /// Not stored: graph methods run the exact full walk (same rankings) until a later
+    /// write stores one, e.g. `hoprag graph --walk`.
+    Defer,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn derive(
+    old: &Index,
+    old_graph: Option<&EntityGraph>,
+    graph_source: Option<&str>,
+    passages: &[Passage],
+    embedder: &dyn Embedder,
+    graph_embedder: &dyn Embedder,
+    walk: WalkUpdate,
+    fresh: &Fresh,
+    work: &mut EditWork,
+    progress: &dyn Progress,
+) -> Result<Derived> {
+    let t = Instant::now();
+    let vectors = passage_vectors(old, passages, embedder, fresh, work, progress)?;
+    work.embed_secs += t.elapsed().as_secs_f64();
+    let Some(old_graph) = old_graph else {
+        return Ok(Derived { vectors, graph: None, walk: None, graph_source: None });
+    };
+    let t = Instant::now();
+    let source = graph_source.unwrap_or("heuristic");
+    let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
+    let cached = CachedEmbedder::new(graph_embedder, old_graph, &fresh.graph);
+    let graph = EntityGraph::build(passages.len(), extraction, &cached, &old_graph.options, progress)?;
+    work.graph_texts_embedded += cached.embedded();
+    work.graph_secs += t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let walk = match walk {
+        WalkUpdate::Solve => {
+            let ppr = PprGraph::from_entity_graph(&graph);
+            Solved::solve(&ppr, graph.entities.len(), &vectors, PprParams::default().damping)
+        }
+        WalkUpdate::Defer => None,
+    };
+    work.walk_secs += t.elapsed().as_secs_f64();
+    Ok(Derived { vectors, graph: Some(graph), walk, graph_source: Some(source) })
+}
+
+/// Each passage's vector: the stored one for a text the old generation has, else embedded.
+fn passage_vectors(
+    old: &Index,
+    passages: &[Passage],
+    embedder: &dyn Embedder,
+    fresh: &Fresh,
+    work: &mut EditWork,
+    progress: &dyn Progress,
+) -> Result<Matrix> {
+    let stored: HashMap<String, PassageIdx> =
+        old.passages().iter().enumerate().map(|(i, p)| (p.index_text(), i as PassageIdx)).collect();
+    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+    let missing: Vec<String> = {
+        let known = fresh.passages.lock().expect("no panics under the lock");
+        let mut m: Vec<String> =
+            texts.iter().filter(|t| !stored.contains_key(*t) && !known.contains_key(*t)).cloned().collect();
+        m.sort_unstable();
+        m.dedup();
+        m
+    };
+    if !missing.is_empty() {
+        let flat = embed_passages(embedder, &missing, 256, "embedding passages", progress)?;
+        work.passages_embedded += missing.len();
+        let mut known = fresh.passages.lock().expect("no panics under the lock");
+        for (text, v) in missing.into_iter().zip(flat.chunks_exact(embedder.dim())) {
+            known.insert(text, v.into());
+        }
+    }
+    let known = fresh.passages.lock().expect("no panics under the lock");
+    let dim = embedder.dim();
+    let mut m = Matrix::from_flat(dim, Vec::with_capacity(texts.len() * dim));
+    for text in &texts {
+        match stored.get(text) {
+            Some(&row) => m.push(old.vectors().row(row)),
+            None => m.push(&known[text]),
+        }
+    }
+    Ok(m)
+}
+
+/// The extraction of `passages`: each kept passage's triples and mentions as the old
+/// graph holds them, new passages extracted the way the graph's source was (the heuristic
+/// extractor; an imported or LLM-extracted graph gets the heuristic's triples for new
+/// passages, recorded in the source it reports).
+fn extraction(
+    old_passages: &[Passage],
+    old: &EntityGraph,
+    source: &str,
+    passages: &[Passage],
+    work: &mut EditWork,
+) -> Result<(Extraction, String)> {
+    let complete = old.mentions.len() == old_passages.len();
+    if !complete && source != "heuristic" {
+        return Err(Error::Config(format!(
+            "this index's graph (from {source}) was built by an older hoprag that did not keep each passage's \
+             entity mentions, so an edit cannot rebuild it; rebuild the graph once with `hoprag graph`"
+        )));
+    }
+    let mut triples_of: Vec<Vec<&Triple>> = vec![Vec::new(); old_passages.len()];
+    for t in &old.triples {
+        triples_of[t.passage as usize].push(t);
+    }
+    let by_content: HashMap<(&str, &str), usize> = if complete {
+        old_passages.iter().enumerate().map(|(i, p)| ((p.title.as_str(), p.text.as_str()), i)).collect()
+    } else {
+        HashMap::new()
+    };
+    let kept: Vec<Option<usize>> =
+        passages.iter().map(|p| by_content.get(&(p.title.as_str(), p.text.as_str())).copied()).collect();
+    let new: Vec<Passage> = passages.iter().zip(&kept).filter(|(_, k)| k.is_none()).map(|(p, _)| p.clone()).collect();
+    work.passages_extracted += new.len();
+    let mut extracted = extract_heuristic(&new);
+    let mut new_triples: Vec<Vec<Triple>> = vec![Vec::new(); new.len()];
+    for t in extracted.triples.drain(..) {
+        new_triples[t.passage as usize].push(t);
+    }
+    let mut out = Extraction::new(passages.len());
+    out.report = extracted.report.clone();
+    let mut next_new = 0;
+    for (i, k) in kept.iter().enumerate() {
+        let passage = i as PassageIdx;
+        match k {
+            Some(o) => {
+                out.triples.extend(triples_of[*o].iter().map(|t| Triple { passage, ..(*t).clone() }));
+                out.entities[i] = old.mentions[*o].iter().map(|m| m.to_string()).collect();
+            }
+            None => {
+                out.triples.extend(new_triples[next_new].drain(..).map(|t| Triple { passage, ..t }));
+                out.entities[i] = std::mem::take(&mut extracted.entities[next_new]);
+                next_new += 1;
+            }
+        }
+    }
+    let source = if source == "heuristic" || new.is_empty() || source.ends_with("(edits: heuristic)") {
+        source.to_string()
+    } else {
+        format!("{source} (edits: heuristic)")
+    };
+    Ok((out, source))
+}
+
+/// The graph's embedder with the old graph's vectors in front: a label or fact text the
+/// old graph embedded is not embedded again.
+struct CachedEmbedder<'a> {
+    inner: &'a dyn Embedder,
+    stored: HashMap<String, (&'a Matrix, u32)>,
+    fresh: &'a Mutex<HashMap<String, Arc<[f32]>>>,
+    embedded: std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> CachedEmbedder<'a> {
+    fn new(inner: &'a dyn Embedder, old: &'a EntityGraph, fresh: &'a Mutex<HashMap<String, Arc<[f32]>>>) -> Self {
+        let mut stored = HashMap::with_capacity(old.labels.len() + old.fact_vectors.rows());
+        for (i, label) in old.labels.iter().enumerate() {
+            stored.insert(label.clone(), (&*old.entity_vectors, i as u32));
+        }
+        for f in 0..old.fact_vectors.rows() as u32 {
+            stored.insert(old.triples[old.fact_triple(f) as usize].text(), (&*old.fact_vectors, f));
+        }
+        CachedEmbedder { inner, stored, fresh, embedded: Default::default() }
+    }
+
+    fn embedded(&self) -> usize {
+        self.embedded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Embedder for CachedEmbedder<'_> {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>> {
+        let missing: Vec<String> = {
+            let fresh = self.fresh.lock().expect("no panics under the lock");
+            let mut m: Vec<String> =
+                texts.iter().filter(|t| !self.stored.contains_key(*t) && !fresh.contains_key(*t)).cloned().collect();
+            m.sort_unstable();
+            m.dedup();
+            m
+        };
+        // Embedded without the lock held: the encoder's threads do the work.
+        if !missing.is_empty() {
+            let vectors = self.inner.embed(&missing, kind)?;
+            self.embedded.fetch_add(missing.len(), std::sync::atomic::Ordering::Relaxed);
+            let mut fresh = self.fresh.lock().expect("no panics under the lock");
+            for (text, v) in missing.into_iter().zip(vectors) {
+                fresh.insert(text, v.into());
+            }
+        }
+        let fresh = self.fresh.lock().expect("no panics under the lock");
+        Ok(texts
+            .iter()
+            .map(|t| match self.stored.get(t) {
+                Some((m, row)) => m.row(*row).to_vec(),
+                None => fresh[t].to_vec(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,181 @@
+//! Edits: documents and passages upserted, deleted, or synced with a corpus, in any
+//! store, with every derived structure (vectors, lexical statistics, the entity graph
+//! and its walk) brought up to date in the same new generation.
+//!
+//! The promise: after any sequence of edits, the index is the one a fresh build of the
+//! resulting passages makes, so every method ranks exactly as on that build. Three things
+//! make it hold:
+//! - every generation keeps its passages in canonical order (by id, bytewise; a fresh
+//!   build sorts them the same way), so nothing depends on the order passages arrived in;
+//! - a generation is derived from the passages by the same code whether built fresh or
+//!   edited ([`derive`]); an edit only skips computing what the old generation already
+//!   holds for the same text;
+//! - the work is computed without the store's lock and committed under it only if no
+//!   other writer published meanwhile; otherwise it is computed again on the newer
+//!   generation (reusing every vector already computed), so concurrent writers never
+//!   lose each other's edits and no lock is held while the encoder works.
+
+mod derive;
+mod plan;
+
+pub use derive::{EditWork, WalkUpdate};
+pub use plan::{canonical_order, plan, EditCounts, Plan, Request};
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::build::unix_now;
+use super::{Change, Store};
+use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
+use crate::error::{Error, Result};
+use crate::index::{checksum, GraphInfo, Manifest};
+use crate::progress::Progress;
+
+/// How many times an edit is computed again when other writers keep publishing first.
+const ATTEMPTS: usize = 8;
+
+/// The embedders an edit needs: the index's, and the graph's (the same one unless the
+/// graph was built with `--graph-embedder`).
+#[derive(Clone)]
+pub struct Embedders {
+    pub passages: Arc<dyn Embedder>,
+    pub graph: Arc<dyn Embedder>,
+}
+
+impl Embedders {
+    /// Loads the embedders `manifest` records.
+    pub fn for_manifest(manifest: &Manifest, settings: &EmbedderSettings) -> Result<Embedders> {
+        let passages = load_embedder(&EmbedderSpec::from_id(&manifest.embedder.id)?, settings)?;
+        let graph_info = manifest.graph_embedder();
+        let graph = if *graph_info == manifest.embedder {
+            passages.clone()
+        } else {
+            load_embedder(&EmbedderSpec::from_id(&graph_info.id)?, settings)?
+        };
+        Ok(Embedders { passages, graph })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EditOptions {
+    /// Count what would change; write nothing.
+    pub dry_run: bool,
+    pub walk: WalkUpdate,
+    /// Recorded among the manifest's sources (`add FILE`, `delete`, `sync DIR`, `http`).
+    pub source: String,
+}
+
+impl Default for EditOptions {
+    fn default() -> Self {
+        EditOptions { dry_run: false, walk: WalkUpdate::Solve, source: "edit".into() }
+    }
+}
+
+/// What an edit changed and what it cost.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EditReport {
+    pub counts: EditCounts,
+    pub work: EditWork,
+    /// The generation the edit published; `None` for a dry run or an edit that changed
+    /// nothing.
+    pub generation: Option<String>,
+    pub dry_run: bool,
+    /// Times the edit was computed again because another writer published first.
+    pub retries: usize,
+}
+
+/// Applies `request` to the index in `store`.
+pub fn edit(
+    store: &dyn Store,
+    request: &Request,
+    embedders: &Embedders,
+    options: &EditOptions,
+    progress: &dyn Progress,
+) -> Result<EditReport> {
+    let started = Instant::now();
+    let fresh = derive::Fresh::default();
+    let mut report = EditReport { dry_run: options.dry_run, ..Default::default() };
+    for attempt in 0..ATTEMPTS {
+        report.retries = attempt;
+        let t = Instant::now();
+        let old = store.load()?;
+        old.check_embedder(embedders.passages.as_ref())?;
+        let plan = plan::plan(old.passages(), request)?;
+        report.counts = plan.counts.clone();
+        report.work.plan_secs += t.elapsed().as_secs_f64();
+        if options.dry_run || plan.counts.is_noop() {
+            report.work.total_secs = started.elapsed().as_secs_f64();
+            return Ok(report);
+        }
+        let old_graph = store.load_graph(&old)?;
+        let derived = derive::derive(
+            &old,
+            old_graph.as_ref(),
+            old.manifest.graph.as_ref().map(|g| g.source.as_str()),
+            &plan.passages,
+            embedders.passages.as_ref(),
+            embedders.graph.as_ref(),
+            options.walk,
+            &fresh,
+            &mut report.work,
+            progress,
+        )?;
+        drop(old_graph);
+
+        let writer = store.writer()?;
+        // Under the lock: nobody can publish in between. A generation published since
+        // this edit read its base would be lost if this one replaced it.
+        if store.generation()?.as_deref() != Some(old.generation()) {
+            log::info!("{}: another writer published during the edit; computing it again", store.location());
+            continue;
+        }
+        let manifest = manifest_after(&old.manifest, &plan, &derived, options, old.location())?;
+        drop(old);
+        let times = writer.commit(
+            Change::Replace {
+                manifest: &manifest,
+                passages: &plan.passages,
+                vectors: &derived.vectors,
+                graph: derived.graph.as_ref(),
+                walk: derived.walk.as_ref(),
+            },
+            progress,
+        )?;
+        report.work.lexical_secs += times.lexical_secs;
+        report.work.write_secs += times.write_secs + times.vector_secs;
+        report.generation = store.generation()?;
+        report.work.total_secs = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
+    Err(Error::index(
+        store.location(),
+        format!("other writers published {ATTEMPTS} times while this edit was computed; try again"),
+    ))
+}
+
+fn manifest_after(
+    old: &Manifest,
+    plan: &Plan,
+    derived: &derive::Derived,
+    options: &EditOptions,
+    location: &str,
+) -> Result<Manifest> {
+    let mut m = old.clone();
+    m.corpus_checksum = checksum(&plan.passages);
+    m.counts.passages = plan.passages.len();
+    m.sources.push(options.source.clone());
+    m.updated_at = unix_now();
+    m.graph = match (&old.graph, &derived.graph) {
+        (Some(info), Some(graph)) => Some(GraphInfo {
+            source: derived.graph_source.clone().unwrap_or_else(|| info.source.clone()),
+            passages: plan.passages.len(),
+            stats: graph.stats.clone(),
+            embedder: info.embedder.clone(),
+        }),
+        (None, None) => None,
+        _ => return Err(Error::index(location, "the graph went missing during the edit")),
+    };
+    Ok(m)
+}
