@@ -61,13 +61,70 @@ impl ExactIndex {
     /// blocked matrix products, which run an order of magnitude faster than a scan per
     /// row (its dot products are memory-bound; a product's are not).
     pub fn neighbours_of_all(&self, k: usize, min_score: f32) -> Vec<Vec<(PassageIdx, f32)>> {
+        let rows: Vec<PassageIdx> = (0..self.matrix.rows() as PassageIdx).collect();
+        self.neighbours_of(&rows, k, min_score)
+    }
+
+    /// [`ExactIndex::neighbours_of_all`] for the given rows only, with the same scores to
+    /// the bit: a score is one product's sum over the dimensions in a fixed order,
+    /// whichever block its row is in.
+    pub fn neighbours_of(&self, rows: &[PassageIdx], k: usize, min_score: f32) -> Vec<Vec<(PassageIdx, f32)>> {
+        let mut out = Vec::with_capacity(rows.len());
+        self.products(
+            rows.iter().map(|&r| self.matrix.row(r)),
+            |r, scores| {
+                let me = rows[r];
+                let found = scores
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &s)| (i as PassageIdx, s))
+                    .filter(|&(i, s)| i != me && s >= min_score);
+                let mut top = top_k(found, k);
+                top.sort();
+                top.into_iter().map(|Scored(s, i)| (i, s)).collect::<Vec<_>>()
+            },
+            &mut out,
+        );
+        out
+    }
+
+    /// The rows scoring at least `min_score` against any of `queries`, ascending.
+    pub fn any_above<'a>(&self, queries: impl ExactSizeIterator<Item = &'a [f32]>, min_score: f32) -> Vec<PassageIdx> {
+        let mut found: Vec<Vec<PassageIdx>> = Vec::new();
+        self.products(
+            queries,
+            |_, scores| {
+                scores.iter().enumerate().filter(|&(_, &s)| s >= min_score).map(|(i, _)| i as PassageIdx).collect()
+            },
+            &mut found,
+        );
+        let mut all: Vec<PassageIdx> = found.into_iter().flatten().collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// Scores `queries` against every row, [`BLOCK`] queries per matrix product, and
+    /// appends `each(query, scores)` for each query in order.
+    fn products<'a, T: Send>(
+        &self,
+        queries: impl ExactSizeIterator<Item = &'a [f32]>,
+        each: impl Fn(usize, &[f32]) -> T + Sync,
+        out: &mut Vec<T>,
+    ) {
         let (n, dim) = (self.matrix.rows(), self.matrix.dim());
         let flat = self.matrix.as_flat();
-        let mut out = Vec::with_capacity(n);
-        let mut scores = vec![0f32; BLOCK * n];
-        for first in (0..n).step_by(BLOCK) {
-            let m = BLOCK.min(n - first);
-            let block = &flat[first * dim..(first + m) * dim];
+        let total = queries.len();
+        let mut scores = vec![0f32; BLOCK.min(total) * n];
+        let mut block = Vec::with_capacity(BLOCK.min(total) * dim);
+        let mut queries = queries.peekable();
+        let mut first = 0;
+        while queries.peek().is_some() {
+            block.clear();
+            for q in queries.by_ref().take(BLOCK) {
+                block.extend_from_slice(q);
+            }
+            let m = block.len() / dim;
             // SAFETY: `block` is m x dim and the matrix n x dim, both row-major; `scores`
             // holds m rows of n, and is a buffer of its own.
             unsafe {
@@ -77,25 +134,15 @@ impl ExactIndex {
                     dim,
                     scores.as_mut_ptr(),
                     n,
-                    View::rows(block, dim),
+                    View::rows(&block, dim),
                     View::rows(flat, dim).t(),
                     1.0,
                     rayon::current_num_threads(),
                 )
             };
-            out.par_extend(scores[..m * n].par_chunks(n).enumerate().map(|(r, row)| {
-                let me = (first + r) as PassageIdx;
-                let found = row
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &s)| (i as PassageIdx, s))
-                    .filter(|&(i, s)| i != me && s >= min_score);
-                let mut top = top_k(found, k);
-                top.sort();
-                top.into_iter().map(|Scored(s, i)| (i, s)).collect::<Vec<_>>()
-            }));
+            out.par_extend(scores[..m * n].par_chunks(n).enumerate().map(|(r, row)| each(first + r, row)));
+            first += m;
         }
-        out
     }
 }
 

@@ -95,7 +95,8 @@ pub(super) fn derive(
     let source = graph_source.unwrap_or("heuristic");
     let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
     let cached = CachedEmbedder::new(graph_embedder, old_graph, &fresh.graph);
-    let graph = EntityGraph::build(passages.len(), extraction, &cached, &old_graph.options, progress)?;
+    let graph =
+        EntityGraph::build_after(passages.len(), extraction, &cached, &old_graph.options, Some(old_graph), progress)?;
     work.graph_texts_embedded += cached.embedded();
     work.graph_secs += t.elapsed().as_secs_f64();
     let t = Instant::now();
