@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::HashEmbedder;
-use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
+use hoprag::corpus::{load_corpus, CorpusOptions, Passage};
 use hoprag::embed::Embedder;
 use hoprag::graph::{extract_heuristic, EdgeKind, EntityGraph, GraphOptions};
 use hoprag::index::Index;
