@@ -1,0 +1,112 @@
+//! Edits from the command line on the demo corpus with the real default embedder: the
+//! graph follows an addition with no `hoprag graph` in between, documents are replaced
+//! and deleted whole, `sync` makes the index hold exactly a corpus, and bad requests
+//! change nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn hoprag(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hoprag")).args(args).output().expect("run hoprag")
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "hoprag failed: {}\n{}", String::from_utf8_lossy(&o.stderr), String::from_utf8_lossy(&o.stdout));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(o: Output) -> serde_json::Value {
+    serde_json::from_str(&ok(o)).expect("JSON on stdout")
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/corpus.jsonl")
+}
+
+fn top(idx: &str, method: &str, k: &str, q: &str) -> Vec<String> {
+    let r = json(hoprag(&["query", "--index", idx, "--method", method, "-k", k, "--json", q]));
+    r["passages"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap().to_string()).collect()
+}
+
+fn write(path: &Path, rows: &[serde_json::Value]) {
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn the_graph_follows_additions_updates_and_deletions() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    ok(hoprag(&["index", "-q", "--corpus", demo().to_str().unwrap(), "--out", idx]));
+    let question = "Who founded the foundry that cast the statue of the Marquis of Ostrev?";
+    let new = dir.path().join("new.jsonl");
+    write(
+        &new,
+        &[
+            serde_json::json!({"id": "zorblat", "title": "Zorblat Quenneville",
+                "text": "Zorblat Quenneville was a metallurgist who founded the Trelkin Foundry.",
+                "meta": {"source": "https://example.org/zq"}}),
+            serde_json::json!({"id": "trelkin", "title": "Trelkin Foundry",
+                "text": "The Trelkin Foundry cast the bronze statue of the Marquis of Ostrev."}),
+        ],
+    );
+    let report = json(hoprag(&["add", "--json", "--index", idx, "--corpus", new.to_str().unwrap()]));
+    assert_eq!(report["report"]["counts"]["passages_added"], 2);
+    // The graph methods see both new passages, with no `hoprag graph` in between.
+    for method in ["ppr", "phasegraph", "auto"] {
+        let got = top(idx, method, "5", question);
+        assert!(got.contains(&"zorblat".into()) && got.contains(&"trelkin".into()), "{method}: {got:?}");
+    }
+
+    // Adding the same rows again changes nothing: no new generation.
+    let again = json(hoprag(&["add", "--json", "--index", idx, "--corpus", new.to_str().unwrap()]));
+    assert!(again["report"]["generation"].is_null(), "{again}");
+    assert_eq!(again["report"]["counts"]["documents_unchanged"].as_u64(), report["report"]["counts"]["passages_total"].as_u64());
+
+    // An update replaces the passage in place: the old text is gone from every answer.
+    let edit = dir.path().join("edit.jsonl");
+    write(
+        &edit,
+        &[serde_json::json!({"id": "trelkin", "title": "Trelkin Foundry",
+            "text": "The Trelkin Foundry cast the iron gates of Vellmoor Abbey."})],
+    );
+    ok(hoprag(&["add", "--index", idx, "--corpus", edit.to_str().unwrap()]));
+    let exported = dir.path().join("export.jsonl");
+    ok(hoprag(&["export", "documents", "--index", idx, "--out", exported.to_str().unwrap()]));
+    let rows = std::fs::read_to_string(&exported).unwrap();
+    assert_eq!(rows.matches("\"trelkin\"").count(), 1, "one passage per id");
+    assert!(rows.contains("Vellmoor Abbey") && !rows.contains("bronze statue of the Marquis"));
+    assert!(rows.contains("https://example.org/zq"), "metadata is kept");
+
+    // Unknown ids are refused by name and nothing changes.
+    let before = json(hoprag(&["delete", "--json", "--dry-run", "--index", idx, "zorblat"]));
+    assert_eq!(before["report"]["counts"]["documents_deleted"], 1);
+    let bad = hoprag(&["delete", "--index", idx, "zorblat", "no-such-doc"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"no-such-doc\""), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(top(idx, "bm25", "3", "Zorblat Quenneville metallurgist").contains(&"zorblat".into()));
+    ok(hoprag(&["delete", "--index", idx, "zorblat"]));
+    for method in ["bm25", "dense", "ppr", "phasegraph"] {
+        assert!(!top(idx, method, "10", "Zorblat Quenneville metallurgist").contains(&"zorblat".into()), "{method}");
+    }
+
+    // Sync to the demo corpus: the additions go, the rest stays; an empty corpus is refused.
+    let dry = json(hoprag(&["sync", "--json", "--dry-run", "--index", idx, "--corpus", demo().to_str().unwrap()]));
+    assert_eq!(dry["report"]["counts"]["documents_deleted"], 1, "{dry}");
+    ok(hoprag(&["sync", "--index", idx, "--corpus", demo().to_str().unwrap()]));
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let refused = hoprag(&["sync", "--index", idx, "--corpus", empty.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--allow-empty"));
+
+    // The synced index is the one a fresh build of the demo corpus makes, to the byte.
+    let fresh = dir.path().join("fresh");
+    ok(hoprag(&["index", "-q", "--corpus", demo().to_str().unwrap(), "--out", fresh.to_str().unwrap()]));
+    let generation = |root: &Path| root.join(std::fs::read_to_string(root.join("CURRENT")).unwrap().trim());
+    let (a, b) = (generation(Path::new(idx)), generation(&fresh));
+    for file in ["passages.jsonl", "vectors.f32", "graph/entities.f32", "graph/triples.f32"] {
+        assert!(std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap(), "{file} differs");
+    }
+}
