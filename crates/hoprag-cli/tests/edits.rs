@@ -110,3 +110,70 @@ fn the_graph_follows_additions_updates_and_deletions() {
         assert!(std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap(), "{file} differs");
     }
 }
+
+/// A writer killed (SIGKILL) at any point of a sync or a delete leaves the old index or
+/// the new one, never a mix; the next writer clears what it left.
+#[test]
+fn a_killed_edit_leaves_the_old_generation_or_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    ok(hoprag(&["index", "-q", "--corpus", demo().to_str().unwrap(), "--out", idx]));
+    let export = |name: &str| {
+        let out = dir.path().join(name);
+        ok(hoprag(&["export", "documents", "--index", idx, "--out", out.to_str().unwrap()]));
+        std::fs::read_to_string(out).unwrap()
+    };
+    let original = export("a.jsonl");
+    // The other state: the demo with its first third of passages rewritten.
+    let rows: Vec<serde_json::Value> =
+        original.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect();
+    let changed: Vec<serde_json::Value> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut r = r.clone();
+            if i % 3 == 0 {
+                r["text"] = format!("{} It was rebuilt in 1950.", r["text"].as_str().unwrap()).into();
+            }
+            r
+        })
+        .collect();
+    let other = dir.path().join("b.jsonl");
+    write(&other, &changed);
+    ok(hoprag(&["sync", "--index", idx, "--corpus", other.to_str().unwrap()]));
+    let edited = export("b-export.jsonl");
+    ok(hoprag(&["sync", "--index", idx, "--corpus", dir.path().join("a.jsonl").to_str().unwrap()]));
+    assert_eq!(export("a2.jsonl"), original);
+    let (mut old, mut new) = (0, 0);
+    for (round, delay_ms) in [50u64, 200, 400, 700, 1000, 1500, 2000, 3000].into_iter().enumerate() {
+        let target = if round % 2 == 0 { other.clone() } else { dir.path().join("a.jsonl") };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hoprag"))
+            .args(["sync", "-q", "--index", idx, "--corpus", target.to_str().unwrap()])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let now = export("now.jsonl");
+        assert!(now == original || now == edited, "round {round}: a mix of the two states");
+        if now == original {
+            old += 1
+        } else {
+            new += 1
+        }
+        // Back to the original for the next round, through a writer that clears remnants.
+        ok(hoprag(&["sync", "-q", "--index", idx, "--corpus", dir.path().join("a.jsonl").to_str().unwrap()]));
+        let left: Vec<String> = std::fs::read_dir(idx)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "round {round}: {left:?}");
+        // The index answers every method after the kill.
+        for method in ["bm25", "ppr"] {
+            assert!(!top(idx, method, "3", "Who founded the company that built the lighthouse?").is_empty());
+        }
+    }
+    eprintln!("killed syncs: {old} left the old state, {new} the new one");
+}

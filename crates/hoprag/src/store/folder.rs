@@ -152,6 +152,15 @@ impl Store for FolderStore {
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
         lock.lock().map_err(|e| Error::io(&path, e))?;
+        // A writer killed mid-write leaves its temporary folder: only the lock's holder
+        // writes one, so any left now is such a remnant.
+        for entry in fs::read_dir(&self.root).map_err(|e| Error::io(&self.root, e))?.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+                if let Err(e) = fs::remove_dir_all(entry.path()) {
+                    log::warn!("could not remove {}: {e}", entry.path().display());
+                }
+            }
+        }
         let base = match self.current()? {
             Some(g) => Some((read_json(&g.join(MANIFEST))?, g)),
             None => None,
