@@ -280,7 +280,7 @@ impl Embedder for GemmaEmbedder {
     fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         let ids = self.token_ids(texts, kind)?;
         let sequences: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-        let mut vectors = self.encoder.embed(&sequences)?;
+        let mut vectors = self.encoder.embed(&sequences, kind)?;
         if self.options.dim < self.encoder.dim() {
             for v in &mut vectors {
                 v.truncate(self.options.dim);

@@ -107,9 +107,9 @@ impl Embedder for LocalEmbedder {
         Some(self.encode(texts).ok()?.iter().map(Encoding::len).collect())
     }
 
-    fn embed(&self, texts: &[String], _kind: TextKind) -> Result<Vec<Vec<f32>>> {
+    fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         let encodings = self.encode(texts)?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-        self.encoder.embed(&ids)
+        self.encoder.embed(&ids, kind)
     }
 }

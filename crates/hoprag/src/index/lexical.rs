@@ -5,6 +5,7 @@ use std::path::Path;
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
 use tantivy::directory::{Directory, RamDirectory};
+use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
 use tantivy::tokenizer::{
@@ -30,11 +31,11 @@ const TOKENIZER: &str = "hoprag_en";
 const TIE_MARGIN: usize = 16;
 /// tantivy's list of an index's segments.
 const META_FILE: &str = "meta.json";
-/// Writer heap for index builds: tantivy's minimum per thread is 15 MB; more only
-/// postpones segment flushes.
+/// Writer heap for index builds: tantivy's minimum is 15 MB; more only postpones segment
+/// flushes.
 const WRITER_HEAP: usize = 128 << 20;
-/// In-memory indexes are over short texts (triples): one writer thread with a small heap
-/// (the segments stay in memory anyway, and one segment searches fastest).
+/// In-memory indexes are over short texts (triples): a small heap (the segments stay in
+/// memory anyway, and one segment searches fastest).
 const RAM_WRITER_HEAP: usize = 32 << 20;
 
 /// BM25 over `title + newline + text` with tantivy (k1 = 1.2, b = 0.75). Analysis:
@@ -117,12 +118,15 @@ impl TantivyBm25 {
         progress: &dyn Fn(usize),
     ) -> Result<()> {
         let (_, pid, text) = schema();
-        let mut writer: IndexWriter = if dir.as_os_str().is_empty() {
-            index.writer_with_num_threads(1, RAM_WRITER_HEAP)
-        } else {
-            index.writer(WRITER_HEAP)
-        }
-        .map_err(tantivy_err(dir))?;
+        // One indexing thread and no merges, so that which documents share a segment, in
+        // what order, follows from the texts alone: BM25 sums a document's term scores in
+        // an order that depends on its segment, and two builds of the same passages must
+        // score them with the same bits. (Several threads take documents as they race for
+        // them; merges start as segments arrive, and order those of one size by their
+        // random ids.)
+        let heap = if dir.as_os_str().is_empty() { RAM_WRITER_HEAP } else { WRITER_HEAP };
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, heap).map_err(tantivy_err(dir))?;
+        writer.set_merge_policy(Box::new(NoMergePolicy));
         for (i, t) in texts.iter().enumerate() {
             writer.add_document(doc!(pid => first as u64 + i as u64, text => t.as_str())).map_err(tantivy_err(dir))?;
             if i % 1024 == 1023 {
@@ -250,9 +254,9 @@ impl LexicalIndex for TantivyBm25 {
             .collect();
         let query = BooleanQuery::new(clauses);
         // Ties go to the lower passage index, whatever the segments: tantivy orders them
-        // by document address, which depends on how the documents fell into segments (the
-        // writer's threads, later appends), and two builds of the same passages must rank
-        // alike. So fetch past the k-th score's ties, and sort.
+        // by document address, which depends on how the documents fell into segments (and
+        // segments are listed by random id), and two indexes of the same passages must
+        // rank alike. So fetch past the k-th score's ties, and sort.
         let mut limit = k.saturating_add(TIE_MARGIN);
         loop {
             let top = self
@@ -344,5 +348,42 @@ mod tests {
         let river: Vec<PassageIdx> = ram.search("river", 5).unwrap().iter().map(|h| h.0).collect();
         assert_eq!(river.len(), 2);
         assert!(river.contains(&0) && river.contains(&2));
+    }
+
+    /// Two builds of the same texts hold the same documents in the same segments, so BM25
+    /// gives every passage the same score to the bit (tantivy sums a document's term
+    /// scores in an order that depends on its segment).
+    #[test]
+    fn two_builds_of_the_same_texts_score_alike() {
+        let words: Vec<String> = (0..300).map(|i| format!("w{}", i * 7919 % 1000)).collect();
+        let mut seed = 17u64;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % n
+        };
+        let texts: Vec<String> = (0..3000)
+            .map(|i| {
+                let len = 5 + next(80);
+                let body: Vec<&str> = (0..len).map(|_| words[next(words.len())].as_str()).collect();
+                format!("Passage {i}\n{}", body.join(" "))
+            })
+            .collect();
+        let build = || {
+            let dir = tempfile::tempdir().unwrap();
+            TantivyBm25::create(dir.path(), &texts, &|_| {}).unwrap();
+            let index = tantivy::Index::open_in_dir(dir.path()).unwrap();
+            let mut segments: Vec<u32> =
+                index.searchable_segment_metas().unwrap().iter().map(|m| m.max_doc()).collect();
+            segments.sort_unstable();
+            (dir, segments)
+        };
+        let (a, segments_a) = build();
+        let (b, segments_b) = build();
+        assert_eq!(segments_a, segments_b);
+        let (a, b) = (TantivyBm25::open(a.path()).unwrap(), TantivyBm25::open(b.path()).unwrap());
+        let bits = |hits: Vec<(PassageIdx, f32)>| hits.into_iter().map(|(p, s)| (p, s.to_bits())).collect::<Vec<_>>();
+        for q in ["w0 w7 w14", "w919 w838 w757 w676 passage", "w3 w5 w8 w13 w21 w34 w55 w89"] {
+            assert_eq!(bits(a.search(q, 100).unwrap()), bits(b.search(q, 100).unwrap()), "{q}");
+        }
     }
 }

@@ -31,6 +31,7 @@ use serde::Deserialize;
 use super::kernels::{self, Epilogue, SharedMut, View};
 use super::weights::{read_config, Linear, Tensors};
 use super::{embed_batched, for_each_head, project, rows_par2};
+use crate::embed::TextKind;
 use crate::error::{Error, Result};
 
 /// A Gemma 3 text model's shape, from its `config.json`.
@@ -296,13 +297,14 @@ impl GemmaEncoder {
     }
 
     /// L2-normalised sentence vectors of token sequences (special tokens included, at most
-    /// `max_positions` long), one per sequence, in order.
-    pub fn embed(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+    /// `max_positions` long), one per sequence, in order; a passage's with the same bits
+    /// whatever it is embedded with (see [`super::Encoder::embed`]).
+    pub fn embed(&self, sequences: &[&[u32]], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         super::check_sequences(sequences, self.config.max_positions, self.vocab)?;
-        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads)))
+        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads, kind)))
     }
 
-    fn forward(&self, sequences: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
+    fn forward(&self, sequences: &[&[u32]], threads: usize, kind: TextKind) -> Vec<Vec<f32>> {
         let c = &self.config;
         let h = c.hidden;
         let starts = super::starts(sequences);
@@ -315,12 +317,13 @@ impl GemmaEncoder {
         }
         let mut s = GemmaScratch::new(total, c);
         for (i, layer) in self.layers.iter().enumerate() {
-            self.layer(i, layer, &mut x, &mut s, sequences, &starts, threads);
+            self.layer(i, layer, &mut x, &mut s, sequences, &starts, threads, kind);
         }
         let eps = c.eps;
         rows_par2(threads, &mut s.normed, &x, h, |out, xc| kernels::rms_norm(xc, out, &self.final_norm, eps));
 
-        // Mean pooling over every token, then the dense layers on the pooled rows.
+        // Mean pooling over every token, then the dense layers on the pooled rows (one row
+        // per text: for a lone passage `kernels::gemm` keeps it on the path of many).
         let mut pooled = vec![0.0f32; sequences.len() * h];
         for ((seq, &at), v) in sequences.iter().zip(&starts).zip(pooled.chunks_exact_mut(h)) {
             for row in s.normed[at * h..(at + seq.len()) * h].chunks_exact(h) {
@@ -331,7 +334,7 @@ impl GemmaEncoder {
         }
         for layer in &self.dense {
             let mut out = vec![0.0f32; sequences.len() * layer.outputs];
-            project(&pooled, layer, &mut out, threads, Epilogue::None);
+            project(&pooled, layer, &mut out, threads, kind, Epilogue::None);
             pooled = out;
         }
         pooled
@@ -354,19 +357,20 @@ impl GemmaEncoder {
         sequences: &[&[u32]],
         starts: &[usize],
         threads: usize,
+        kind: TextKind,
     ) {
         let c = &self.config;
         let (h, eps) = (c.hidden, c.eps);
         rows_par2(threads, &mut s.normed, x, h, |out, xc| kernels::rms_norm(xc, out, &layer.input_norm, eps));
-        project(&s.normed, &layer.qkv, &mut s.qkv, threads, Epilogue::None);
+        project(&s.normed, &layer.qkv, &mut s.qkv, threads, kind, Epilogue::None);
         let sliding = c.sliding[index];
         self.norm_and_rotate(layer, &mut s.qkv, sequences, starts, sliding, threads);
         self.attention(&s.qkv, &mut s.context, sequences, starts, sliding, threads);
-        project(&s.context, &layer.attention_out, &mut s.projected, threads, Epilogue::None);
+        project(&s.context, &layer.attention_out, &mut s.projected, threads, kind, Epilogue::None);
         rows_par2(threads, x, &s.projected, h, |xc, yc| kernels::add_rms_norm(xc, yc, &layer.post_attention_norm, eps));
 
         rows_par2(threads, &mut s.normed, x, h, |out, xc| kernels::rms_norm(xc, out, &layer.pre_ffn_norm, eps));
-        project(&s.normed, &layer.gate_up, &mut s.gate_up, threads, Epilogue::None);
+        project(&s.normed, &layer.gate_up, &mut s.gate_up, threads, kind, Epilogue::None);
         let inter = c.intermediate;
         // Rows of `gate_up` are twice as wide as those of `intermediate`: chunked apart.
         match super::chunk_len(threads, s.intermediate.len(), inter) {
@@ -377,7 +381,7 @@ impl GemmaEncoder {
                 .for_each(|(out, gu)| kernels::gelu_tanh_mul(gu, out, inter)),
             None => kernels::gelu_tanh_mul(&s.gate_up, &mut s.intermediate, inter),
         }
-        project(&s.intermediate, &layer.down, &mut s.projected, threads, Epilogue::None);
+        project(&s.intermediate, &layer.down, &mut s.projected, threads, kind, Epilogue::None);
         rows_par2(threads, x, &s.projected, h, |xc, yc| kernels::add_rms_norm(xc, yc, &layer.post_ffn_norm, eps));
     }
 

@@ -16,6 +16,11 @@ use crate::simd::multiversion;
 /// it costs more than it saves.
 const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
+/// Microkernel tiles (16 columns) per column band at least: with bands of more than 128
+/// columns, a product of two rows or more stays off `gemm`'s paths for small products
+/// (rows × columns ≤ 256, and both ≤ 64), which block the depth differently.
+const MIN_BAND_TILES: usize = 9;
+
 /// A row-major matrix view with explicit strides (in elements), so that one head's
 /// queries inside the fused QKV buffer, or a transposed view, need no copy.
 #[derive(Clone, Copy)]
@@ -53,6 +58,12 @@ impl View {
 /// own threading splits rows, which for a query's few rows costs more than it saves
 /// (measured at 25 × 384 × 1152: 23 GFLOP/s on two threads against 56 on one).
 ///
+/// For `n` > 128, each row of `dst` has the same bits whatever `m` and `threads` are:
+/// `gemm` sums every element over `k` in the same blocks and order on its general path,
+/// and the two ways off it are kept off (one row, which `gemm` runs as a matrix-vector
+/// product, is run as two; bands are never narrower than [`MIN_BAND_TILES`]). A text's
+/// vector then does not depend on the texts it is embedded with.
+///
 /// # Safety
 /// `a` and `b` must be valid for the shapes and strides given, `dst` for `m` rows of
 /// `dst_stride` elements with `n` used, and `dst` must not overlap `a` or `b`.
@@ -68,6 +79,17 @@ pub unsafe fn gemm(
     alpha: f32,
     threads: usize,
 ) {
+    if m == 1 && k > 0 {
+        // The row and a zero row, into a two-row buffer of its own.
+        let mut rows = vec![0.0f32; 2 * k];
+        for (p, x) in rows[..k].iter_mut().enumerate() {
+            *x = *a.ptr.offset(p as isize * a.col_stride);
+        }
+        let mut out = vec![0.0f32; 2 * n];
+        gemm(2, n, k, out.as_mut_ptr(), n, View::rows(&rows, k), b, alpha, threads);
+        std::ptr::copy_nonoverlapping(out.as_ptr(), dst, n);
+        return;
+    }
     // One product on the calling thread, over `n` columns of `dst` and `b`.
     let product = |n: usize, dst: *mut f32, b: View| {
         // The whole view (Sync), not its raw-pointer field, is what the closure captures.
@@ -94,17 +116,20 @@ pub unsafe fn gemm(
             gemm::Parallelism::None,
         )
     };
-    if threads < 2 || m * n * k < PARALLEL_MIN_FLOPS {
+    let tiles = n.div_ceil(16);
+    let bands = threads.min(tiles / MIN_BAND_TILES);
+    if bands < 2 || m * n * k < PARALLEL_MIN_FLOPS {
         return product(n, dst, b);
     }
-    // Bands a multiple of the microkernel's width, so that only the last is ragged.
-    let band = n.div_ceil(threads).next_multiple_of(16);
+    // Whole tiles shared out as evenly as they go, so that only the last band is ragged
+    // (and it has MIN_BAND_TILES tiles or more, the last one partial).
     let dst = SharedMut(dst);
-    (0..n.div_ceil(band)).into_par_iter().for_each(|i| {
-        let first = i * band;
-        // SAFETY: band `i` is columns first..first + width of `dst`, written by this
-        // job only; `b`'s offset view stays inside `b`.
-        product(band.min(n - first), dst.get().add(first), b.offset(0, first))
+    (0..bands).into_par_iter().for_each(|i| {
+        let first = 16 * (i * tiles / bands);
+        let end = (16 * ((i + 1) * tiles / bands)).min(n);
+        // SAFETY: band `i` is columns first..end of `dst`, written by this job only;
+        // `b`'s offset view stays inside `b`.
+        product(end - first, dst.get().add(first), b.offset(0, first))
     });
 }
 
@@ -401,5 +426,49 @@ mod tests {
         let mut c = [0.0f32; 6];
         unsafe { gemm(2, 2, 2, c.as_mut_ptr(), 3, View::rows(&a, 2), View::rows(&b, 2).t(), 2.0, 1) };
         assert_eq!(c, [34.0, 46.0, 0.0, 78.0, 106.0, 0.0]);
+    }
+
+    /// A projection's row has the same bits whatever rows it is computed with and on how
+    /// many threads: one row alone (which `gemm` would run as a matrix-vector product),
+    /// two or three (its small-product kernels, were the column bands narrow), or many.
+    #[test]
+    fn gemm_rows_do_not_depend_on_the_rows_beside_them() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut random = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect()
+        };
+        let rows = 70;
+        // (inputs, outputs) of MiniLM's and EmbeddingGemma's projections: depths under
+        // and over gemm's depth block, widths of 24 to 144 tiles.
+        for (k, n) in [(384, 1152), (1536, 384), (768, 2304), (3072, 768)] {
+            let x = random(rows * k);
+            let w = random(n * k);
+            let product = |first: usize, m: usize, threads: usize| {
+                let mut out = vec![0.0f32; m * n];
+                let a = View::rows(&x[first * k..(first + m) * k], k);
+                unsafe { gemm(m, n, k, out.as_mut_ptr(), n, a, View::rows(&w, k).t(), 1.0, threads) };
+                out
+            };
+            let all = product(0, rows, 1);
+            for threads in [1, 2, 8] {
+                for group in [1, 2, 3, 7, 64, rows] {
+                    for first in (0..rows).step_by(group) {
+                        let m = group.min(rows - first);
+                        let got = product(first, m, threads);
+                        let want = &all[first * n..(first + m) * n];
+                        assert!(
+                            got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{k}x{n}: rows {first}..{} on {threads} threads differ from all {rows} rows on one",
+                            first + m
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -16,6 +16,12 @@
 //!   [`crate::threads::get`] threads owned by the encoder; a question's few rows run
 //!   instead on weights packed once at load, in half precision ([`packed`]), which
 //!   `gemm` would otherwise repack on every call.
+//!
+//! A passage's vector depends on its text alone, not on the texts it is embedded with
+//! (so an index edited text by text has the bits of one built at once): passages run on
+//! `gemm` only, whose rows do not depend on the others in the product
+//! ([`kernels::gemm`]). The packed kernel sums in another order, so a text's vector
+//! would change in its last bits with the size of the batch it landed in.
 
 pub mod gemma;
 pub mod kernels;
@@ -29,13 +35,14 @@ use rayon::prelude::*;
 use self::kernels::{Epilogue, SharedMut, View};
 pub use self::weights::{Arch, EncoderConfig};
 use self::weights::{Layer, Linear, Weights};
+use crate::embed::TextKind;
 use crate::error::{Error, Result};
 
 /// Tokens per forward pass: large enough that the products keep both cores busy, small
 /// enough that the feed-forward activations (tokens × intermediate) stay in the tens of MB.
 const BATCH_TOKENS: usize = 4096;
 
-/// Products with at most this many rows (a question or two) run on the packed half
+/// Query products with at most this many rows (a question or two) run on the packed half
 /// weights ([`packed`]); larger ones on `gemm`, whose packing then pays for itself.
 const PACKED_MAX_ROWS: usize = 64;
 
@@ -69,20 +76,22 @@ impl Encoder {
 
     /// Mean-pooled, L2-normalised vectors of token sequences (special tokens included,
     /// already truncated to [`EncoderConfig::max_tokens`]), one per sequence, in order.
-    pub fn embed(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+    /// A passage's vector has the same bits whatever it is embedded with; a query's may
+    /// differ from it in the last bits ([`project`]).
+    pub fn embed(&self, sequences: &[&[u32]], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         check_sequences(sequences, self.config.max_tokens(), self.weights.vocab)?;
-        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads)))
+        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads, kind)))
     }
 
     /// One packed batch through the whole model, then mean pooling.
-    fn forward(&self, sequences: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
+    fn forward(&self, sequences: &[&[u32]], threads: usize, kind: TextKind) -> Vec<Vec<f32>> {
         let h = self.config.hidden;
         let starts = starts(sequences);
         let total: usize = sequences.iter().map(|s| s.len()).sum();
         let mut x = self.embeddings(sequences, total, threads);
         let mut scratch = Scratch::new(total, &self.config);
         for layer in &self.weights.layers {
-            self.layer(layer, &mut x, &mut scratch, sequences, &starts, threads);
+            self.layer(layer, &mut x, &mut scratch, sequences, &starts, threads, kind);
         }
         sequences
             .iter()
@@ -122,6 +131,7 @@ impl Encoder {
         x
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn layer(
         &self,
         layer: &Layer,
@@ -130,18 +140,19 @@ impl Encoder {
         sequences: &[&[u32]],
         starts: &[usize],
         threads: usize,
+        kind: TextKind,
     ) {
         let c = &self.config;
         let (h, eps) = (c.hidden, c.layer_norm_eps);
-        project(x, &layer.qkv, &mut s.qkv, threads, Epilogue::Bias(&layer.qkv.bias));
+        project(x, &layer.qkv, &mut s.qkv, threads, kind, Epilogue::Bias(&layer.qkv.bias));
         self.attention(&s.qkv, &mut s.context, sequences, starts, threads);
-        project(&s.context, &layer.attention_out, &mut s.projected, threads, Epilogue::None);
+        project(&s.context, &layer.attention_out, &mut s.projected, threads, kind, Epilogue::None);
         let norm = &layer.attention_norm;
         rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.attention_out.bias, &norm.gamma, &norm.beta, eps)
         });
-        project(x, &layer.ffn_in, &mut s.intermediate, threads, Epilogue::BiasGelu(&layer.ffn_in.bias));
-        project(&s.intermediate, &layer.ffn_out, &mut s.projected, threads, Epilogue::None);
+        project(x, &layer.ffn_in, &mut s.intermediate, threads, kind, Epilogue::BiasGelu(&layer.ffn_in.bias));
+        project(&s.intermediate, &layer.ffn_out, &mut s.projected, threads, kind, Epilogue::None);
         let norm = &layer.output_norm;
         rows_par2(threads, x, &s.projected, h, |xc, yc| {
             kernels::add_bias_layer_norm(xc, yc, &layer.ffn_out.bias, &norm.gamma, &norm.beta, eps)
@@ -233,11 +244,14 @@ fn starts(sequences: &[&[u32]]) -> Vec<usize> {
 }
 
 /// `epilogue(x · W)` into `dst`, for `x` of rows `w.inputs` wide (a bias the epilogue
-/// does not add is left to the fused pass that follows).
-fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize, epilogue: Epilogue) {
+/// does not add is left to the fused pass that follows). A query's few rows run on the
+/// packed weights, for its latency; everything else on `gemm`, whose every row is the
+/// same whatever the rows beside it.
+fn project(x: &[f32], w: &Linear, dst: &mut [f32], threads: usize, kind: TextKind, epilogue: Epilogue) {
     let rows = x.len() / w.inputs;
     assert!(x.len() == rows * w.inputs && dst.len() >= rows * w.outputs, "activation buffers match the weights");
-    if let Some(packed) = w.packed.as_ref().filter(|_| rows <= PACKED_MAX_ROWS) {
+    let packed = w.packed.as_ref().filter(|_| kind == TextKind::Query && rows <= PACKED_MAX_ROWS);
+    if let Some(packed) = packed {
         return packed.product(x, &mut dst[..rows * w.outputs], threads, epilogue);
     }
     // SAFETY: `x` holds `rows × inputs`, `dst` at least `rows × outputs`, `w.view()` is

@@ -117,8 +117,8 @@ impl EncoderConfig {
 ///
 /// The weights are kept at half precision, twice: packed for products with a few rows
 /// ([`PackedWeight`]), and widened back to f32 for `gemm`. Both kernels then multiply by
-/// the same numbers, so a text's vector does not depend on how many texts it was
-/// embedded with.
+/// the same numbers: a text's vector as a query (packed) and as a passage (`gemm`) differ
+/// only by the order of their sums, in the last bits.
 pub struct Linear {
     pub weight: Vec<f32>,
     pub packed: Option<PackedWeight>,
