@@ -4,6 +4,8 @@
 
 pub mod faults;
 pub mod fixture;
+#[cfg(feature = "postgres")]
+pub mod pg;
 
 use std::path::{Path, PathBuf};
 

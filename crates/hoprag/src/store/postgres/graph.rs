@@ -11,7 +11,7 @@ use postgres::GenericClient;
 use super::{db_err, vector_type};
 use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
-use crate::graph::{Edge, EdgeKind, EntityGraph, GraphParts, GraphStats, Name, Triple};
+use crate::graph::{Edge, EdgeKind, EntityGraph, GraphOptions, GraphParts, GraphStats, Name, Triple};
 use crate::index::Matrix;
 
 /// Writes `graph` under a new graph id and returns the id.
@@ -41,14 +41,18 @@ pub(crate) fn write(
         )));
     }
     let stats = serde_json::to_string(&graph.stats).map_err(|e| Error::Other(e.to_string()))?;
+    let options = serde_json::to_string(&graph.options).map_err(|e| Error::Other(e.to_string()))?;
     let id: i64 = client
         .query_one(
-            "INSERT INTO graphs (passages, entities, triples, stats) VALUES ($1, $2, $3, $4::text::jsonb) RETURNING id",
+            "INSERT INTO graphs (passages, entities, triples, stats, mentions, options) \
+             VALUES ($1, $2, $3, $4::text::jsonb, $5, $6::text::jsonb) RETURNING id",
             &[
                 &(graph.passage_entities.len() as i32),
                 &(graph.entities.len() as i32),
                 &(graph.triples.len() as i32),
                 &stats,
+                &(graph.mentions.len() as i32),
+                &options,
             ],
         )
         .map_err(&err)?
@@ -120,6 +124,17 @@ pub(crate) fn write(
     }
     w.finish().map_err(&err)?;
 
+    // Passages without mentions have no row.
+    let copy = "COPY passage_mentions (graph, passage, mentions) FROM STDIN (FORMAT binary)";
+    let types = [Type::INT8, Type::INT4, Type::TEXT_ARRAY];
+    let mut w = BinaryCopyInWriter::new(client.copy_in(copy).map_err(&err)?, &types);
+    for (p, mentions) in graph.mentions.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
+        let mentions: Vec<&str> = mentions.iter().map(Name::as_str).collect();
+        let row: [&(dyn ToSql + Sync); 3] = [&id, &(p as i32), &mentions];
+        w.write(&row).map_err(&err)?;
+    }
+    w.finish().map_err(&err)?;
+
     if let Some(walk) = walk {
         let mut w = super::parts::WALKS.writer(client, location)?;
         w.put(&[&id], &walk.to_bytes())?;
@@ -140,13 +155,23 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
     let err = db_err(location, "reading the graph");
     let bad = |m: String| Error::index(location, format!("graph {id}: {m}"));
     let row = client
-        .query_opt("SELECT passages, entities, triples, stats::text FROM graphs WHERE id = $1", &[&id])
+        .query_opt(
+            "SELECT passages, entities, triples, stats::text, mentions, options::text FROM graphs WHERE id = $1",
+            &[&id],
+        )
         .map_err(&err)?
         .ok_or_else(|| bad("missing (a newer index replaced it); reload".into()))?;
     let (passages, n_entities, n_triples) =
         (row.get::<_, i32>(0) as usize, row.get::<_, i32>(1) as usize, row.get::<_, i32>(2) as usize);
     let stats: GraphStats =
         serde_json::from_str(&row.get::<_, String>(3)).map_err(|e| bad(format!("invalid statistics: {e}")))?;
+    // Graphs written before schema version 6 kept no mentions (an empty list, as a folder
+    // graph of that age reads) and no options (the defaults).
+    let mentioned = row.get::<_, Option<i32>>(4).map_or(0, |n| n as usize);
+    let options: GraphOptions = match row.get::<_, Option<String>>(5) {
+        Some(o) => serde_json::from_str(&o).map_err(|e| bad(format!("invalid options: {e}")))?,
+        None => GraphOptions::default(),
+    };
     let vector = vector_type(client, location)?;
     let vec_of = |row: &BinaryCopyOutRow, i: usize, what: &str| -> Result<Vec<f32>> {
         let v: pgvector::Vector = row.try_get(i).map_err(&err)?;
@@ -269,6 +294,22 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         }
     }
 
+    let mut mentions: Vec<Vec<Name>> = vec![Vec::new(); mentioned];
+    let sql = format!(
+        "COPY (SELECT passage, mentions FROM passage_mentions WHERE graph = {id} ORDER BY passage) \
+         TO STDOUT (FORMAT binary)"
+    );
+    {
+        let mut rows =
+            BinaryCopyOutIter::new(client.copy_out(sql.as_str()).map_err(&err)?, &[Type::INT4, Type::TEXT_ARRAY]);
+        while let Some(row) = rows.next().map_err(&err)? {
+            let p = row.try_get::<i32>(0).map_err(&err)? as usize;
+            let names: Vec<&str> = row.try_get(1).map_err(&err)?;
+            *mentions.get_mut(p).ok_or_else(|| bad(format!("mentions for passage {p} beyond its {mentioned}")))? =
+                names.into_iter().map(Name::new).collect();
+        }
+    }
+
     if entities.len() != n_entities || triples.len() != n_triples {
         return Err(bad(format!(
             "{} entities and {} triples stored, {n_entities} and {n_triples} recorded",
@@ -285,8 +326,8 @@ pub(crate) fn read(client: &mut impl GenericClient, id: i64, dim: usize, locatio
         triples,
         triple_entities,
         triple_facts,
-        mentions: Vec::new(),
-        options: Default::default(),
+        mentions,
+        options,
         stats,
         entity_vectors: Arc::new(entity_vectors),
         fact_vectors: Arc::new(fact_vectors),

@@ -7,12 +7,10 @@
 //! block-max WAND skips most of them. What a server holds is the index's files, a
 //! small fraction of the passages' text and vectors it loads anyway.
 
-use std::collections::HashSet;
-
 use postgres::{Client, GenericClient};
 use serde::{Deserialize, Serialize};
 
-use super::{db_err, parts, passages_table};
+use super::parts;
 use crate::error::{Error, Result};
 use crate::index::TantivyBm25;
 use crate::progress::Progress;
@@ -32,25 +30,11 @@ pub(crate) struct StoredFile {
     pub bytes: u64,
 }
 
-/// The source of a new generation's tantivy index.
-pub(crate) enum Base<'a> {
-    /// A new build: nothing to start from.
-    None,
-    /// The base generation's index, to which the new passages are appended.
-    Stored(&'a LexicalFiles),
-    /// A generation written before schema version 3 (BM25 in SQL): its index is built
-    /// from its first `passages` passages, then the new ones are appended.
-    Rebuild { passages: usize },
-}
-
-/// Builds the tantivy index of a generation of `build` (the base's passages, then
-/// `texts` as passages `first..`), stores the files the build does not hold yet, and
-/// returns what the generation row records.
+/// Builds the tantivy index of build `build`'s passages (`texts`, their index texts in
+/// order), stores its files, and returns what the generation row records.
 pub(crate) fn write(
     client: &mut Client,
     build: i64,
-    base: Base<'_>,
-    first: usize,
     texts: &[String],
     progress: &dyn Progress,
     location: &str,
@@ -58,24 +42,8 @@ pub(crate) fn write(
     let tmp =
         tempfile::tempdir().map_err(|e| Error::Other(format!("a temporary folder for the lexical index: {e}")))?;
     let dir = tmp.path();
-    let advance = |n: usize| progress.advance(n as u64);
-    match base {
-        Base::None => {
-            progress.start("lexical index", texts.len() as u64);
-            TantivyBm25::create(dir, texts, &advance)?;
-        }
-        Base::Stored(files) => {
-            TantivyBm25::write_files(dir, &read(client, build, files, location)?)?;
-            progress.start("lexical index", texts.len() as u64);
-            TantivyBm25::add(dir, first as u32, texts, &advance)?;
-        }
-        Base::Rebuild { passages } => {
-            let mut all = base_texts(client, build, passages, location)?;
-            all.extend_from_slice(texts);
-            progress.start("lexical index", all.len() as u64);
-            TantivyBm25::create(dir, &all, &advance)?;
-        }
-    }
+    progress.start("lexical index", texts.len() as u64);
+    TantivyBm25::create(dir, texts, &|n: usize| progress.advance(n as u64))?;
     progress.finish();
     let listed = TantivyBm25::files(dir)?;
     let (meta_name, _) = listed.first().expect("files() lists meta.json first");
@@ -83,27 +51,14 @@ pub(crate) fn write(
     let meta = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
     let files: Vec<StoredFile> =
         listed[1..].iter().map(|(name, bytes)| StoredFile { name: name.clone(), bytes: *bytes }).collect();
-    store_new(client, build, dir, &files, location)?;
+    store(client, build, dir, &files, location)?;
     Ok(LexicalFiles { meta, files })
 }
 
-/// Copies the files the build does not hold yet, in parts, with binary COPY.
-fn store_new(
-    client: &mut Client,
-    build: i64,
-    dir: &std::path::Path,
-    files: &[StoredFile],
-    location: &str,
-) -> Result<()> {
-    let err = db_err(location, "storing the lexical index");
-    let held: HashSet<String> = client
-        .query("SELECT DISTINCT name FROM lexical_files WHERE build = $1", &[&build])
-        .map_err(&err)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+/// Copies the build's files, in parts, with binary COPY.
+fn store(client: &mut Client, build: i64, dir: &std::path::Path, files: &[StoredFile], location: &str) -> Result<()> {
     let mut w = parts::LEXICAL.writer(client, location)?;
-    for f in files.iter().filter(|f| !held.contains(&f.name)) {
+    for f in files {
         let path = dir.join(&f.name);
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         w.put(&[&build, &f.name], &bytes)?;
@@ -136,14 +91,4 @@ fn read(
         read.push((f.name.clone(), bytes));
     }
     Ok(read)
-}
-
-/// The index texts of a build's first `passages` passages, in order.
-fn base_texts(client: &mut Client, build: i64, passages: usize, location: &str) -> Result<Vec<String>> {
-    let sql = format!("SELECT title, text FROM {} WHERE idx < $1 ORDER BY idx", passages_table(build));
-    let rows = client.query(sql.as_str(), &[&(passages as i32)]).map_err(db_err(location, "reading passages"))?;
-    Ok(rows
-        .iter()
-        .map(|r| crate::corpus::Passage::new("", r.get::<_, String>(0), r.get::<_, String>(1)).index_text())
-        .collect())
 }

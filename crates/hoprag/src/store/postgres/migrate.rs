@@ -15,6 +15,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (3, "lexical_files", include_str!("../../../migrations/postgres/0003_lexical_files.sql")),
     (4, "graph_walks", include_str!("../../../migrations/postgres/0004_graph_walks.sql")),
     (5, "hnsw_graphs", include_str!("../../../migrations/postgres/0005_hnsw_graphs.sql")),
+    (6, "living_corpus", include_str!("../../../migrations/postgres/0006_living_corpus.sql")),
 ];
 
 /// The newest schema version this hoprag knows.

@@ -8,8 +8,9 @@
 //! generations        one row per generation: build, passages, tokens, graph, manifest
 //! current            the live generation (one row), flipped in the writer's transaction
 //! builds             one row per build (a Replace), with the vector dimension
-//! passages_b<N>      build N's passages: idx, id, title, text, tokens, embedding vector(dim)
-//!                    (+ pgvector HNSW index on builds made before schema version 5)
+//! passages_b<N>      build N's passages: idx, id, title, text, tokens, embedding vector(dim),
+//!                    doc, meta (json) (+ pgvector HNSW index on builds made before schema
+//!                    version 5)
 //! lexical_files      each build's tantivy index files, in parts; a generation lists those
 //!                    it reads (generations.lexical, with tantivy's meta.json)
 //! hnsw_graphs        usearch HNSW graphs, in parts, keyed by build and passages; a
@@ -17,16 +18,20 @@
 //! postings_b<N>      build N's postings (term, passage, tf, dl), written before schema
 //!                    version 3 only: BM25 in SQL for generations without lexical files
 //! graphs             one row per attached graph: its counts and statistics
-//! entities, triples, edges, passage_entities   the graphs' rows, keyed by graph id
+//! entities, triples, edges, passage_entities, passage_mentions   the graphs' rows,
+//!                    keyed by graph id
 //! hoprag_migrations  the schema versions applied
 //! ```
 //! A writer holds one transaction from the lock to the flip of `current`: a writer
 //! killed or dropped before it commits leaves nothing behind, and readers (which read
 //! a generation's rows in one repeatable-read transaction) see the old generation or
-//! the new one. Appends add rows to the base's build; a generation of n passages reads
-//! the rows with idx < n, so an index opened before an append keeps reading its own.
-//! After a commit the store keeps the builds and graphs of the new generation and of
-//! the one before it (servers may still be reading that one) and drops the rest.
+//! the new one. Every write of passages is a new build (an edit derives a whole
+//! generation); a graph attached to the live passages makes a generation of the same
+//! build. A generation of n passages reads the rows with idx < n (builds of schema
+//! versions before 6 could grow by appends). After a commit the store keeps the new
+//! generation, the one before it, and every older one an open index holds
+//! ([`readers`]: a shared advisory lock per generation), and drops the rest with the
+//! builds, graphs and files no kept generation uses.
 //!
 //! BM25 runs on tantivy, as on the folder store: each process that opens a generation
 //! loads its index files into memory ([`lexical`]); generations written before schema
@@ -43,6 +48,7 @@ mod hnsw;
 mod lexical;
 mod migrate;
 mod parts;
+mod readers;
 mod writer;
 
 pub use bm25::SqlBm25;
@@ -58,7 +64,7 @@ use postgres::{GenericClient, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::{Store, StoreWriter};
-use crate::corpus::Passage;
+use crate::corpus::{Meta, Passage};
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
 use crate::index::{Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
@@ -66,9 +72,12 @@ use crate::index::{Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorInd
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
 
-/// Connections per store: one writer, a load beside it (`add` reads the base under the
-/// writer's lock) and concurrent queries of a server.
+/// Connections per store: one writer, a load beside it and concurrent queries of a
+/// server. (Readers' locks are on one more connection of their own: [`readers`].)
 const POOL_SIZE: u32 = 4;
+/// Times a load reads the live generation again when writers publish newer ones while it
+/// takes its hold.
+const LOAD_ATTEMPTS: usize = 20;
 /// How long a query waits for a connection before it reports the database unreachable.
 const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(10);
 /// TCP connect timeout when the URL sets none.
@@ -85,6 +94,7 @@ pub struct PgStore {
     pool: Pool,
     schema: String,
     location: String,
+    readers: Arc<readers::Readers>,
 }
 
 /// What a generation row says.
@@ -131,6 +141,7 @@ impl PgStore {
             _ => search_path,
         };
         config.options(&options);
+        let readers = Arc::new(readers::Readers::new(config.clone(), &schema, &location));
         let manager = PostgresConnectionManager::new(config, NoTls);
         // test_on_check_out: a connection broken by a database restart is replaced on
         // the next checkout, so a server keeps answering once the database is back.
@@ -140,7 +151,7 @@ impl PgStore {
             .test_on_check_out(true)
             .connection_timeout(CHECKOUT_TIMEOUT)
             .build_unchecked(manager);
-        Ok(PgStore { pool, schema, location })
+        Ok(PgStore { pool, schema, location, readers })
     }
 
     /// The schema the store's tables live in.
@@ -188,9 +199,32 @@ impl Store for PgStore {
 
     fn load(&self) -> Result<Index> {
         let mut conn = self.conn()?;
-        // One snapshot for the generation row and its rows.
-        let mut tx = self.snapshot(&mut conn)?;
-        let g = self.live(&mut tx)?;
+        // The live generation, held before its rows are read: a writer that publishes
+        // meanwhile removes it only if no hold is there, and then the snapshot sees a
+        // newer live one, which is read instead.
+        let mut attempt = 0;
+        let (hold, mut tx, g) = loop {
+            let id: i64 = conn
+                .query_opt("SELECT generation FROM current", &[])
+                .map_err(self.err("reading the generation"))?
+                .ok_or_else(|| super::no_index(&self.location))?
+                .get(0);
+            let hold = self.readers.hold(id)?;
+            // One snapshot for the generation row and its rows.
+            let mut tx = self.snapshot(&mut conn)?;
+            let g = self.live(&mut tx)?;
+            if hold.is_some() && g.id == id {
+                break (hold, tx, g);
+            }
+            drop(tx);
+            attempt += 1;
+            if attempt == LOAD_ATTEMPTS {
+                return Err(Error::index(
+                    &self.location,
+                    format!("other writers published {attempt} generations while this one was opened; try again"),
+                ));
+            }
+        };
         let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
         let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
             Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
@@ -211,7 +245,8 @@ impl Store for PgStore {
             _ => None,
         };
         tx.commit().map_err(self.err("ending a read"))?;
-        Index::from_parts(&self.location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)
+        Ok(Index::from_parts(&self.location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)?
+            .holding(hold))
     }
 
     fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>> {
@@ -262,9 +297,21 @@ impl Store for PgStore {
         };
         let hnsw_bytes = g.hnsw.map_or(0, |h| h.bytes);
         if g.graph.is_some() {
-            // Shared by every graph the store keeps (the live one and at most the
-            // previous generation's).
-            tables.extend(["graphs", "entities", "triples", "edges", "passage_entities"].map(String::from));
+            // Shared by every graph the store keeps (the live one, the previous
+            // generation's and those of generations readers hold).
+            tables.extend(
+                [
+                    "graphs",
+                    "entities",
+                    "facts",
+                    "triples",
+                    "edges",
+                    "passage_entities",
+                    "passage_mentions",
+                    "graph_walks",
+                ]
+                .map(String::from),
+            );
         }
         let row = conn
             .query_one(
@@ -325,13 +372,15 @@ fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str
     let dim = g.manifest.embedder.dim;
     let vector = vector_type(client, location)?;
     let sql = format!(
-        "COPY (SELECT idx, id, title, text, embedding FROM {} WHERE idx < {} ORDER BY idx) TO STDOUT (FORMAT binary)",
+        "COPY (SELECT idx, id, title, text, embedding, doc, meta FROM {} WHERE idx < {} ORDER BY idx) \
+         TO STDOUT (FORMAT binary)",
         passages_table(g.build),
         g.passages
     );
     let err = db_err(location, "reading passages");
     let reader = client.copy_out(sql.as_str()).map_err(&err)?;
-    let mut rows = BinaryCopyOutIter::new(reader, &[Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, vector]);
+    let types = [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, vector, Type::TEXT, Type::JSON];
+    let mut rows = BinaryCopyOutIter::new(reader, &types);
     let mut passages = Vec::with_capacity(g.passages);
     let mut data = Vec::with_capacity(g.passages * dim);
     while let Some(row) = rows.next().map_err(&err)? {
@@ -354,8 +403,8 @@ fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str
             id: row.try_get(1).map_err(&err)?,
             title: row.try_get(2).map_err(&err)?,
             text: row.try_get(3).map_err(&err)?,
-            doc: None,
-            meta: None,
+            doc: row.try_get(5).map_err(&err)?,
+            meta: row.try_get::<Option<postgres::types::Json<Meta>>>(6).map_err(&err)?.map(|m| m.0),
         });
     }
     if passages.len() != g.passages {

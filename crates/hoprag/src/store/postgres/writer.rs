@@ -3,14 +3,14 @@
 use std::time::Instant;
 
 use postgres::binary_copy::BinaryCopyInWriter;
-use postgres::types::{ToSql, Type};
+use postgres::types::{Json, ToSql, Type};
 use postgres::Client;
 use rayon::prelude::*;
 
 use super::hnsw::{self, StoredHnsw};
 use super::lexical::{self, LexicalFiles};
-use super::{current, db_err, passages_table, postings_table, read_passages, vector_type, Conn, Generation, PgStore};
-use crate::corpus::{Passage, PassageIdx};
+use super::{current, db_err, passages_table, postings_table, readers, vector_type, Conn, Generation, PgStore};
+use crate::corpus::Passage;
 use crate::error::{Error, Result};
 use crate::index::{analyze, analyzer, HnswIndex, Manifest, Matrix, VectorIndexKind};
 use crate::progress::Progress;
@@ -73,6 +73,7 @@ impl StoreWriter for PgWriter<'_> {
 
     fn commit(mut self: Box<Self>, change: Change<'_>, progress: &dyn Progress) -> Result<WriteTimes> {
         let location = self.store.location.clone();
+        let schema = self.store.schema.clone();
         let no_index = || super::super::no_index(&location);
         let base = self.base.clone();
         let mut times = WriteTimes::default();
@@ -90,17 +91,17 @@ impl StoreWriter for PgWriter<'_> {
                     client
                         .batch_execute(&format!(
                             "CREATE TABLE {p} (idx int NOT NULL, id text NOT NULL, title text NOT NULL, \
-                             text text NOT NULL, tokens int NOT NULL, embedding vector({dim}) NOT NULL);",
+                             text text NOT NULL, tokens int NOT NULL, embedding vector({dim}) NOT NULL, \
+                             doc text NULL, meta json NULL);",
                             p = passages_table(build),
                         ))
                         .map_err(&err)?;
                     Ok::<_, Error>(build)
                 })?;
-                let tokens = copy_rows(client, build, 0, passages, vectors, &vector, &mut times, progress, &location)?;
+                let tokens = copy_rows(client, build, passages, vectors, &vector, &mut times, progress, &location)?;
                 let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
-                let lexical = timed(&mut times.lexical_secs, || {
-                    lexical::write(client, build, lexical::Base::None, 0, &texts, progress, &location)
-                })?;
+                let lexical =
+                    timed(&mut times.lexical_secs, || lexical::write(client, build, &texts, progress, &location))?;
                 // The key after the bulk load: built once, sorted, rather than row by row.
                 timed(&mut times.write_secs, || {
                     client
@@ -147,7 +148,7 @@ impl StoreWriter for PgWriter<'_> {
                 format!("the manifest counts {} passages, the generation {}", manifest.counts.passages, next.passages),
             ));
         }
-        timed(&mut times.write_secs, || publish(client, &next, manifest, base.as_ref(), &location))?;
+        timed(&mut times.write_secs, || publish(client, &next, manifest, base.as_ref(), &schema, &location))?;
         let conn = self.conn.take().expect("the writer's connection is held until commit");
         let mut conn = conn;
         timed(&mut times.write_secs, || conn.batch_execute("COMMIT").map_err(db_err(&location, "committing")))?;
@@ -174,41 +175,16 @@ struct Next {
     hnsw: Option<StoredHnsw>,
 }
 
-/// The HNSW graph of an append: the base's graph extended with the added vectors, as
-/// the folder store does; a base from before schema version 5 (pgvector's index) has
-/// none, so it is built from every vector.
-fn append_hnsw(
-    client: &mut Client,
-    base: &Generation,
-    manifest: &Manifest,
-    added: &Matrix,
-    location: &str,
-) -> Result<StoredHnsw> {
-    let (dim, first) = (manifest.embedder.dim, base.passages);
-    let graph = match &base.hnsw {
-        Some(stored) => {
-            let graph = hnsw::open(client, base.id, base.build, stored, dim, manifest.hnsw, location)?;
-            graph.extend(added, first as PassageIdx)?;
-            graph
-        }
-        None => {
-            let (_, mut vectors) = read_passages(client, base, location)?;
-            for i in 0..added.rows() {
-                vectors.push(added.row(i as PassageIdx));
-            }
-            HnswIndex::build(&vectors, manifest.hnsw)?
-        }
-    };
-    hnsw::write(client, base.build, first + added.rows(), &graph, location)
-}
-
-/// Records the generation, points `current` at it, and drops the builds and graphs
-/// that neither it nor the previous generation uses.
+/// Records the generation, points `current` at it, and drops the generations that
+/// neither are it or its base nor are held open by a reader ([`readers`]), with the
+/// builds, graphs and HNSW graphs no remaining generation uses. A held generation stays
+/// for a later write to drop once its readers are gone.
 fn publish(
     client: &mut Client,
     next: &Next,
     manifest: &Manifest,
     base: Option<&Generation>,
+    schema: &str,
     location: &str,
 ) -> Result<()> {
     let err = db_err(location, "publishing the generation");
@@ -231,10 +207,37 @@ fn publish(
             &[&id],
         )
         .map_err(&err)?;
-    let keep_builds: Vec<i64> = [Some(next.build), base.map(|b| b.build)].into_iter().flatten().collect();
-    let keep_graphs: Vec<i64> = [next.graph, base.and_then(|b| b.graph)].into_iter().flatten().collect();
+    // The base stays whatever its readers do: a process may have read `current` and be
+    // about to hold it.
+    let keep: Vec<i64> = [Some(id), base.map(|b| b.id)].into_iter().flatten().collect();
+    let older: Vec<i64> = client
+        .query("SELECT id FROM generations WHERE id <> ALL($1) ORDER BY id", &[&keep])
+        .map_err(&err)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // Exclusively, until this transaction ends: a reader's try of the shared lock
+    // fails meanwhile and it reads the (then newer) live generation instead.
+    let keys: Vec<i64> = older.iter().map(|&g| readers::key(schema, g)).collect();
+    let unheld: Vec<i64> = client
+        .query(
+            "SELECT g FROM unnest($1::bigint[], $2::bigint[]) AS o(g, k) WHERE pg_try_advisory_xact_lock(k) ORDER BY g",
+            &[&older, &keys],
+        )
+        .map_err(&err)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if unheld.len() < older.len() {
+        let held: Vec<&i64> = older.iter().filter(|g| !unheld.contains(g)).collect();
+        log::debug!("{location}: kept generations {held:?}: readers hold them");
+    }
+    client.execute("DELETE FROM generations WHERE id = ANY($1)", &[&unheld]).map_err(&err)?;
     let stale: Vec<i64> = client
-        .query("DELETE FROM builds WHERE id <> ALL($1) RETURNING id", &[&keep_builds])
+        .query(
+            "DELETE FROM builds b WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = b.id) RETURNING id",
+            &[],
+        )
         .map_err(&err)?
         .iter()
         .map(|r| r.get(0))
@@ -244,33 +247,25 @@ fn publish(
             .batch_execute(&format!("DROP TABLE IF EXISTS {}, {}", passages_table(b), postings_table(b)))
             .map_err(&err)?;
     }
-    // Generations of dropped builds and graphs go with them (ON DELETE CASCADE).
-    client.execute("DELETE FROM graphs WHERE id <> ALL($1)", &[&keep_graphs]).map_err(&err)?;
-    // An append stores its build's graph again, whole: the graphs of older generations
-    // of a kept build go too.
-    let kept: Vec<(i64, i32)> = [next.hnsw.map(|h| (next.build, h)), base.and_then(|b| b.hnsw.map(|h| (b.build, h)))]
-        .into_iter()
-        .flatten()
-        .map(|(b, h)| (b, h.passages as i32))
-        .collect();
-    let (kept_builds, kept_passages): (Vec<i64>, Vec<i32>) = kept.into_iter().unzip();
+    // Files of dropped builds went with them (ON DELETE CASCADE); graphs are shared by
+    // the generations of one build, and a build's HNSW graphs are per passage count
+    // (builds of schema versions before 6 grew by appends).
     client
-        .execute(
-            "DELETE FROM hnsw_graphs WHERE (build, passages) NOT IN \
-             (SELECT * FROM unnest($1::bigint[], $2::int[]))",
-            &[&kept_builds, &kept_passages],
+        .batch_execute(
+            "DELETE FROM graphs x WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.graph = x.id);
+             DELETE FROM hnsw_graphs h WHERE NOT EXISTS (SELECT 1 FROM generations g \
+                 WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages);",
         )
         .map_err(&err)?;
     Ok(())
 }
 
-/// Writes passages `first..` of `build` with binary COPY, batch by batch, each with its
-/// length in analysed tokens; returns their sum.
+/// Writes the passages of `build` with binary COPY, batch by batch, each with its length
+/// in analysed tokens; returns their sum.
 #[allow(clippy::too_many_arguments)]
 fn copy_rows(
     client: &mut Client,
     build: i64,
-    first: usize,
     passages: &[Passage],
     vectors: &Matrix,
     vector: &Type,
@@ -282,9 +277,12 @@ fn copy_rows(
         return Err(Error::index(location, format!("{} vectors for {} passages", vectors.rows(), passages.len())));
     }
     let err = db_err(location, "copying rows");
-    let passage_types = [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, vector.clone()];
-    let copy_passages =
-        format!("COPY {} (idx, id, title, text, tokens, embedding) FROM STDIN (FORMAT binary)", passages_table(build));
+    let passage_types =
+        [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, vector.clone(), Type::TEXT, Type::JSON];
+    let copy_passages = format!(
+        "COPY {} (idx, id, title, text, tokens, embedding, doc, meta) FROM STDIN (FORMAT binary)",
+        passages_table(build)
+    );
     let analyser = analyzer()?;
     let mut tokens = 0i64;
     progress.start("passages", passages.len() as u64);
@@ -297,10 +295,11 @@ fn copy_rows(
         timed(&mut times.write_secs, || {
             let mut w = BinaryCopyInWriter::new(client.copy_in(copy_passages.as_str()).map_err(&err)?, &passage_types);
             for (i, p) in chunk.iter().enumerate() {
-                let idx = (first + start + i) as i32;
+                let idx = (start + i) as i32;
                 let len = lengths[i] as i32;
                 let v = pgvector::Vector::from(vectors.row((start + i) as u32).to_vec());
-                let row: [&(dyn ToSql + Sync); 6] = [&idx, &p.id, &p.title, &p.text, &len, &v];
+                let meta = p.meta.as_ref().map(Json);
+                let row: [&(dyn ToSql + Sync); 8] = [&idx, &p.id, &p.title, &p.text, &len, &v, &p.doc, &meta];
                 w.write(&row).map_err(&err)?;
             }
             w.finish().map_err(&err)
