@@ -11,7 +11,12 @@ fn hoprag(args: &[&str]) -> Output {
 }
 
 fn ok(o: Output) -> String {
-    assert!(o.status.success(), "hoprag failed: {}\n{}", String::from_utf8_lossy(&o.stderr), String::from_utf8_lossy(&o.stdout));
+    assert!(
+        o.status.success(),
+        "hoprag failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -62,7 +67,10 @@ fn the_graph_follows_additions_updates_and_deletions() {
     // Adding the same rows again changes nothing: no new generation.
     let again = json(hoprag(&["add", "--json", "--index", idx, "--corpus", new.to_str().unwrap()]));
     assert!(again["report"]["generation"].is_null(), "{again}");
-    assert_eq!(again["report"]["counts"]["documents_unchanged"].as_u64(), report["report"]["counts"]["passages_total"].as_u64());
+    assert_eq!(
+        again["report"]["counts"]["documents_unchanged"].as_u64(),
+        report["report"]["counts"]["passages_total"].as_u64()
+    );
 
     // An update replaces the passage in place: the old text is gone from every answer.
     let edit = dir.path().join("edit.jsonl");
@@ -84,7 +92,11 @@ fn the_graph_follows_additions_updates_and_deletions() {
     assert_eq!(before["report"]["counts"]["documents_deleted"], 1);
     let bad = hoprag(&["delete", "--index", idx, "zorblat", "no-such-doc"]);
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"no-such-doc\""), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("\"no-such-doc\""),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     assert!(top(idx, "bm25", "3", "Zorblat Quenneville metallurgist").contains(&"zorblat".into()));
     ok(hoprag(&["delete", "--index", idx, "zorblat"]));
     for method in ["bm25", "dense", "ppr", "phasegraph"] {

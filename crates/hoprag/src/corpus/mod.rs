@@ -74,6 +74,13 @@ impl Passage {
     }
 }
 
+/// Sorts passages into the canonical order every index generation keeps them in: by id,
+/// bytewise. Whatever order a corpus lists its passages in, and whatever edits made an
+/// index, the same passages are then the same index.
+pub fn canonical_order(passages: &mut [Passage]) {
+    passages.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+}
+
 /// Something that was not ingested, or ingested differently from how it was written,
 /// with where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -77,7 +77,7 @@ pub fn build_index(
     // Canonical order: the index is the same whatever order the corpus listed its
     // passages in, and the same as any edited index holding the same passages.
     let mut passages = corpus.passages.clone();
-    super::edit::canonical_order(&mut passages);
+    crate::corpus::canonical_order(&mut passages);
     let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
     let vectors = timed(&mut stats.embed_secs, || {
         embed_passages(embedder, &texts, options.embed_batch, "embedding passages", progress)

@@ -19,7 +19,7 @@ mod derive;
 mod plan;
 
 pub use derive::{EditWork, WalkUpdate};
-pub use plan::{canonical_order, plan, EditCounts, Plan, Request};
+pub use plan::{plan, EditCounts, Plan, Request};
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::corpus::Passage;
+use crate::corpus::{canonical_order, Passage};
 use crate::error::{Error, Result};
 
 /// What to change.
@@ -51,11 +51,6 @@ impl EditCounts {
 pub struct Plan {
     pub passages: Vec<Passage>,
     pub counts: EditCounts,
-}
-
-/// Sorts passages into the canonical order every generation keeps them in.
-pub fn canonical_order(passages: &mut [Passage]) {
-    passages.sort_unstable_by(|a, b| a.id.cmp(&b.id));
 }
 
 /// Applies `request` to `old` (any order).
