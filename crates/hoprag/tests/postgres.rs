@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::pg::*;
 use common::HashEmbedder;
+use hoprag::corpus::canonical_order;
 use hoprag::corpus::{load_corpus, CorpusOptions, Passage};
 use hoprag::dataset::load_dataset;
 use hoprag::embed::{Embedder, TextKind};
@@ -20,7 +21,7 @@ use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions};
 use hoprag::index::{checksum, HnswParams, VectorIndex, VectorIndexKind};
 use hoprag::progress::Silent;
 use hoprag::retrieve::Query;
-use hoprag::store::edit::{canonical_order, Request};
+use hoprag::store::edit::Request;
 use hoprag::store::postgres::PgStore;
 use hoprag::store::{attach_graph, build_index, BuildOptions};
 use hoprag::{Config, Engine, PassageIdx};
