@@ -7,14 +7,15 @@
 Starts `hoprag serve` on 127.0.0.1 (a port the OS picks) over the index, then for
 `--duration` seconds runs `--clients` client threads, each sending POST /v1/retrieve with
 the next LLM-free method in turn and a question drawn (fixed seed) from `--questions`,
-while one more thread adds two new passages with POST /v1/passages every `--add-every`
-seconds. The server's resident memory is read from /proc every 5 s.
+while one more thread edits every `--add-every` seconds, in turn: adds a document of two
+passages (PUT /v1/documents), rewrites an earlier one, deletes an earlier one (DELETE
+/v1/documents/{id}), and checks with GET /v1/documents/{id} that the edit is served. The server's resident memory is read from /proc every 5 s.
 
 Prints (and with --json writes) the requests served by method, the errors (must be 0),
-latency p50/p99/max by method, the longest request, the passages added, and the
+latency p50/p99/max by method, the longest request, the edits by kind, and the
 server's resident memory at start (ready, before any request), after the first minute,
 at the end, and its peak. Exits 1 if any request failed. Uses the standard library only.
-The index is written to (passages are added): point it at a copy.
+The index is written to (documents are added, rewritten and deleted): point it at a copy.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -59,7 +61,7 @@ def main() -> int:
     where.add_argument("--store", help="PostgreSQL store URL (passages are added to it)")
     ap.add_argument("--duration", type=float, default=600)
     ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--add-every", type=float, default=20, help="seconds between passage additions")
+    ap.add_argument("--add-every", type=float, default=20, help="seconds between edits")
     ap.add_argument("--questions", default=str(REPO.parent / "shared/data/musique-train/questions.json"))
     ap.add_argument("--bin", default=str(REPO / "target/debug/hoprag"))
     ap.add_argument("--json", help="write the summary here too")
@@ -97,7 +99,7 @@ def soak(args, base: str, pid: int, questions: list[str]) -> int:
     lock = threading.Lock()
     latencies: dict[str, list[float]] = {m: [] for m in METHODS}
     errors: list[str] = []
-    added = [0]
+    edits = {"add": 0, "update": 0, "delete": 0}
     longest = [0.0, ""]
 
     def client(seed: int) -> None:
@@ -121,29 +123,55 @@ def soak(args, base: str, pid: int, questions: list[str]) -> int:
                 if problem:
                     errors.append(problem)
 
-    def adder() -> None:
-        n = 0
+    def request(method: str, path: str, body: dict | None) -> tuple[int, bytes]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"{base}{path}", data=data, method=method, headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def editor() -> None:
+        # A cycle of edits, one every --add-every seconds: add a document of two passages,
+        # rewrite an earlier one, delete an earlier one. Each must be visible to the next
+        # query: GET /v1/documents/{id} after it answers from the generation it served.
+        n, live = 0, []
         while time.monotonic() + args.add_every < deadline:
             time.sleep(args.add_every)
-            passages = [
-                {"title": f"Soak passage {n}-{j}", "text": f"Soak passage {n}-{j} was added at {time.time():.3f} by the soak test."}
-                for j in range(2)
-            ]
+            kind = ("add", "update", "delete")[n % 3] if live else "add"
+            doc = f"soak/{n}" if kind == "add" else live[0]
+            text = f"written at {time.time():.3f} by the soak test ({kind})."
+            rows = [{"id": f"{doc}#{j}", "doc": doc, "title": f"Soak document {doc}", "text": f"Soak passage {j} {text}",
+                     "meta": {"kind": kind, "n": n}} for j in range(2)]
             n += 1
             try:
-                status, body = post(f"{base}/v1/passages", {"passages": passages}, 300)
-                ok = status == 200 and json.loads(body)["added"] == 2
-                problem = None if ok else f"POST /v1/passages: {status} {body[:300]!r}"
+                if kind == "delete":
+                    status, body = request("DELETE", f"/v1/documents/{urllib.parse.quote(doc, safe='')}", None)
+                else:
+                    status, body = request("PUT", "/v1/documents", {"passages": rows})
+                ok = status == 200 and json.loads(body)["changed"]
+                if ok:
+                    status, body = request("GET", f"/v1/documents/{urllib.parse.quote(doc, safe='')}", None)
+                    seen = status == 200 and all(p["text"].endswith(text) for p in json.loads(body)["passages"])
+                    ok = (status == 404) if kind == "delete" else seen
+                problem = None if ok else f"{kind} {doc}: {status} {body[:300]!r}"
             except Exception as e:
-                problem = f"POST /v1/passages: {e!r}"
+                problem = f"{kind} {doc}: {e!r}"
             with lock:
                 if problem:
                     errors.append(problem)
                 else:
-                    added[0] += 2
+                    edits[kind] += 1
+                    if kind == "add":
+                        live.append(doc)
+                    elif kind == "update":
+                        live.append(live.pop(0))
+                    else:
+                        live.pop(0)
 
     threads = [threading.Thread(target=client, args=(s,)) for s in range(args.clients)]
-    threads.append(threading.Thread(target=adder))
+    threads.append(threading.Thread(target=editor))
     for t in threads:
         t.start()
     peak, started = memory["start_mib"], time.monotonic()
@@ -166,9 +194,9 @@ def soak(args, base: str, pid: int, questions: list[str]) -> int:
         "target": args.index or args.store,
         "duration_s": args.duration,
         "clients": args.clients,
-        "requests": sum(len(v) for v in latencies.values()) + added[0] // 2,
+        "requests": sum(len(v) for v in latencies.values()) + 2 * sum(edits.values()),
         "retrievals": {m: len(v) for m, v in latencies.items()},
-        "passages_added": added[0],
+        "edits": edits,
         "errors": len(errors),
         "first_errors": errors[:10],
         "latency_ms": {
