@@ -7,6 +7,7 @@
 //! the [`Context`] the CLI hands in; [`output`] renders the tables of both.
 
 mod bridge;
+mod edits;
 mod embed;
 mod gear;
 mod graph;
@@ -58,6 +59,9 @@ enum BenchWhat {
     Embed(embed::EmbedBench),
     /// Index build and query latency on a corpus (vs memory bandwidth, exact vs HNSW).
     Index(index::IndexBench),
+    /// One document's upsert or delete on a served index: until every method sees it,
+    /// and where the time goes (run on a copy of the index).
+    Edits(edits::EditsBench),
     /// Entity-graph build time and memory with heuristic triples.
     Graph(graph::GraphBench),
     /// BridgeRAG's non-LLM query part (6 searches, pool, PIT fusion) with canned LLM answers.
@@ -89,6 +93,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Ppr(a) => ppr::run(ctx, a),
         BenchWhat::Query(a) => query::run(ctx, a),
         BenchWhat::Graph(a) => graph::run(ctx, a),
+        BenchWhat::Edits(a) => edits::run(ctx, a),
         BenchWhat::Router(a) => router::run(ctx, a),
         BenchWhat::Bridge(a) => bridge::run(ctx, a),
         BenchWhat::Gear(a) => gear::run(ctx, a),

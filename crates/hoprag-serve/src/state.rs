@@ -18,7 +18,7 @@ use hoprag::llm::{CountingLlm, LlmStats};
 use hoprag::progress::Silent;
 use hoprag::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
 use hoprag::retrieve::Query;
-use hoprag::store::edit::{EditOptions, Request};
+use hoprag::store::edit::{EditOptions, Request, WalkUpdate};
 
 /// Configuration sections that are fixed when the engine is built (the embedder and
 /// the LLM client), so a request cannot change them.
@@ -201,12 +201,13 @@ impl AppState {
                 .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
         }
         let engine = self.engine();
-        let options = EditOptions { source: "POST /v1/passages".into(), ..Default::default() };
+        // The walk is solved after the new generation is served (see serve_edited).
+        let options = EditOptions { source: "POST /v1/passages".into(), walk: WalkUpdate::Defer, ..Default::default() };
         let report = engine
             .edit(&Request::Upsert(corpus.passages), &options, &Silent)
             .map_err(|e| ApiError::bad_request("invalid_request", format!("adding passages: {e}")))?;
         if report.generation.is_some() {
-            self.serve_live().map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
+            self.serve_edited().map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
         }
         let now = self.engine();
         Ok(AddPassagesResponse {
@@ -235,6 +236,17 @@ impl AppState {
     /// still the one it was loaded after, so of two requests that load concurrently the
     /// later generation is served either way.
     fn serve_live(&self) -> Result<bool> {
+        self.serve_live_with(Engine::prepare)
+    }
+
+    /// [`AppState::serve_live`] after this server's own edit, published without its walk:
+    /// served as soon as it is loaded, the walk solved and stored in the background
+    /// ([`Engine::prepare_walk_in_background`]).
+    pub fn serve_edited(&self) -> Result<bool> {
+        self.serve_live_with(Engine::prepare_walk_in_background)
+    }
+
+    fn serve_live_with(&self, prepare: fn(&Engine) -> Result<()>) -> Result<bool> {
         loop {
             let served = self.engine();
             let Some(live) = served.store.generation()? else { return Ok(false) };
@@ -244,7 +256,7 @@ impl AppState {
             let next = Arc::new(served.reload()?);
             // Warmed before it is served (the old generation answers meanwhile), so that
             // no request waits for the new one's walk precomputation or triple index.
-            next.prepare()?;
+            prepare(&next)?;
             let previous = self.engine.compare_and_swap(&served, next);
             if Arc::ptr_eq(&previous, &served) {
                 return Ok(true);

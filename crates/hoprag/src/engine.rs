@@ -230,6 +230,44 @@ impl Engine {
         Ok(())
     }
 
+    /// As [`Engine::prepare`], for a generation an edit just published without its walk
+    /// ([`crate::store::edit::WalkUpdate::Defer`]), so that it is served at once: the
+    /// graph and GEAR's triple index are loaded now; the passage seeds' walk is solved on
+    /// a thread of its own, graph queries meanwhile running the full walk (the same
+    /// rankings, slower), and then stored with the generation (see
+    /// [`crate::store::edit::store_walk`]), so that the next process to open it reads it.
+    pub fn prepare_walk_in_background(&self) -> Result<()> {
+        if self.graph_kind() == GraphKind::None {
+            return Ok(());
+        }
+        let graph = self.graph()?;
+        graph.triple_index(graph.embedder.as_deref().unwrap_or(self.embedder.as_ref()))?;
+        let ppr = &self.config.methods.ppr.ppr;
+        if !ppr.split || graph.graph().walk.as_ref().is_some_and(|w| w.damping() == ppr.damping) {
+            return self.prepare();
+        }
+        graph.walk_in_background.store(true, std::sync::atomic::Ordering::Release);
+        let (index, store, damping) = (self.index.clone(), self.store.clone(), ppr.damping);
+        let solve = move || {
+            let Some(solved) = graph.solve_walk(index.vectors(), damping) else { return };
+            // Stored only at the damping a fresh build solves it at: the generation is
+            // then the one a fresh build of its passages makes.
+            if damping != crate::graph::ppr::PprParams::default().damping {
+                return;
+            }
+            match crate::store::edit::store_walk(store.as_ref(), &index, graph.graph(), &solved) {
+                Ok(true) => log::info!("{}: the edited graph's walk is stored", store.location()),
+                Ok(false) => log::info!("{}: a newer generation was published; walk not stored", store.location()),
+                Err(e) => log::warn!("{}: storing the edited graph's walk: {e}", store.location()),
+            }
+        };
+        std::thread::Builder::new()
+            .name("hoprag-walk".into())
+            .spawn(solve)
+            .map_err(|e| Error::Config(format!("the OS refused a thread for the graph's walk: {e}")))?;
+        Ok(())
+    }
+
     /// The index's graph, or an error saying how to build one.
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         // A graph that is there but cannot be read is damaged, not missing: the error
@@ -276,7 +314,14 @@ impl Engine {
             passages: self.embedder.clone(),
             graph: graph.unwrap_or_else(|| self.embedder.clone()),
         };
-        crate::store::edit::edit(self.store.as_ref(), request, &embedders, options, progress)
+        // The served generation and its loaded graph are the edit's base: nothing is read
+        // from the store again unless another writer published meanwhile.
+        let loaded_graph = match self.graph.get() {
+            Some(Ok(Some(context))) => Some(context.linker.graph.clone()),
+            _ => None,
+        };
+        let base = crate::store::edit::Base { index: self.index.clone(), graph: loaded_graph };
+        crate::store::edit::edit_from(self.store.as_ref(), Some(base), request, &embedders, options, progress)
     }
 
     /// The embedder of the graph's vectors where the graph has one of its own

@@ -137,6 +137,12 @@ impl<K: Eq + Hash, V: Clone + Send + Sync> LazyMap<K, V> {
         self.entry(key).get_or_try_compute(compute).cloned()
     }
 
+    /// The value for `key` if it has been computed; never waits for a computation.
+    pub fn get(&self, key: &K) -> Option<V> {
+        let entry = self.entries.lock().unwrap_or_else(PoisonError::into_inner).get(key).cloned();
+        entry.and_then(|lazy| lazy.get().cloned())
+    }
+
     fn entry(&self, key: K) -> Arc<Lazy<V>> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.entry(key).or_default().clone()

@@ -269,6 +269,10 @@ pub struct GraphContext {
     triples: Lazy<std::sync::Arc<TripleIndex>>,
     /// The walk of the passage seeds (split_ppr), computed when `ppr` first needs it.
     passage_response: LazyMap<PassageResponseKey, PassageResponseState>,
+    /// Set while the passage seeds' walk is solved on a thread of its own (a server's
+    /// freshly edited generation): queries then run the full walk, which ranks the same,
+    /// instead of waiting for it.
+    pub walk_in_background: std::sync::atomic::AtomicBool,
 }
 
 /// What a passage response is for: the passage vectors (by address and size: one engine
@@ -286,6 +290,7 @@ impl GraphContext {
             ppr,
             triples: Default::default(),
             passage_response: Default::default(),
+            walk_in_background: Default::default(),
         }
     }
 
@@ -302,7 +307,7 @@ impl GraphContext {
         passages: &crate::index::Matrix,
         damping: f64,
     ) -> Option<std::sync::Arc<split_ppr::PassageResponse>> {
-        let key = (passages.as_flat().as_ptr() as usize, passages.rows(), damping.to_bits());
+        let key = Self::response_key(passages, damping);
         let e = self.graph().entities.len();
         self.passage_response.get_or_compute(key, || {
             use split_ppr::{Form, PassageResponse};
@@ -314,6 +319,38 @@ impl GraphContext {
                 .or_else(|| PassageResponse::compute(&self.ppr, e, passages, damping))
                 .map(std::sync::Arc::new)
         })
+    }
+
+    /// The passage seeds' walk if it is ready; `None` (never waiting) while it is being
+    /// solved in the background ([`GraphContext::solve_walk`]) or if it does not exist.
+    pub fn passage_response_if_ready(
+        &self,
+        passages: &crate::index::Matrix,
+        damping: f64,
+    ) -> Option<std::sync::Arc<split_ppr::PassageResponse>> {
+        self.passage_response.get(&Self::response_key(passages, damping)).flatten()
+    }
+
+    /// Solves the passage seeds' walk for `passages` (the graph holds no stored one) and
+    /// keeps it, exactly as a query would assemble it from a stored solution; returns the
+    /// solution, for the store. `None` if the graph already has one for this damping, or
+    /// the split does not cover the graph.
+    pub fn solve_walk(&self, passages: &crate::index::Matrix, damping: f64) -> Option<split_ppr::Solved> {
+        if self.graph().walk.as_ref().is_some_and(|w| w.damping() == damping) {
+            return None;
+        }
+        let e = self.graph().entities.len();
+        let solved = split_ppr::Solved::solve(&self.ppr, e, passages, damping)?;
+        let key = Self::response_key(passages, damping);
+        self.passage_response.get_or_compute(key, || {
+            split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &solved, split_ppr::Form::Auto)
+                .map(std::sync::Arc::new)
+        });
+        Some(solved)
+    }
+
+    fn response_key(passages: &crate::index::Matrix, damping: f64) -> PassageResponseKey {
+        (passages.as_flat().as_ptr() as usize, passages.rows(), damping.to_bits())
     }
 
     pub fn graph(&self) -> &EntityGraph {

@@ -214,7 +214,13 @@ impl GraphContext {
     /// The walk of one query over `passages` (the index's passage vectors, for the passage
     /// seeds), looking up (on first use, computing) the split walk's precomputed half.
     pub fn walker<'a>(&'a self, passages: &'a Matrix, params: WalkParams) -> Walker<'a> {
-        let split = params.splits().then(|| self.passage_response(passages, params.ppr.damping)).flatten();
+        let split = params
+            .splits()
+            .then(|| match self.walk_in_background.load(std::sync::atomic::Ordering::Acquire) {
+                true => self.passage_response_if_ready(passages, params.ppr.damping),
+                false => self.passage_response(passages, params.ppr.damping),
+            })
+            .flatten();
         Walker { ctx: self, passages, params, split }
     }
 }

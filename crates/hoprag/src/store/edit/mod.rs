@@ -30,8 +30,10 @@ use super::build::unix_now;
 use super::{Change, Store};
 use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
 use crate::error::{Error, Result};
-use crate::index::{checksum, GraphInfo, Manifest};
-use crate::progress::Progress;
+use crate::graph::split_ppr::Solved;
+use crate::graph::EntityGraph;
+use crate::index::{checksum, GraphInfo, Index, Manifest};
+use crate::progress::{Progress, Silent};
 
 /// How many times an edit is computed again when other writers keep publishing first.
 const ATTEMPTS: usize = 8;
@@ -86,9 +88,31 @@ pub struct EditReport {
     pub retries: usize,
 }
 
+/// A generation already in memory (a server's served one) that an edit may start from
+/// instead of loading it from the store again.
+pub struct Base {
+    pub index: Arc<Index>,
+    /// Its entity graph, where the index has one and it is loaded.
+    pub graph: Option<Arc<EntityGraph>>,
+}
+
 /// Applies `request` to the index in `store`.
 pub fn edit(
     store: &dyn Store,
+    request: &Request,
+    embedders: &Embedders,
+    options: &EditOptions,
+    progress: &dyn Progress,
+) -> Result<EditReport> {
+    edit_from(store, None, request, embedders, options, progress)
+}
+
+/// As [`edit`], starting from `base` when it is still the store's live generation (so a
+/// server's edit reads nothing from the store); otherwise, and on a retry, from the
+/// store's live generation.
+pub fn edit_from(
+    store: &dyn Store,
+    mut base: Option<Base>,
     request: &Request,
     embedders: &Embedders,
     options: &EditOptions,
@@ -100,7 +124,11 @@ pub fn edit(
     for attempt in 0..ATTEMPTS {
         report.retries = attempt;
         let t = Instant::now();
-        let old = store.load()?;
+        let live = store.generation()?;
+        let (old, loaded_graph) = match base.take() {
+            Some(b) if live.as_deref() == Some(b.index.generation()) => (b.index, b.graph),
+            _ => (Arc::new(store.load()?), None),
+        };
         old.check_embedder(embedders.passages.as_ref())?;
         let plan = plan::plan(old.passages(), request)?;
         report.counts = plan.counts.clone();
@@ -109,10 +137,14 @@ pub fn edit(
             report.work.total_secs = started.elapsed().as_secs_f64();
             return Ok(report);
         }
-        let old_graph = store.load_graph(&old)?;
+        let old_graph = match loaded_graph {
+            Some(graph) => Some(graph),
+            None if old.manifest.graph.is_some() => store.load_graph(&old)?.map(Arc::new),
+            None => None,
+        };
         let derived = derive::derive(
             &old,
-            old_graph.as_ref(),
+            old_graph.as_deref(),
             old.manifest.graph.as_ref().map(|g| g.source.as_str()),
             &plan.passages,
             embedders.passages.as_ref(),
@@ -153,6 +185,19 @@ pub fn edit(
         store.location(),
         format!("other writers published {ATTEMPTS} times while this edit was computed; try again"),
     ))
+}
+
+/// Stores `walk`, solved for generation `index`'s graph after an edit that deferred it,
+/// as a new generation of the same passages and graph, if `index` is still the live
+/// generation; says whether it did (a newer generation leaves it unstored: it has a walk
+/// of its own to solve).
+pub fn store_walk(store: &dyn Store, index: &Index, graph: &EntityGraph, walk: &Solved) -> Result<bool> {
+    let writer = store.writer()?;
+    if store.generation()?.as_deref() != Some(index.generation()) {
+        return Ok(false);
+    }
+    writer.commit(Change::Graph { manifest: &index.manifest, graph, walk: Some(walk) }, &Silent)?;
+    Ok(true)
 }
 
 fn manifest_after(
