@@ -51,8 +51,8 @@ struct Report {
     /// what the first question after an edit waits.
     first_query_ms: Vec<(String, f64)>,
     /// Edits after which some method did not return the added or rewritten passage in
-    /// its top 10, or still returned a deleted one.
-    not_visible: usize,
+    /// its top 10, or still returned a deleted one: "edit method".
+    not_visible: Vec<String>,
     peak_rss_mb: f64,
 }
 
@@ -66,6 +66,9 @@ struct Breakdown {
     write: f64,
     /// Loading the new generation (passages, vectors, graph).
     load: f64,
+    /// Of `ready`: the graph loaded, with its query-time structures (PPR adjacency,
+    /// linker).
+    graph_load: f64,
     /// Graph structures, GEAR's triple index; the walk too with `--solve-walk`.
     ready: f64,
 }
@@ -75,6 +78,16 @@ enum Kind {
     Add,
     Update,
     Delete,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Add => "add",
+            Kind::Update => "update",
+            Kind::Delete => "delete",
+        }
+    }
 }
 
 pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
@@ -97,12 +110,15 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
     let mut sum = Breakdown::default();
     for cycle in 0..args.cycles {
         let id = format!("bench-edit-{cycle}");
-        let text = format!("{} Zorblat Quenneville{cycle} founded the Trelkin Foundry{cycle}.", template.text);
+        // A short passage of its own, so that every method (dense too) ranks it first for
+        // the question below once it serves the edit.
+        let title = format!("Trelkin Foundry {cycle}");
+        let text = format!("Zorblat Quenneville{cycle} founded the Trelkin Foundry {cycle} beside {}.", template.title);
         let steps = [
-            (Kind::Add, Request::Upsert(vec![Passage::new(id.clone(), template.title.clone(), text.clone())])),
+            (Kind::Add, Request::Upsert(vec![Passage::new(id.clone(), title.clone(), text.clone())])),
             (
                 Kind::Update,
-                Request::Upsert(vec![Passage::new(id.clone(), template.title.clone(), format!("{text} Rewritten."))]),
+                Request::Upsert(vec![Passage::new(id.clone(), title.clone(), format!("{text} It still casts bells."))]),
             ),
             (Kind::Delete, Request::Delete(vec![id.clone()])),
         ];
@@ -114,6 +130,10 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
             let next = Arc::new(engine.reload()?);
             let load = t.elapsed().as_secs_f64();
             let t = Instant::now();
+            if next.graph_kind() != hoprag::retrieve::GraphKind::None {
+                next.graph()?;
+            }
+            let graph_load = t.elapsed().as_secs_f64();
             if args.solve_walk {
                 next.prepare()?;
             } else {
@@ -123,21 +143,22 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
             let visible = started.elapsed().as_secs_f64() * 1e3;
             engine = next;
             add(&mut sum, &edited.work, load, ready);
+            sum.graph_load += graph_load * 1e3;
             match kind {
                 Kind::Add => report.add_ms.push(visible),
                 Kind::Update => report.update_ms.push(visible),
                 Kind::Delete => report.delete_ms.push(visible),
             }
-            let question = format!("Who founded the Trelkin Foundry{cycle}?");
-            let mut seen = true;
+            let question = format!("Who founded the Trelkin Foundry {cycle}?");
             for (m, name) in methods.iter().enumerate() {
                 let t = Instant::now();
                 let hits = engine.retriever(name)?.retrieve(&Query::new(question.clone()), 10)?.hits;
                 firsts[m].push(t.elapsed().as_secs_f64() * 1e3);
                 let found = hits.iter().any(|h| engine.index.passages()[h.passage as usize].id == id);
-                seen &= found == (kind != Kind::Delete);
+                if found == (kind == Kind::Delete) {
+                    report.not_visible.push(format!("{} {name}", kind.name()));
+                }
             }
-            report.not_visible += usize::from(!seen);
             report.edits += 1;
         }
     }
@@ -150,6 +171,7 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
         lexical: sum.lexical / n,
         write: sum.write / n,
         load: sum.load / n,
+        graph_load: sum.graph_load / n,
         ready: sum.ready / n,
     };
     let mut all: Vec<f64> = report.add_ms.iter().chain(&report.update_ms).chain(&report.delete_ms).copied().collect();
@@ -195,12 +217,18 @@ fn print_text(r: &Report) {
     println!("add {} | update {} | delete {} (ms)", ms(&r.add_ms), ms(&r.update_ms), ms(&r.delete_ms));
     let b = &r.mean;
     println!(
-        "mean ms: plan {:.0}, embed {:.0}, graph {:.0}, walk {:.0}, lexical {:.0}, write {:.0}, load {:.0}, ready {:.0}",
-        b.plan, b.embed, b.graph, b.walk, b.lexical, b.write, b.load, b.ready
+        "mean ms: plan {:.0}, embed {:.0}, graph {:.0}, walk {:.0}, lexical {:.0}, write {:.0}, load {:.0}, \
+         ready {:.0} (graph load {:.0})",
+        b.plan, b.embed, b.graph, b.walk, b.lexical, b.write, b.load, b.ready, b.graph_load
     );
     let firsts: Vec<String> = r.first_query_ms.iter().map(|(m, t)| format!("{m} {t:.0}")).collect();
     println!("first query after an edit (median ms): {}", firsts.join(", "));
-    println!("edits not visible to every method: {}; peak memory {:.0} MB", r.not_visible, r.peak_rss_mb);
+    println!(
+        "not visible to every method after {} edits: {}; peak memory {:.0} MB",
+        r.not_visible.len(),
+        r.not_visible.join(", "),
+        r.peak_rss_mb
+    );
 }
 
 fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> anyhow::Result<()> {
