@@ -278,7 +278,10 @@ fn documents_are_upserted_read_updated_and_deleted_over_http() {
     let (status, code, message) = error(c.get(server.url("/v1/documents/notes%2Fa.md%231")));
     assert_eq!((status, code.as_str()), (404, "not_found"));
     assert!(message.contains("\"notes/a.md#1\""), "{message}");
-    assert_eq!(ids(ok(c.get(server.url("/v1/documents/notes%2Fa.md")))["passages"].as_array().unwrap()), ["notes/a.md#0"]);
+    assert_eq!(
+        ids(ok(c.get(server.url("/v1/documents/notes%2Fa.md")))["passages"].as_array().unwrap()),
+        ["notes/a.md#0"]
+    );
     let whole = ok(c.delete(server.url("/v1/documents/notes%2Fa.md")));
     assert_eq!((whole["documents_deleted"].as_u64(), whole["passages_total"].as_u64()), (Some(1), Some(62)));
     assert_eq!(error(c.get(server.url("/v1/documents/notes%2Fa.md"))).0, 404);
@@ -404,10 +407,18 @@ fn queries_in_flight_finish_during_back_to_back_edits() {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     let edits = [
-        ("PUT", "/v1/documents", json!({"passages": [{"id": "zorblat", "title": "Zorblat Quenneville",
-            "text": "Zorblat Quenneville was a metallurgist who founded the Trelkin Foundry."}]})),
-        ("PUT", "/v1/documents", json!({"passages": [{"id": "zorblat", "title": "Zorblat Quenneville",
-            "text": "Zorblat Quenneville was a bell founder who ran the Trelkin Foundry."}]})),
+        (
+            "PUT",
+            "/v1/documents",
+            json!({"passages": [{"id": "zorblat", "title": "Zorblat Quenneville",
+            "text": "Zorblat Quenneville was a metallurgist who founded the Trelkin Foundry."}]}),
+        ),
+        (
+            "PUT",
+            "/v1/documents",
+            json!({"passages": [{"id": "zorblat", "title": "Zorblat Quenneville",
+            "text": "Zorblat Quenneville was a bell founder who ran the Trelkin Foundry."}]}),
+        ),
         ("POST", "/v1/delete", json!({"ids": ["zorblat", "p02"]})),
     ];
     let mut generations = vec![generation(&c, &server)];
@@ -420,7 +431,12 @@ fn queries_in_flight_finish_during_back_to_back_edits() {
     let mut total = 0;
     for h in clients {
         let (answered, failures) = h.join().unwrap();
-        assert!(failures.is_empty(), "{} of {answered} queries failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+        assert!(
+            failures.is_empty(),
+            "{} of {answered} queries failed: {:?}",
+            failures.len(),
+            &failures[..failures.len().min(5)]
+        );
         total += answered;
     }
     eprintln!("{total} queries answered during {} edits; generations {generations:?}", edits.len());

@@ -29,7 +29,10 @@ type Shared = State<Arc<AppState>>;
 #[utoipa::path(put, path = "/v1/documents", request_body = UpsertRequest,
     responses((status = 200, body = EditResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn upsert(State(state): Shared, ApiJson(request): ApiJson<UpsertRequest>) -> Result<Json<EditResponse>, ApiError> {
+pub async fn upsert(
+    State(state): Shared,
+    ApiJson(request): ApiJson<UpsertRequest>,
+) -> Result<Json<EditResponse>, ApiError> {
     let UpsertRequest { passages, dry_run } = request;
     let (edited, duplicates) = on_writer(&state, move |s| {
         let corpus = corpus(passages)?;
@@ -46,7 +49,10 @@ pub async fn upsert(State(state): Shared, ApiJson(request): ApiJson<UpsertReques
 #[utoipa::path(post, path = "/v1/sync", request_body = SyncRequest,
     responses((status = 200, body = EditResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn sync(State(state): Shared, ApiJson(request): ApiJson<SyncRequest>) -> Result<Json<EditResponse>, ApiError> {
+pub async fn sync(
+    State(state): Shared,
+    ApiJson(request): ApiJson<SyncRequest>,
+) -> Result<Json<EditResponse>, ApiError> {
     let SyncRequest { passages, allow_empty, dry_run } = request;
     let (edited, duplicates) = on_writer(&state, move |s| {
         let corpus = corpus(passages)?;
@@ -90,7 +96,10 @@ pub async fn delete_one(
         None | Some("false") | Some("0") => false,
         Some("true") | Some("1") | Some("") => true,
         Some(other) => {
-            return Err(ApiError::bad_request("invalid_request", format!("dry_run: expected true or false, found {other:?}")))
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("dry_run: expected true or false, found {other:?}"),
+            ))
         }
     };
     let edited =
@@ -146,8 +155,10 @@ pub async fn add_passages(
 ) -> Result<Json<AddPassagesResponse>, ApiError> {
     on_writer(&state, move |s| {
         let corpus = corpus(request.passages)?;
-        let (duplicates, warnings) = (issues(&corpus), corpus.report.warnings.iter().cloned().map(Into::into).collect());
-        let Edited { report, engine } = s.edit(Request::Upsert(corpus.passages), options("POST /v1/passages", false))?;
+        let (duplicates, warnings) =
+            (issues(&corpus), corpus.report.warnings.iter().cloned().map(Into::into).collect());
+        let Edited { report, engine } =
+            s.edit(Request::Upsert(corpus.passages), options("POST /v1/passages", false))?;
         Ok(AddPassagesResponse {
             added: report.counts.passages_added,
             total: engine.index.len(),

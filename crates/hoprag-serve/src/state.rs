@@ -198,7 +198,8 @@ impl AppState {
     pub fn edit(&self, request: Request, options: EditOptions) -> Result<Edited, ApiError> {
         let engine = self.engine();
         if let Request::Delete(ids) = &request {
-            let known: HashSet<&str> = engine.index.passages().iter().flat_map(|p| [p.id.as_str(), p.document()]).collect();
+            let known: HashSet<&str> =
+                engine.index.passages().iter().flat_map(|p| [p.id.as_str(), p.document()]).collect();
             let unknown: Vec<String> =
                 ids.iter().filter(|id| !known.contains(id.as_str())).take(10).map(|id| format!("{id:?}")).collect();
             if !unknown.is_empty() {
