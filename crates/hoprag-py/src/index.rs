@@ -46,6 +46,11 @@ pub struct RetrievedPassage {
     trace: Py<PyAny>,
     /// The method that ran.
     method: String,
+    /// The document the passage belongs to; None when it is a document of its own (its
+    /// id names it).
+    doc: Option<String>,
+    /// The passage's metadata (a dict), or None.
+    meta: Py<PyAny>,
 }
 
 #[pymethods]
@@ -171,9 +176,15 @@ impl PyIndex {
     }
 
     /// Applies an edit without the GIL and serves the generation it published.
-    fn apply(&self, py: Python<'_>, request: &store::edit::Request, source: &str) -> PyResult<store::edit::EditReport> {
+    fn apply(
+        &self,
+        py: Python<'_>,
+        request: &store::edit::Request,
+        source: &str,
+        dry_run: bool,
+    ) -> PyResult<store::edit::EditReport> {
         let engine = self.engine();
-        let options = store::edit::EditOptions { source: source.into(), ..Default::default() };
+        let options = store::edit::EditOptions { dry_run, source: source.into(), ..Default::default() };
         let (report, next) = py
             .detach(|| -> hoprag::Result<_> {
                 let report = engine.edit(request, &options, &Silent)?;
@@ -193,6 +204,33 @@ impl PyIndex {
         let path = PathBuf::from(engine.store.location());
         PyIndex { path, engine: RwLock::new(Arc::new(engine)), ingest: RwLock::new(ingest), graph_report }
     }
+}
+
+/// Passages for an edit: as `load_passages`, but all or nothing, since a skipped entry of
+/// a sync would delete its document: an entry the loader skips raises `InputError`.
+fn edit_passages(py: Python<'_>, passages: &Bound<'_, PyAny>) -> PyResult<LoadedCorpus> {
+    let corpus = load_passages(py, passages)?;
+    if let Some(s) = corpus.report.skipped.first() {
+        let more = corpus.report.skipped.len() - 1;
+        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        return Err(crate::error::InputError::new_err(format!(
+            "{}: {}{more}; nothing was changed",
+            s.location, s.reason
+        )));
+    }
+    Ok(corpus)
+}
+
+/// What `upsert`, `delete` and `sync` return: the counts, flat, with whether a generation
+/// was published.
+fn edit_summary(report: &store::edit::EditReport) -> Value {
+    let mut out = serde_json::to_value(&report.counts).unwrap_or_else(|_| Value::Object(Default::default()));
+    if let Value::Object(map) = &mut out {
+        map.insert("changed".into(), Value::Bool(report.generation.is_some()));
+        map.insert("generation".into(), report.generation.clone().map_or(Value::Null, Value::String));
+        map.insert("dry_run".into(), Value::Bool(report.dry_run));
+    }
+    out
 }
 
 /// A query, or a list of them: which one decides the shape of `retrieve`'s answer.
@@ -223,16 +261,20 @@ fn results(py: Python<'_>, method: &str, passages: Vec<RankedPassage>, trace: &V
     let trace = convert::to_py(py, trace)?.unbind();
     let items: Vec<RetrievedPassage> = passages
         .into_iter()
-        .map(|p| RetrievedPassage {
-            id: p.id,
-            title: p.title,
-            text: p.text,
-            score: p.score,
-            rank: p.rank,
-            trace: trace.clone_ref(py),
-            method: method.to_string(),
+        .map(|p| {
+            Ok(RetrievedPassage {
+                meta: convert::to_py(py, &p.meta)?.unbind(),
+                id: p.id,
+                title: p.title,
+                text: p.text,
+                score: p.score,
+                rank: p.rank,
+                trace: trace.clone_ref(py),
+                method: method.to_string(),
+                doc: p.doc,
+            })
         })
-        .collect();
+        .collect::<PyResult<_>>()?;
     Ok(PyList::new(py, items.into_iter().map(|r| Bound::new(py, r)).collect::<PyResult<Vec<_>>>()?)?.unbind())
 }
 
@@ -314,14 +356,62 @@ impl PyIndex {
 
     /// Upserts passages (as `hoprag add`): a passage with a `doc` replaces that document's
     /// passages, one with the id of an existing passage replaces it; the entity graph
-    /// follows. Returns what changed and what it cost.
-    fn add<'py>(&self, py: Python<'py>, passages: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let corpus = load_passages(py, passages)?;
+    /// follows. Returns the counts of what changed (see `upsert`).
+    #[pyo3(signature = (passages, dry_run = false))]
+    fn add<'py>(&self, py: Python<'py>, passages: &Bound<'py, PyAny>, dry_run: bool) -> PyResult<Bound<'py, PyAny>> {
+        self.upsert(py, passages, dry_run)
+    }
+
+    /// Upserts documents and passages (dicts `{id?, doc?, title?, text, meta?}`, str, or a
+    /// corpus path): a passage with a `doc` replaces all of that document's passages; one
+    /// without, whose id names an existing passage, replaces it in place; any other is a
+    /// new document. All or nothing: an unusable entry raises `InputError` naming it.
+    /// Returns a dict of counts (`documents_added`, `documents_replaced`,
+    /// `documents_deleted`, `documents_unchanged`, `passages_added`, `passages_removed`,
+    /// `passages_total`) with `changed`, `generation` and `dry_run`.
+    #[pyo3(signature = (passages, dry_run = false))]
+    fn upsert<'py>(&self, py: Python<'py>, passages: &Bound<'py, PyAny>, dry_run: bool) -> PyResult<Bound<'py, PyAny>> {
+        let corpus = edit_passages(py, passages)?;
         let request = store::edit::Request::Upsert(corpus.passages.clone());
-        let report = self.apply(py, &request, "python add")?;
-        warn_ingest(py, &corpus.report, report.counts.passages_added)?;
+        let report = self.apply(py, &request, "python upsert", dry_run)?;
+        warn_ingest(py, &corpus.report, corpus.passages.len())?;
         *self.ingest.write().unwrap_or_else(|e| e.into_inner()) = Some(corpus.report);
-        convert::to_py(py, &report)
+        convert::to_py(py, &edit_summary(&report))
+    }
+
+    /// Deletes documents (all their passages) or single passages by id. An unknown id
+    /// raises `ConfigError` naming it, and nothing changes. Returns the counts, as `upsert`.
+    #[pyo3(signature = (ids, dry_run = false))]
+    fn delete<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>, dry_run: bool) -> PyResult<Bound<'py, PyAny>> {
+        let ids = match queries(ids) {
+            Ok(Queries::One(id)) => vec![id],
+            Ok(Queries::Many(ids)) => ids,
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!("ids: expected a list of str, found {}", type_name(ids))))
+            }
+        };
+        let report = self.apply(py, &store::edit::Request::Delete(ids), "python delete", dry_run)?;
+        convert::to_py(py, &edit_summary(&report))
+    }
+
+    /// Makes the index hold exactly `passages` (as `hoprag sync`): new documents added,
+    /// changed ones replaced, missing ones deleted, unchanged ones kept (nothing embedded
+    /// again). An empty `passages` raises `ConfigError` unless `allow_empty=True`.
+    /// Returns the counts, as `upsert`.
+    #[pyo3(signature = (passages, allow_empty = false, dry_run = false))]
+    fn sync<'py>(
+        &self,
+        py: Python<'py>,
+        passages: &Bound<'py, PyAny>,
+        allow_empty: bool,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let corpus = edit_passages(py, passages)?;
+        let request = store::edit::Request::Sync { passages: corpus.passages.clone(), allow_empty };
+        let report = self.apply(py, &request, "python sync", dry_run)?;
+        warn_ingest(py, &corpus.report, corpus.passages.len())?;
+        *self.ingest.write().unwrap_or_else(|e| e.into_inner()) = Some(corpus.report);
+        convert::to_py(py, &edit_summary(&report))
     }
 
     /// Retrieves the top `k` passages for a query (a list of `Result`s), or for each of a

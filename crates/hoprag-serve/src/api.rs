@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use hoprag::corpus::Skipped;
+use hoprag::corpus::{Meta, Skipped};
 use hoprag::engine::Engine;
 use hoprag::retrieve::registry::MethodSpec;
+use hoprag::store::edit::EditCounts;
 
 pub use hoprag::response::{RankedPassage, RetrieveResponse};
 
@@ -38,42 +39,154 @@ pub struct RetrieveRequest {
     pub options: BTreeMap<String, Value>,
 }
 
-/// Passages to add to the live index. A passage without text fails the whole request.
+/// Passages to upsert into the live index (`hoprag add`'s rule). A passage that cannot
+/// be used (no text, an empty id) fails the whole request, naming it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddPassagesRequest {
     pub passages: Vec<NewPassage>,
 }
 
+/// A passage to write, as a row of a JSONL corpus.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPassage {
-    /// Derived from the content when left out; renamed (and reported) if the index
-    /// already uses it for another passage.
+    /// Derived from the title and text when left out (so the same content keeps its id).
+    /// The id of an existing passage replaces that passage (in place, unless `doc` is given).
+    #[schema(min_length = 1)]
     pub id: Option<String>,
+    /// The document the passage belongs to: an upsert replaces all of that document's
+    /// passages with the request's passages of it. Left out: the passage is a document
+    /// of its own.
+    #[schema(min_length = 1)]
+    pub doc: Option<String>,
     #[serde(default)]
     pub title: String,
     /// Not blank.
     #[schema(min_length = 1, pattern = r"\S")]
     pub text: String,
+    /// Any JSON object (source, url, date, ...): stored, never indexed, returned with
+    /// the passage by every retrieval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<Meta>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AddPassagesResponse {
-    /// Passages added to the index.
+    /// Passages new to the index (a changed passage counts as removed and added).
     pub added: usize,
     /// Passages in the index now.
     pub total: usize,
     /// The index generation now served.
     pub generation: String,
-    /// Entries not added because the index (or the request) already has the same passage.
+    /// Entries not added because the request already has the same passage.
     pub duplicates: Vec<Issue>,
-    /// Entries added with a change, e.g. an id renamed to stay unique.
+    /// Entries used with a change.
     pub warnings: Vec<Issue>,
-    /// Present when the index has an entity graph, which does not cover new passages
-    /// until it is rebuilt.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    /// What changed, counted as by `PUT /v1/documents`.
+    pub counts: EditCountsBody,
+}
+
+/// `PUT /v1/documents`: upsert documents and passages.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpsertRequest {
+    pub passages: Vec<NewPassage>,
+    /// Count what would change; write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `POST /v1/delete`: delete documents (all their passages) or single passages by id.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRequest {
+    /// Ids of documents or of passages; an unknown one fails the request (404) and
+    /// nothing is deleted.
+    pub ids: Vec<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `POST /v1/sync`: make the index hold exactly these passages.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncRequest {
+    pub passages: Vec<NewPassage>,
+    /// An empty `passages` deletes every document of the index, and is refused unless
+    /// this is true.
+    #[serde(default)]
+    pub allow_empty: bool,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// How documents changed, the counts `hoprag add|delete|sync --dry-run` prints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EditCountsBody {
+    pub documents_added: usize,
+    pub documents_replaced: usize,
+    pub documents_deleted: usize,
+    pub documents_unchanged: usize,
+    /// Passages new to the index (a changed passage counts as removed and added).
+    pub passages_added: usize,
+    pub passages_removed: usize,
+    /// Passages the index holds after the edit (would hold, for a dry run).
+    pub passages_total: usize,
+}
+
+impl From<EditCounts> for EditCountsBody {
+    fn from(c: EditCounts) -> Self {
+        EditCountsBody {
+            documents_added: c.documents_added,
+            documents_replaced: c.documents_replaced,
+            documents_deleted: c.documents_deleted,
+            documents_unchanged: c.documents_unchanged,
+            passages_added: c.passages_added,
+            passages_removed: c.passages_removed,
+            passages_total: c.passages_total,
+        }
+    }
+}
+
+/// What an edit changed. An edit that changes nothing publishes no generation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EditResponse {
+    /// Whether a new generation was published (false for a dry run or a no-op).
+    pub changed: bool,
+    pub dry_run: bool,
+    /// The index generation served now (the new one when `changed`).
+    pub generation: String,
+    #[serde(flatten)]
+    pub counts: EditCountsBody,
+    /// Entries left out because the request already has the same passage.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<Issue>,
+}
+
+/// A stored passage, as `hoprag export documents` writes it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StoredPassage {
+    pub id: String,
+    /// Left out when the passage is a document of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    pub title: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<Meta>,
+}
+
+/// `GET /v1/documents/{id}`: a document's passages, in the index's order (by id).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DocumentResponse {
+    /// The document's id (the passage's own id when the passage is a document of its own).
+    pub id: String,
+    /// The generation the passages were read from.
+    pub generation: String,
+    pub passages: Vec<StoredPassage>,
 }
 
 /// An entry of a request that was skipped or changed, and why.
@@ -183,6 +296,10 @@ impl ApiError {
 
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {

@@ -1,5 +1,5 @@
 //! The routes: each checks its input, hands the work to [`AppState`] (on the blocking
-//! pool where it is CPU-bound or writes the index) and returns JSON. The `utoipa::path`
+//! pool where it is CPU-bound; the routes that write the index are in `edits`) and returns JSON. The `utoipa::path`
 //! attributes are the source of `/openapi.json`.
 
 use std::sync::Arc;
@@ -11,8 +11,7 @@ use axum::Json;
 use tokio::task::JoinSet;
 
 use super::api::{
-    AddPassagesRequest, AddPassagesResponse, ApiError, ApiJson, Capabilities, ErrorBody, Health, MethodInfo,
-    MethodList, RetrieveRequest, RetrieveResponse,
+    ApiError, ApiJson, Capabilities, ErrorBody, Health, MethodInfo, MethodList, RetrieveRequest, RetrieveResponse,
 };
 use super::state::{generation_name, AppState};
 use hoprag::retrieve::registry::{DEFAULT_METHOD, METHODS};
@@ -70,23 +69,6 @@ pub async fn retrieve_batch(
         Ok(results.into_iter().flatten().collect())
     };
     Ok(Json(within_timeout(&state, work).await?))
-}
-
-/// Add passages to the live index. They are embedded and written as a new index
-/// generation, which is then served; queries already running finish on the previous one.
-#[utoipa::path(post, path = "/v1/passages", request_body = AddPassagesRequest,
-    responses((status = 200, body = AddPassagesResponse), (status = 400, body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn add_passages(
-    State(state): Shared,
-    ApiJson(request): ApiJson<AddPassagesRequest>,
-) -> Result<Json<AddPassagesResponse>, ApiError> {
-    // Not under the request timeout, and in a task of its own: once started, a write
-    // runs to its end even if the client goes away, so the served engine always
-    // matches the index on disk.
-    let state = state.clone();
-    let task = tokio::task::spawn_blocking(move || state.add_passages(request));
-    Ok(Json(task.await.map_err(|e| ApiError::internal(format!("the add task failed: {e}")))??))
 }
 
 /// The retrieval methods, with their parameters as configured on this server.

@@ -4,15 +4,16 @@
 //! [`Server::router`] inside its own axum app next to its own routes, with an engine it
 //! built in code.
 //!
-//! Routes: `POST /v1/retrieve`, `POST /v1/retrieve/batch`, `POST /v1/passages`,
-//! `GET /v1/methods`, `GET /health`, `GET /metrics`, `GET /openapi.json` (generated
+//! Routes: `POST /v1/retrieve`, `POST /v1/retrieve/batch`, `GET /v1/methods`; edits
+//! (`PUT /v1/documents`, `GET` and `DELETE /v1/documents/{id}`, `POST /v1/delete`,
+//! `POST /v1/sync`, `POST /v1/passages`); `GET /health`, `GET /metrics`, `GET /openapi.json` (generated
 //! from the types in [`api`] and the route modules); for looking inside the index,
 //! `GET /v1/index`, `GET /v1/passages`, `GET /v1/graph/entity`, `POST /v1/graph/walk`,
 //! and with a data set (`Server::with_dataset`) `GET /v1/dataset`,
 //! `GET /v1/dataset/question`, `POST /v1/eval`; and a web page at `/` that draws them
 //! (`docs/web.md`). Retrieval is CPU-bound and synchronous, so it runs on
 //! tokio's blocking pool, at most [`ServeSettings::workers`] at a time; the async
-//! threads only parse, check and wait. Adding passages writes a new index generation
+//! threads only parse, check and wait. An edit writes a new index generation
 //! and then swaps the served engine whole, so a query sees the old index or the new
 //! one, never a mix.
 //!
@@ -28,6 +29,7 @@
 
 pub mod api;
 mod dataset;
+mod edits;
 mod handlers;
 mod inspect;
 mod metrics;
@@ -44,7 +46,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use hoprag::engine::Engine;
 use hoprag::error::Result;
@@ -116,7 +118,11 @@ impl Server {
         let guarded = Router::new()
             .route("/v1/retrieve", post(handlers::retrieve))
             .route("/v1/retrieve/batch", post(handlers::retrieve_batch))
-            .route("/v1/passages", post(handlers::add_passages))
+            .route("/v1/passages", post(edits::add_passages))
+            .route("/v1/documents", put(edits::upsert))
+            .route("/v1/documents/{*id}", get(edits::get_document).delete(edits::delete_one))
+            .route("/v1/delete", post(edits::delete_many))
+            .route("/v1/sync", post(edits::sync))
             .route("/v1/methods", get(handlers::methods))
             .route("/metrics", get(handlers::metrics))
             .route("/openapi.json", get(handlers::openapi))
@@ -191,7 +197,12 @@ pub async fn shutdown_signal() {
     paths(
         handlers::retrieve,
         handlers::retrieve_batch,
-        handlers::add_passages,
+        edits::add_passages,
+        edits::upsert,
+        edits::get_document,
+        edits::delete_one,
+        edits::delete_many,
+        edits::sync,
         handlers::methods,
         handlers::health,
         handlers::metrics,

@@ -2,23 +2,23 @@
 //! added), the limits, the worker slots and the metrics; and the operations behind
 //! the routes, free of HTTP.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use super::api::{AddPassagesRequest, AddPassagesResponse, ApiError, RetrieveRequest, RetrieveResponse};
+use super::api::{ApiError, RetrieveRequest, RetrieveResponse};
 use super::metrics::{Gauges, Metrics};
 use super::settings::ServeSettings;
-use hoprag::corpus::{Dedup, LoadedCorpus, Passage};
 use hoprag::engine::Engine;
 use hoprag::error::{Error, Result};
 use hoprag::llm::{CountingLlm, LlmStats};
 use hoprag::progress::Silent;
 use hoprag::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
 use hoprag::retrieve::Query;
-use hoprag::store::edit::{EditOptions, Request, WalkUpdate};
+use hoprag::store::edit::{EditOptions, EditReport, Request, WalkUpdate};
 
 /// Configuration sections that are fixed when the engine is built (the embedder and
 /// the LLM client), so a request cannot change them.
@@ -37,6 +37,12 @@ pub struct AppState {
     token_digest: Option<[u8; 32]>,
     /// `/openapi.json`, rendered once.
     pub openapi: String,
+}
+
+/// What an edit did, and the engine served after it.
+pub struct Edited {
+    pub report: EditReport,
+    pub engine: Arc<Engine>,
 }
 
 /// A request that passed the checks, with the engine configured for it.
@@ -183,41 +189,39 @@ impl AppState {
         .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
     }
 
-    /// Upserts passages into the index on disk (a new generation, published atomically,
-    /// with the graph brought up to date) and then serves it. The store orders concurrent
-    /// writers; readers keep the engine they have. Blocking: call it on the blocking pool.
-    pub fn add_passages(&self, request: AddPassagesRequest) -> Result<AddPassagesResponse, ApiError> {
-        // All or nothing: a passage without text fails the request before anything is written.
-        if let Some(i) = request.passages.iter().position(|p| p.text.trim().is_empty()) {
-            return Err(ApiError::bad_request("invalid_request", format!("passages[{i}]: the text is empty")));
-        }
-        let mut corpus = LoadedCorpus::default();
-        let mut seen = Dedup::default();
-        corpus.report.entries = request.passages.len();
-        for (i, p) in request.passages.into_iter().enumerate() {
-            let id = p.id.filter(|id| !id.trim().is_empty()).unwrap_or_else(|| Passage::content_id(&p.title, &p.text));
-            corpus
-                .push(&mut seen, Passage::new(id, p.title, p.text), format!("passages[{i}]"))
-                .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-        }
+    /// Applies an edit (upsert, delete or sync) to the index on disk, as one new
+    /// generation published atomically with every method's structures brought up to
+    /// date, and then serves it; a dry run or an edit that changes nothing publishes
+    /// nothing. Every edit route comes here. The store orders concurrent writers (no
+    /// lock is held here); readers keep the engine they have. An unknown id to delete is
+    /// a 404 naming it, and nothing changes. Blocking: call it on the blocking pool.
+    pub fn edit(&self, request: Request, options: EditOptions) -> Result<Edited, ApiError> {
         let engine = self.engine();
-        // The walk is solved after the new generation is served (see serve_edited).
-        let options = EditOptions { source: "POST /v1/passages".into(), walk: WalkUpdate::Defer, ..Default::default() };
-        let report = engine
-            .edit(&Request::Upsert(corpus.passages), &options, &Silent)
-            .map_err(|e| ApiError::bad_request("invalid_request", format!("adding passages: {e}")))?;
-        if report.generation.is_some() {
-            self.serve_edited().map_err(|e| ApiError::internal(format!("reopening the index: {e}")))?;
+        if let Request::Delete(ids) = &request {
+            let known: HashSet<&str> =
+                engine.index.passages().iter().flat_map(|p| [p.id.as_str(), p.document()]).collect();
+            let unknown: Vec<String> =
+                ids.iter().filter(|id| !known.contains(id.as_str())).take(10).map(|id| format!("{id:?}")).collect();
+            if !unknown.is_empty() {
+                return Err(ApiError::not_found(format!(
+                    "no document or passage has the id {}; nothing was deleted",
+                    unknown.join(", ")
+                )));
+            }
         }
-        let now = self.engine();
-        Ok(AddPassagesResponse {
-            added: report.counts.passages_added,
-            total: now.index.len(),
-            generation: generation_name(&now),
-            duplicates: corpus.report.duplicates.into_iter().map(Into::into).collect(),
-            warnings: corpus.report.warnings.into_iter().map(Into::into).collect(),
-            note: None,
-        })
+        // The walk is solved after the new generation is served (see serve_edited).
+        let options = EditOptions { walk: WalkUpdate::Defer, ..options };
+        let report = engine.edit(&request, &options, &Silent).map_err(|e| match e {
+            // The request's own fault: a refused sync, an id used twice, an id clash.
+            Error::Config(message) => ApiError::bad_request("invalid_request", message),
+            e @ Error::Input { .. } => ApiError::bad_request("invalid_request", e.to_string()),
+            e => ApiError::internal(format!("the edit failed: {e}")),
+        })?;
+        drop(engine);
+        if report.generation.is_some() {
+            self.serve_edited().map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
+        }
+        Ok(Edited { report, engine: self.engine() })
     }
 
     /// Serves the store's live generation if another process (or another server on the

@@ -31,6 +31,15 @@ pub struct RankedPassage {
     pub title: String,
     pub text: String,
     pub score: f32,
+    /// The document the passage belongs to; left out when the passage is a document of
+    /// its own (its id names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// The passage's metadata as it was written (source, url, date, ...); left out when
+    /// it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub meta: Option<crate::corpus::Meta>,
 }
 
 impl RetrieveResponse {
@@ -47,6 +56,8 @@ impl RetrieveResponse {
                     title: p.title.clone(),
                     text: p.text.clone(),
                     score: h.score,
+                    doc: p.doc.clone(),
+                    meta: p.meta.clone(),
                 }
             })
             .collect();

@@ -28,6 +28,8 @@ class Result:
     rank: int
     method: str
     trace: Dict[str, Any]
+    doc: Optional[str]  # the passage's document; None when the passage is a document of its own
+    meta: Optional[Dict[str, Any]]
 
 class Index:
     @staticmethod
@@ -47,7 +49,13 @@ class Index:
         embedder: Optional[str] = None,
         settings: Optional[Dict[str, Any]] = None,
     ) -> "Index": ...
-    def add(self, passages: Passages) -> Dict[str, Any]: ...
+    # Edits return the counts: documents_added, documents_replaced, documents_deleted,
+    # documents_unchanged, passages_added, passages_removed, passages_total, and
+    # changed, generation, dry_run.
+    def add(self, passages: Passages, dry_run: bool = False) -> Dict[str, Any]: ...  # = upsert
+    def upsert(self, passages: Passages, dry_run: bool = False) -> Dict[str, Any]: ...
+    def delete(self, ids: Union[str, Sequence[str]], dry_run: bool = False) -> Dict[str, Any]: ...
+    def sync(self, passages: Passages, allow_empty: bool = False, dry_run: bool = False) -> Dict[str, Any]: ...
     @overload
     def retrieve(self, query: str, method: str = "auto", k: int = 5, **params: Any) -> List[Result]: ...
     @overload

@@ -22,7 +22,7 @@ def test_build_from_dicts_and_retrieve(small_index):
 
 def test_build_from_strings_and_add(tmp_path):
     need_model("minilm")
-    with pytest.warns(UserWarning, match=r"1 exact duplicates dropped.*passages\[2\]: exact duplicate"):
+    with pytest.warns(UserWarning, match=r"1 exact duplicates dropped.*passages\[2\]: the same passage as passages\[0\]"):
         index = hoprag.Index.build(["Cats purr when content.", "Dogs bark at strangers.", "Cats purr when content."],
                                    tmp_path / "i", graph=False)
     # The exact duplicate is dropped and reported, not silently.
