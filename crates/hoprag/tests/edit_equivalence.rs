@@ -162,7 +162,7 @@ fn universe(data: &Path, embedder: &dyn Embedder) -> Universe {
     let (mut i, mut n) = (0, 0);
     while i < start_len {
         let size = [1, 3, 2][n % 3].min(start_len - i);
-        let meta = (n % 4 == 0).then(|| meta(json!({"source": "musique-train", "document": n})));
+        let meta = n.is_multiple_of(4).then(|| meta(json!({"source": "musique-train", "document": n})));
         for j in 0..size {
             let (title, text) = pool[i + j].clone();
             let mut p = if size == 1 {
@@ -308,7 +308,9 @@ fn new_documents(model: &mut Model, pool: &[(String, String)], sizes: &[usize], 
                 (1, _) => Passage::new(format!("new-{n}"), title, text),
                 _ => Passage {
                     doc: Some(format!("notes/n{n}.md")),
-                    meta: (n % 3 == 0).then(|| meta(json!({"url": format!("https://example.org/n{n}"), "n": n}))),
+                    meta: n
+                        .is_multiple_of(3)
+                        .then(|| meta(json!({"url": format!("https://example.org/n{n}"), "n": n}))),
                     ..Passage::new(format!("notes/n{n}.md#{j}"), title, text)
                 },
             };
