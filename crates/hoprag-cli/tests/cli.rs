@@ -152,7 +152,7 @@ fn index_query_eval_on_the_demo() {
     let o = hoprag(&["add", "--index", idx.to_str().unwrap(), "--corpus", extra.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let added: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(added["stats"]["passages_total"], 61);
+    assert_eq!(added["report"]["counts"]["passages_total"], 61, "{added}");
 }
 
 /// `ppr` with `ppr.link.ner=llm` on the local model: with the `local-llm` feature it

@@ -378,7 +378,10 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         let Some(manifest) = manifest else {
             anyhow::bail!("no index in {} to add a graph to: build one with --no-graph first", store.location())
         };
-        if manifest.corpus_checksum != hoprag::index::checksum(&generated.corpus.passages) {
+        // An index keeps its passages in canonical order (by id): compare in that order.
+        let mut canonical = generated.corpus.passages.clone();
+        hoprag::corpus::canonical_order(&mut canonical);
+        if manifest.corpus_checksum != hoprag::index::checksum(&canonical) {
             anyhow::bail!(
                 "the index in {} holds other passages than --passages {passages} --seed {} generate: build it with \
                  those and --no-graph first",
