@@ -85,7 +85,7 @@ pub struct AddPassagesResponse {
     /// Entries used with a change.
     pub warnings: Vec<Issue>,
     /// What changed, counted as by `PUT /v1/documents`.
-    pub counts: EditCountsBody,
+    pub counts: EditCounts,
 }
 
 /// `PUT /v1/documents`: upsert documents and passages.
@@ -122,34 +122,6 @@ pub struct SyncRequest {
     pub dry_run: bool,
 }
 
-/// How documents changed, the counts `hoprag add|delete|sync --dry-run` prints.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct EditCountsBody {
-    pub documents_added: usize,
-    pub documents_replaced: usize,
-    pub documents_deleted: usize,
-    pub documents_unchanged: usize,
-    /// Passages new to the index (a changed passage counts as removed and added).
-    pub passages_added: usize,
-    pub passages_removed: usize,
-    /// Passages the index holds after the edit (would hold, for a dry run).
-    pub passages_total: usize,
-}
-
-impl From<EditCounts> for EditCountsBody {
-    fn from(c: EditCounts) -> Self {
-        EditCountsBody {
-            documents_added: c.documents_added,
-            documents_replaced: c.documents_replaced,
-            documents_deleted: c.documents_deleted,
-            documents_unchanged: c.documents_unchanged,
-            passages_added: c.passages_added,
-            passages_removed: c.passages_removed,
-            passages_total: c.passages_total,
-        }
-    }
-}
-
 /// What an edit changed. An edit that changes nothing publishes no generation.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EditResponse {
@@ -159,7 +131,7 @@ pub struct EditResponse {
     /// The index generation served now (the new one when `changed`).
     pub generation: String,
     #[serde(flatten)]
-    pub counts: EditCountsBody,
+    pub counts: EditCounts,
     /// Entries left out because the request already has the same passage.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicates: Vec<Issue>,

@@ -165,7 +165,7 @@ pub async fn add_passages(
             generation: generation_name(&engine),
             duplicates,
             warnings,
-            counts: report.counts.into(),
+            counts: report.counts,
         })
     })
     .await
@@ -216,7 +216,7 @@ fn response(edited: Edited, duplicates: Vec<Issue>) -> EditResponse {
         changed: report.generation.is_some(),
         dry_run: report.dry_run,
         generation: generation_name(&engine),
-        counts: report.counts.into(),
+        counts: report.counts,
         duplicates,
     }
 }

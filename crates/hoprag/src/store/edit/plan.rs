@@ -29,6 +29,7 @@ pub enum Request {
 
 /// How the documents changed, counted the way `--dry-run` prints them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EditCounts {
     pub documents_added: usize,
     pub documents_replaced: usize,
@@ -37,6 +38,7 @@ pub struct EditCounts {
     /// Passages new to the index (a changed passage counts as removed and added).
     pub passages_added: usize,
     pub passages_removed: usize,
+    /// Passages the index holds after the edit (would hold, for a dry run).
     pub passages_total: usize,
 }
 
