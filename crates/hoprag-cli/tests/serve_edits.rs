@@ -4,118 +4,18 @@
 //! unknown ids and an empty sync refused with nothing changed; the token on every edit
 //! route; and queries in flight during back-to-back edits all answered.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod server;
+
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::{json, Value};
 
-const TOKEN: &str = "edit-token";
+use server::{client, demo, demo_index, Server, TOKEN};
+
 const QUESTION: &str = "Who founded the foundry that cast the statue of the Marquis of Ostrev?";
-
-fn hoprag_command() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hoprag"));
-    command
-        .env("HOPRAG_LLM_LOCAL", "/nonexistent/hoprag-test-model.gguf")
-        .env_remove("HOPRAG_LLM_MODEL")
-        .env_remove("HOPRAG_LLM_BASE_URL");
-    command
-}
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/corpus.jsonl")
-}
-
-/// A fresh copy in `dir` of an index of the demo corpus built once per test run.
-fn demo_index(dir: &Path) -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let idx = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-edits-demo-index");
-        let _ = std::fs::remove_dir_all(&idx);
-        let o = hoprag_command()
-            .args(["index", "-q", "--corpus", demo().to_str().unwrap(), "--out", idx.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        idx
-    });
-    let copy = dir.join("idx");
-    copy_tree(built, &copy);
-    copy
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// A running `hoprag serve` with the token set; killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    fn start(index: &Path) -> Server {
-        let mut child = hoprag_command()
-            .args(["serve", "--index", index.to_str().unwrap(), "--addr", "127.0.0.1:0"])
-            .env("HOPRAG_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start hoprag serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (sink, mut stderr) = (log.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| {
-            let _ = child.wait();
-            panic!("unexpected first line {line:?}; stderr: {}", log.lock().unwrap())
-        });
-        Server { child, base: addr.to_string(), log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("server log:\n{}", self.log.lock().unwrap());
-        }
-    }
-}
-
-fn client() -> Client {
-    Client::builder().timeout(Duration::from_secs(300)).build().unwrap()
-}
 
 fn send(r: RequestBuilder) -> (u16, Value) {
     let r: Response = r.bearer_auth(TOKEN).send().unwrap();
@@ -150,14 +50,18 @@ fn generation(c: &Client, s: &Server) -> String {
 }
 
 fn demo_rows() -> Vec<Value> {
-    std::fs::read_to_string(demo()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(demo().join("corpus.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
 fn documents_are_upserted_read_updated_and_deleted_over_http() {
     let dir = tempfile::tempdir().unwrap();
     let idx = demo_index(dir.path());
-    let server = Server::start(&idx);
+    let server = Server::start(&idx, &[]);
     let c = client();
     let start = generation(&c, &server);
 
@@ -370,7 +274,7 @@ fn documents_are_upserted_read_updated_and_deleted_over_http() {
 fn queries_in_flight_finish_during_back_to_back_edits() {
     let dir = tempfile::tempdir().unwrap();
     let idx = demo_index(dir.path());
-    let server = Arc::new(Server::start(&idx));
+    let server = Arc::new(Server::start(&idx, &[]));
     let c = client();
     let stop = Arc::new(AtomicBool::new(false));
     let questions = [
