@@ -14,6 +14,7 @@ use std::time::Instant;
 use clap::Args;
 use hoprag::corpus::Passage;
 use hoprag::engine::Engine;
+use hoprag::graph::TripleIndexBuild;
 use hoprag::progress::Silent;
 use hoprag::retrieve::Query;
 use hoprag::store::edit::{EditOptions, EditWork, Request, WalkUpdate};
@@ -71,6 +72,8 @@ struct Breakdown {
     graph_load: f64,
     /// Graph structures, GEAR's triple index; the walk too with `--solve-walk`.
     ready: f64,
+    /// Of `ready`: GEAR's triple index, by part.
+    triple_index: TripleIndexBuild,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -127,7 +130,7 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
             let options = EditOptions { walk, source: "bench edits".into(), ..Default::default() };
             let edited = engine.edit(&request, &options, &Silent)?;
             let t = Instant::now();
-            let next = Arc::new(engine.reload()?);
+            let next = Arc::new(engine.reload_after(&edited)?);
             let load = t.elapsed().as_secs_f64();
             let t = Instant::now();
             if next.graph_kind() != hoprag::retrieve::GraphKind::None {
@@ -140,6 +143,12 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
                 next.prepare_walk_in_background()?;
             }
             let ready = t.elapsed().as_secs_f64();
+            if let Ok(graph) = next.graph() {
+                let built = graph.triple_index(next.embedder.as_ref())?.build;
+                sum.triple_index.token_counts_ms += built.token_counts_ms;
+                sum.triple_index.adjacency_ms += built.adjacency_ms;
+                sum.triple_index.bm25_ms += built.bm25_ms;
+            }
             let visible = started.elapsed().as_secs_f64() * 1e3;
             engine = next;
             add(&mut sum, &edited.work, load, ready);
@@ -173,6 +182,11 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
         load: sum.load / n,
         graph_load: sum.graph_load / n,
         ready: sum.ready / n,
+        triple_index: TripleIndexBuild {
+            token_counts_ms: sum.triple_index.token_counts_ms / n,
+            adjacency_ms: sum.triple_index.adjacency_ms / n,
+            bm25_ms: sum.triple_index.bm25_ms / n,
+        },
     };
     let mut all: Vec<f64> = report.add_ms.iter().chain(&report.update_ms).chain(&report.delete_ms).copied().collect();
     report.visible_ms =
@@ -218,8 +232,19 @@ fn print_text(r: &Report) {
     let b = &r.mean;
     println!(
         "mean ms: plan {:.0}, embed {:.0}, graph {:.0}, walk {:.0}, lexical {:.0}, write {:.0}, load {:.0}, \
-         ready {:.0} (graph load {:.0})",
-        b.plan, b.embed, b.graph, b.walk, b.lexical, b.write, b.load, b.ready, b.graph_load
+         ready {:.0} (graph load {:.0}; triple index: token counts {:.0}, adjacency {:.0}, BM25 {:.0})",
+        b.plan,
+        b.embed,
+        b.graph,
+        b.walk,
+        b.lexical,
+        b.write,
+        b.load,
+        b.ready,
+        b.graph_load,
+        b.triple_index.token_counts_ms,
+        b.triple_index.adjacency_ms,
+        b.triple_index.bm25_ms
     );
     let firsts: Vec<String> = r.first_query_ms.iter().map(|(m, t)| format!("{m} {t:.0}")).collect();
     println!("first query after an edit (median ms): {}", firsts.join(", "));

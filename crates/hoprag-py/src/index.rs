@@ -188,7 +188,7 @@ impl PyIndex {
         let (report, next) = py
             .detach(|| -> hoprag::Result<_> {
                 let report = engine.edit(request, &options, &Silent)?;
-                let next = if report.generation.is_some() { Some(engine.reload()?) } else { None };
+                let next = if report.generation.is_some() { Some(engine.reload_after(&report)?) } else { None };
                 Ok((report, next))
             })
             .map_err(to_py)?;

@@ -219,7 +219,7 @@ impl AppState {
         })?;
         drop(engine);
         if report.generation.is_some() {
-            self.serve_edited().map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
+            self.serve_edited(&report).map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
         }
         Ok(Edited { report, engine: self.engine() })
     }
@@ -240,24 +240,27 @@ impl AppState {
     /// still the one it was loaded after, so of two requests that load concurrently the
     /// later generation is served either way.
     fn serve_live(&self) -> Result<bool> {
-        self.serve_live_with(Engine::prepare)
+        self.serve_live_with(None, Engine::prepare)
     }
 
     /// [`AppState::serve_live`] after this server's own edit, published without its walk:
-    /// served as soon as it is loaded, the walk solved and stored in the background
-    /// ([`Engine::prepare_walk_in_background`]).
-    pub fn serve_edited(&self) -> Result<bool> {
-        self.serve_live_with(Engine::prepare_walk_in_background)
+    /// served with the edit's graph as it is in memory ([`Engine::reload_after`]), the
+    /// walk solved and stored in the background ([`Engine::prepare_walk_in_background`]).
+    pub fn serve_edited(&self, edit: &EditReport) -> Result<bool> {
+        self.serve_live_with(Some(edit), Engine::prepare_walk_in_background)
     }
 
-    fn serve_live_with(&self, prepare: fn(&Engine) -> Result<()>) -> Result<bool> {
+    fn serve_live_with(&self, edit: Option<&EditReport>, prepare: fn(&Engine) -> Result<()>) -> Result<bool> {
         loop {
             let served = self.engine();
             let Some(live) = served.store.generation()? else { return Ok(false) };
             if live == served.index.generation() {
                 return Ok(false);
             }
-            let next = Arc::new(served.reload()?);
+            let next = Arc::new(match edit {
+                Some(edit) => served.reload_after(edit)?,
+                None => served.reload()?,
+            });
             // Warmed before it is served (the old generation answers meanwhile), so that
             // no request waits for the new one's walk precomputation or triple index.
             prepare(&next)?;

@@ -160,6 +160,31 @@ impl Engine {
         })
     }
 
+    /// [`Engine::reload`] after this engine's own edit: where the live generation is the
+    /// one the edit published, its graph is the edit's, in memory, not read back from the
+    /// store, and the query structures over it are built from this engine's where they
+    /// depend on a text alone ([`GraphContext::after`]).
+    pub fn reload_after(&self, edit: &crate::store::edit::EditReport) -> Result<Engine> {
+        let next = self.reload()?;
+        let Some(published) = &edit.published else { return Ok(next) };
+        let (Some(graph), true) = (&published.graph, published.generation == next.index.generation()) else {
+            return Ok(next);
+        };
+        let previous = match self.graph.get() {
+            Some(Ok(Some(context))) => Some(context.clone()),
+            _ => None,
+        };
+        let embedder = next.graph_embedder()?;
+        let mut context = GraphContext::after(
+            graph.clone(),
+            previous.as_deref(),
+            embedder.as_deref().unwrap_or(next.embedder.as_ref()),
+        )?;
+        context.linker.set_llm(next.llm.clone());
+        context.embedder = embedder;
+        Ok(Engine { graph: Lazy::with_value(Ok(Some(Arc::new(context)))), ..next })
+    }
+
     /// The vector index methods search: the index's own, or an exact scan when the
     /// configuration asks for one.
     pub fn vectors(&self) -> Arc<dyn VectorIndex> {

@@ -15,8 +15,9 @@
 //! - syncs to the documents with one dropped, one added and one passage rewritten.
 //!
 //! Edits go through [`hoprag::store::edit::edit`] or through [`Engine::edit`] from the
-//! engine that served the previous step (its loaded graph is then the edit's base). After
-//! each step:
+//! engine that served the previous step (its loaded graph is then the edit's base, and the
+//! next engine serves the published graph from memory, [`Engine::reload_after`], as a
+//! server does). After each step:
 //! 1. the edited index holds exactly the documents the test's own model of the rules says
 //!    (ids, titles, texts, `doc`, `meta`);
 //! 2. a fresh index of those documents (listed in a shuffled order) is built by the
@@ -664,7 +665,10 @@ fn run_case(ctx: &Context, steps: &[Step]) -> Result<(), String> {
         if report.generation.is_none() {
             return Err(format!("{}\nthe edit published nothing: {:?}", context(), report.counts));
         }
-        engine = engine.reload().map_err(|e| e.to_string())?;
+        // An engine's own edit is served from memory (its graph as published, its triple
+        // index reusing the last one's token counts); the store's path reads it back.
+        engine =
+            if step.via_engine { engine.reload_after(&report) } else { engine.reload() }.map_err(|e| e.to_string())?;
 
         // 1. The documents the rules say.
         let held: Vec<&Passage> = engine.index.passages().iter().collect();

@@ -137,6 +137,12 @@ pub struct Linker {
 
 impl Linker {
     pub fn new(graph: Arc<EntityGraph>) -> Self {
+        Self::after(graph, None)
+    }
+
+    /// [`Linker::new`] for `graph`, an edit's result of `previous`'s graph: the int8 codes
+    /// of every fact vector `previous` holds are copied ([`Screen::after`]).
+    pub fn after(graph: Arc<EntityGraph>, previous: Option<&Linker>) -> Self {
         // The graph's matrices are shared, not copied: they can be large.
         let entities = ExactIndex::new(graph.entity_vectors.clone());
         let mut first: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
@@ -144,7 +150,10 @@ impl Linker {
             .map(|f| *first.entry(graph.triples[graph.fact_triple(f) as usize].text().to_lowercase()).or_insert(f))
             .collect();
         let passages_per_entity = graph.entity_passages().iter().map(|p| p.len().max(1)).collect();
-        let facts = Screen::new(&graph.fact_vectors);
+        let facts = match previous {
+            Some(p) => Screen::after(&graph.fact_vectors, &p.facts, &p.graph.fact_vectors),
+            None => Screen::new(&graph.fact_vectors),
+        };
         Linker { graph, entities, distinct, facts, passages_per_entity, llm: None }
     }
 

@@ -283,15 +283,36 @@ type PassageResponseState = Option<std::sync::Arc<split_ppr::PassageResponse>>;
 
 impl GraphContext {
     pub fn new(graph: std::sync::Arc<EntityGraph>) -> Self {
+        Self::with_linker(graph, None)
+    }
+
+    fn with_linker(graph: std::sync::Arc<EntityGraph>, previous: Option<&linking::Linker>) -> Self {
         let ppr = ppr::PprGraph::from_entity_graph(&graph);
         GraphContext {
-            linker: linking::Linker::new(graph),
+            linker: linking::Linker::after(graph, previous),
             embedder: None,
             ppr,
             triples: Default::default(),
             passage_response: Default::default(),
             walk_in_background: Default::default(),
         }
+    }
+
+    /// A context for `graph`, an edit's result of `previous`'s graph, with GEAR's triple
+    /// index built now if `previous` had built one, reusing what depends on a row's
+    /// values or a triple's text alone (int8 codes, token counts): the same context
+    /// [`GraphContext::new`] gives, ready.
+    pub fn after(
+        graph: std::sync::Arc<EntityGraph>,
+        previous: Option<&GraphContext>,
+        embedder: &dyn crate::embed::Embedder,
+    ) -> crate::Result<Self> {
+        let mut context = GraphContext::with_linker(graph, previous.map(|p| &p.linker));
+        if let Some(old) = previous.and_then(|p| p.triples.get()) {
+            let index = TripleIndex::build_after(context.graph(), embedder, Some(old))?;
+            context.triples = Lazy::with_value(std::sync::Arc::new(index));
+        }
+        Ok(context)
     }
 
     /// The passage seeds' walk for `passages`, assembled on first use from the solution

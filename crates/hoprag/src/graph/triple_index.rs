@@ -195,6 +195,16 @@ fn rows(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<usize
     (offsets, items)
 }
 
+/// The embedder's token count of each text, those `previous` holds taken from it (its
+/// weights are those counts), the others counted now; `None` if the embedder cannot count.
+fn token_counts_after(texts: &[String], embedder: &dyn Embedder, previous: &TripleIndex) -> Option<Vec<usize>> {
+    let known: std::collections::HashMap<&str, usize> =
+        previous.texts.iter().zip(&previous.graph.weights).map(|(t, &w)| (t.as_str(), w as usize)).collect();
+    let missing: Vec<String> = texts.iter().filter(|t| !known.contains_key(t.as_str())).cloned().collect();
+    let mut counted = embedder.token_counts(&missing)?.into_iter();
+    texts.iter().map(|t| known.get(t.as_str()).copied().or_else(|| counted.next())).collect()
+}
+
 /// The triple index of an entity graph: the [`TripleGraph`] plus BM25 and dense search
 /// over the triple texts.
 pub struct TripleIndex {
@@ -205,6 +215,8 @@ pub struct TripleIndex {
     fact_offsets: Vec<usize>,
     fact_triples: Vec<u32>,
     lexical: TantivyBm25,
+    /// Whether the weights are the embedder's token counts (not the word-count fallback).
+    counted: bool,
     /// Where the build time went, for benches.
     pub build: TripleIndexBuild,
 }
@@ -225,13 +237,28 @@ impl TripleIndexBuild {
 
 impl TripleIndex {
     pub fn build(graph: &EntityGraph, embedder: &dyn Embedder) -> Result<TripleIndex> {
+        Self::build_after(graph, embedder, None)
+    }
+
+    /// [`TripleIndex::build`], taking the token count of every text `previous` (the
+    /// index of the graph before an edit) holds from it instead of tokenizing it again:
+    /// a count is a function of the text, so the index is the same.
+    pub fn build_after(
+        graph: &EntityGraph,
+        embedder: &dyn Embedder,
+        previous: Option<&TripleIndex>,
+    ) -> Result<TripleIndex> {
         let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
         let mut build = TripleIndexBuild::default();
         let texts: Vec<String> = graph.triples.iter().map(|t| t.text()).collect();
         let t = Instant::now();
-        let counts = embedder.token_counts(&texts);
+        let counts = match previous.filter(|p| p.counted) {
+            Some(p) => token_counts_after(&texts, embedder, p),
+            None => embedder.token_counts(&texts),
+        };
         build.token_counts_ms = ms(t);
         let t = Instant::now();
+        let counted = counts.as_ref().is_some_and(|c| c.len() == texts.len());
         let triples = TripleGraph::from_entity_graph(graph, counts)?;
         build.adjacency_ms = ms(t);
         let t = Instant::now();
@@ -246,6 +273,7 @@ impl TripleIndex {
             graph: triples,
             texts,
             lexical,
+            counted,
             build,
         })
     }

@@ -279,17 +279,25 @@ struct Coarse {
 }
 
 impl Coarse {
-    fn new(m: &Matrix) -> Coarse {
+    /// The first stage of `m`, rows of `previous` (`from`: see [`Screen::after`]) copied.
+    fn new(m: &Matrix, previous: Option<(&Coarse, &[Option<u32>])>) -> Coarse {
         let dim = m.dim();
         let stride = dim.div_ceil(2 * LANE);
         let mut codes = vec![Lane::default(); m.rows() * stride];
         let mut norms = vec![Norms::default(); m.rows()];
+        let previous = previous.filter(|(p, _)| p.stride == stride);
         if stride > 0 {
             codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
                 || vec![0i8; dim],
-                |buf, (r, (out, n))| {
-                    *n = quantize(m.row(r as u32), buf, COARSE_LEVELS, &COARSE_SHRINKS);
-                    nibble_lanes(buf, out);
+                |buf, (r, (out, n))| match previous.and_then(|(p, from)| from[r].map(|o| (p, o as usize))) {
+                    Some((p, o)) => {
+                        out.copy_from_slice(&p.codes[o * stride..(o + 1) * stride]);
+                        *n = p.norms.get(o);
+                    }
+                    None => {
+                        *n = quantize(m.row(r as u32), buf, COARSE_LEVELS, &COARSE_SHRINKS);
+                        nibble_lanes(buf, out);
+                    }
                 },
             );
         }
@@ -333,6 +341,23 @@ impl Coarse {
         let probes = best.into_largest().into_iter().chain(lowest.into_largest()).map(|(_, row)| row).collect();
         (out, probes)
     }
+}
+
+/// For each row of `m`, a row of `previous` with the same values (bit for bit), if any.
+fn same_rows(m: &Matrix, previous: &Matrix) -> Vec<Option<u32>> {
+    let key = |row: &[f32]| {
+        row.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ x.to_bits() as u64).wrapping_mul(0x100_0000_01b3))
+    };
+    let keys: Vec<u64> = (0..previous.rows() as u32).into_par_iter().map(|r| key(previous.row(r))).collect();
+    let mut at: std::collections::HashMap<u64, u32> = std::collections::HashMap::with_capacity(keys.len());
+    for (r, k) in keys.into_iter().enumerate() {
+        at.entry(k).or_insert(r as u32);
+    }
+    let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    (0..m.rows() as u32)
+        .into_par_iter()
+        .map(|r| at.get(&key(m.row(r))).copied().filter(|&o| same(previous.row(o), m.row(r))))
+        .collect()
 }
 
 /// An interval's midpoint, the screen's estimate of the score; NaN for a row that is not
@@ -390,6 +415,23 @@ impl Screen {
     }
 
     pub(crate) fn with_first_stage(m: &Matrix, coarse: bool) -> Screen {
+        Screen::build(m, coarse, None)
+    }
+
+    /// [`Screen::new`] of `m`, a matrix that shares most rows with `previous_matrix` (an
+    /// edit's graph vectors), copying the codes of every row `previous` holds with the
+    /// same values: a row's codes are a function of its values alone, so the screen is
+    /// the one [`Screen::new`] makes, for the work of the new rows.
+    pub fn after(m: &Matrix, previous: &Screen, previous_matrix: &Matrix) -> Screen {
+        let coarse = m.rows() * m.dim() > COARSE_FROM_BYTES;
+        if previous.dim != m.dim() || previous.rows() != previous_matrix.rows() || previous_matrix.dim() != m.dim() {
+            return Screen::build(m, coarse, None);
+        }
+        let from = same_rows(m, previous_matrix);
+        Screen::build(m, coarse, Some((previous, &from)))
+    }
+
+    fn build(m: &Matrix, coarse: bool, previous: Option<(&Screen, &[Option<u32>])>) -> Screen {
         let dim = m.dim();
         let stride = dim.div_ceil(LANE);
         let mut codes = vec![Lane::default(); m.rows() * stride];
@@ -397,13 +439,22 @@ impl Screen {
         if stride > 0 {
             codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
                 || vec![0i8; dim],
-                |buf, (r, (out, n))| {
-                    *n = quantize(m.row(r as u32), buf, FINE_LEVELS, &[1.0]);
-                    lanes(buf, out);
+                |buf, (r, (out, n))| match previous.and_then(|(p, from)| from[r].map(|o| (p, o as usize))) {
+                    Some((p, o)) => {
+                        out.copy_from_slice(&p.codes[o * stride..(o + 1) * stride]);
+                        *n = p.norms.get(o);
+                    }
+                    None => {
+                        *n = quantize(m.row(r as u32), buf, FINE_LEVELS, &[1.0]);
+                        lanes(buf, out);
+                    }
                 },
             );
         }
-        let coarse = coarse.then(|| Coarse::new(m));
+        let coarse = coarse.then(|| {
+            let previous = previous.and_then(|(p, from)| p.coarse.as_ref().map(|c| (c, from)));
+            Coarse::new(m, previous)
+        });
         // Queries read the codes, and only their candidates' f32 rows.
         m.release_pages();
         Screen { dim, stride, codes, norms: NormColumns::new(&norms), coarse }
@@ -855,6 +906,38 @@ mod tests {
         assert!(Screen::new(&unit_rows(100, 64, 3)).coarse.is_none());
         let rows = COARSE_FROM_BYTES / 64 + 1;
         assert!(Screen::new(&unit_rows(rows, 64, 3)).coarse.is_some());
+    }
+
+    /// The codes of a screen made after another are those a fresh screen gives, bit for
+    /// bit, in both stages: rows kept (moved to other positions), new and gone.
+    #[test]
+    fn a_screen_after_an_edit_is_a_fresh_screen() {
+        let before = unit_rows(600, 100, 5);
+        let new = unit_rows(80, 100, 6);
+        let mut after = Matrix::new(100);
+        for r in (0..600u32).rev().filter(|r| r % 9 != 0) {
+            after.push(before.row(r));
+            if r % 10 == 0 {
+                after.push(new.row(r / 10));
+            }
+        }
+        let old = Screen::build(&before, true, None);
+        let from = same_rows(&after, &before);
+        assert!(from.iter().filter(|f| f.is_some()).count() > 500 && from.iter().any(Option::is_none));
+        let fresh = Screen::build(&after, true, None);
+        let reused = Screen::build(&after, true, Some((&old, &from)));
+        let bytes = |s: &Screen| {
+            let norms = |n: &NormColumns| (0..n.len()).map(|r| format!("{:?}", n.get(r))).collect::<Vec<_>>();
+            let c = s.coarse.as_ref().expect("both stages");
+            (
+                s.codes.iter().map(|l| l.0).collect::<Vec<_>>(),
+                norms(&s.norms),
+                c.codes.iter().map(|l| l.0).collect::<Vec<_>>(),
+                norms(&c.norms),
+            )
+        };
+        assert!(bytes(&fresh) == bytes(&reused), "the reused screen differs from a fresh one");
+        assert_eq!(Screen::after(&after, &old, &before).codes.len(), fresh.codes.len());
     }
 
     #[test]

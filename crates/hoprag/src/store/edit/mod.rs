@@ -86,6 +86,23 @@ pub struct EditReport {
     pub dry_run: bool,
     /// Times the edit was computed again because another writer published first.
     pub retries: usize,
+    /// The published generation's graph, as it was stored, for [`crate::Engine::reload_after`]
+    /// to serve without reading it back from the store.
+    #[serde(skip)]
+    pub published: Option<Published>,
+}
+
+/// What an edit published, kept in memory.
+#[derive(Clone)]
+pub struct Published {
+    pub generation: String,
+    pub graph: Option<Arc<EntityGraph>>,
+}
+
+impl std::fmt::Debug for Published {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published").field("generation", &self.generation).finish_non_exhaustive()
+    }
 }
 
 /// A generation already in memory (a server's served one) that an edit may start from
@@ -178,6 +195,13 @@ pub fn edit_from(
         report.work.lexical_secs += times.lexical_secs;
         report.work.write_secs += times.write_secs + times.vector_secs;
         report.generation = store.generation()?;
+        report.published = report.generation.clone().map(|generation| Published {
+            generation,
+            graph: derived.graph.map(|mut graph| {
+                graph.walk = derived.walk.map(Arc::new);
+                Arc::new(graph)
+            }),
+        });
         report.work.total_secs = started.elapsed().as_secs_f64();
         return Ok(report);
     }
