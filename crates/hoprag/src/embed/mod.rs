@@ -164,7 +164,11 @@ pub fn embed_passages(
     if let Some((i, v)) = vectors.iter().enumerate().find(|(_, v)| v.len() != dim) {
         return Err(Error::Embedding(format!("vector {i} has {} dimensions, expected {dim}", v.len())));
     }
-    Ok(vectors.into_iter().flatten().collect())
+    let mut flat = Vec::with_capacity(vectors.len() * dim);
+    for v in vectors {
+        flat.extend_from_slice(&v);
+    }
+    Ok(flat)
 }
 
 /// Scales a vector to unit length (left as is if zero).

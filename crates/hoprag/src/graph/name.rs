@@ -55,6 +55,11 @@ impl Name {
         Name(id)
     }
 
+    /// The name's id: equal for equal texts, within a process.
+    pub fn id(self) -> u32 {
+        self.0
+    }
+
     pub fn as_str(&self) -> &'static str {
         TABLE.texts[self.0 as usize]
     }

@@ -283,7 +283,26 @@ impl Matrix {
 
     /// Little-endian bytes, the on-disk format.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        self.as_flat().iter().flat_map(|x| x.to_le_bytes()).collect()
+        let flat = self.as_flat();
+        let mut out = Vec::with_capacity(flat.len() * 4);
+        for x in flat {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        out
+    }
+
+    /// Writes [`Matrix::to_le_bytes`] to `w` a block at a time, without a copy of the
+    /// whole matrix (hundreds of MB for a graph's fact vectors).
+    pub fn write_le(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut block = Vec::with_capacity(1 << 16);
+        for chunk in self.as_flat().chunks(1 << 14) {
+            block.clear();
+            for x in chunk {
+                block.extend_from_slice(&x.to_le_bytes());
+            }
+            w.write_all(&block)?;
+        }
+        Ok(())
     }
 
     pub fn from_le_bytes(dim: usize, bytes: &[u8]) -> Option<Self> {

@@ -94,7 +94,7 @@ pub(super) fn derive(
     let t = Instant::now();
     let source = graph_source.unwrap_or("heuristic");
     let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
-    let cached = CachedEmbedder::new(graph_embedder, old_graph, &fresh.graph);
+    let cached = CachedEmbedder::new(graph_embedder, &fresh.graph);
     let graph =
         EntityGraph::build_after(passages.len(), extraction, &cached, &old_graph.options, Some(old_graph), progress)?;
     work.graph_texts_embedded += cached.embedded();
@@ -212,25 +212,18 @@ fn extraction(
     Ok((out, source))
 }
 
-/// The graph's embedder with the old graph's vectors in front: a label or fact text the
-/// old graph embedded is not embedded again.
+/// The graph's embedder with the vectors this edit computed already in front (kept
+/// across its retries). The old graph's vectors are reused by the build itself
+/// ([`EntityGraph::build_after`]).
 struct CachedEmbedder<'a> {
     inner: &'a dyn Embedder,
-    stored: HashMap<String, (&'a Matrix, u32)>,
     fresh: &'a Mutex<HashMap<String, Arc<[f32]>>>,
     embedded: std::sync::atomic::AtomicUsize,
 }
 
 impl<'a> CachedEmbedder<'a> {
-    fn new(inner: &'a dyn Embedder, old: &'a EntityGraph, fresh: &'a Mutex<HashMap<String, Arc<[f32]>>>) -> Self {
-        let mut stored = HashMap::with_capacity(old.labels.len() + old.fact_vectors.rows());
-        for (i, label) in old.labels.iter().enumerate() {
-            stored.insert(label.clone(), (&*old.entity_vectors, i as u32));
-        }
-        for f in 0..old.fact_vectors.rows() as u32 {
-            stored.insert(old.triples[old.fact_triple(f) as usize].text(), (&*old.fact_vectors, f));
-        }
-        CachedEmbedder { inner, stored, fresh, embedded: Default::default() }
+    fn new(inner: &'a dyn Embedder, fresh: &'a Mutex<HashMap<String, Arc<[f32]>>>) -> Self {
+        CachedEmbedder { inner, fresh, embedded: Default::default() }
     }
 
     fn embedded(&self) -> usize {
@@ -250,8 +243,7 @@ impl Embedder for CachedEmbedder<'_> {
     fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         let missing: Vec<String> = {
             let fresh = self.fresh.lock().expect("no panics under the lock");
-            let mut m: Vec<String> =
-                texts.iter().filter(|t| !self.stored.contains_key(*t) && !fresh.contains_key(*t)).cloned().collect();
+            let mut m: Vec<String> = texts.iter().filter(|t| !fresh.contains_key(*t)).cloned().collect();
             m.sort_unstable();
             m.dedup();
             m
@@ -266,12 +258,6 @@ impl Embedder for CachedEmbedder<'_> {
             }
         }
         let fresh = self.fresh.lock().expect("no panics under the lock");
-        Ok(texts
-            .iter()
-            .map(|t| match self.stored.get(t) {
-                Some((m, row)) => m.row(*row).to_vec(),
-                None => fresh[t].to_vec(),
-            })
-            .collect())
+        Ok(texts.iter().map(|t| fresh[t].to_vec()).collect())
     }
 }
