@@ -150,6 +150,7 @@ pub fn run(ctx: &Context, args: EditsBench) -> anyhow::Result<()> {
                 sum.triple_index.bm25_ms += built.bm25_ms;
             }
             let visible = started.elapsed().as_secs_f64() * 1e3;
+            engine.supersede();
             engine = next;
             add(&mut sum, &edited.work, load, ready);
             sum.graph_load += graph_load * 1e3;

@@ -37,6 +37,26 @@ pub struct AppState {
     token_digest: Option<[u8; 32]>,
     /// `/openapi.json`, rendered once.
     pub openapi: String,
+    /// This server's edits in flight: the store follower leaves the generations they
+    /// publish to them (each serves its own from memory, [`AppState::serve_edited`])
+    /// rather than loading them from the store a second time meanwhile.
+    editing: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts an edit in flight while it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// What an edit did, and the engine served after it.
@@ -73,6 +93,7 @@ impl AppState {
             llm_stats,
             token_digest,
             openapi: super::openapi_json(),
+            editing: Default::default(),
         })
     }
 
@@ -209,6 +230,7 @@ impl AppState {
                 )));
             }
         }
+        let _in_flight = InFlight::new(&self.editing);
         // The walk is solved after the new generation is served (see serve_edited).
         let options = EditOptions { walk: WalkUpdate::Defer, ..options };
         let report = engine.edit(&request, &options, &Silent).map_err(|e| match e {
@@ -227,11 +249,16 @@ impl AppState {
     /// Serves the store's live generation if another process (or another server on the
     /// same database) has published a newer one; says whether it switched.
     pub fn follow_store(&self) -> Result<bool> {
-        let engine = self.engine();
-        match engine.store.generation()? {
-            Some(live) if live != engine.index.generation() => self.serve_live(),
-            _ => Ok(false),
+        if self.editing.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return Ok(false);
         }
+        let engine = self.engine();
+        // A generation that only stored the walk this server solved already holds what it
+        // serves: nothing to load.
+        if engine.store.generation()?.is_none() || hoprag::store::is_live(engine.store.as_ref(), &engine.index)? {
+            return Ok(false);
+        }
+        self.serve_live()
     }
 
     /// Loads the store's live generation (with its graph) and serves it from now on;
@@ -253,8 +280,7 @@ impl AppState {
     fn serve_live_with(&self, edit: Option<&EditReport>, prepare: fn(&Engine) -> Result<()>) -> Result<bool> {
         loop {
             let served = self.engine();
-            let Some(live) = served.store.generation()? else { return Ok(false) };
-            if live == served.index.generation() {
+            if served.store.generation()?.is_none() || hoprag::store::is_live(served.store.as_ref(), &served.index)? {
                 return Ok(false);
             }
             let next = Arc::new(match edit {
@@ -266,6 +292,7 @@ impl AppState {
             prepare(&next)?;
             let previous = self.engine.compare_and_swap(&served, next);
             if Arc::ptr_eq(&previous, &served) {
+                served.supersede();
                 return Ok(true);
             }
             // Another request swapped first: look again at what is live now.

@@ -293,6 +293,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Marks this engine as replaced by a newer generation's: a walk it solves in the
+    /// background stops, since nobody would read or store it.
+    pub fn supersede(&self) {
+        if let Some(Ok(Some(context))) = self.graph.get() {
+            context.supersede();
+        }
+    }
+
     /// The index's graph, or an error saying how to build one.
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         // A graph that is there but cannot be read is damaged, not missing: the error

@@ -273,6 +273,9 @@ pub struct GraphContext {
     /// freshly edited generation): queries then run the full walk, which ranks the same,
     /// instead of waiting for it.
     pub walk_in_background: std::sync::atomic::AtomicBool,
+    /// Set once a newer generation is served instead: a walk solved in the background
+    /// for this one is given up (nobody would store or read it).
+    superseded: std::sync::atomic::AtomicBool,
 }
 
 /// What a passage response is for: the passage vectors (by address and size: one engine
@@ -295,6 +298,7 @@ impl GraphContext {
             triples: Default::default(),
             passage_response: Default::default(),
             walk_in_background: Default::default(),
+            superseded: Default::default(),
         }
     }
 
@@ -361,13 +365,20 @@ impl GraphContext {
             return None;
         }
         let e = self.graph().entities.len();
-        let solved = split_ppr::Solved::solve(&self.ppr, e, passages, damping)?;
+        let superseded = || self.superseded.load(std::sync::atomic::Ordering::Acquire);
+        let solved = split_ppr::Solved::solve_unless(&self.ppr, e, passages, damping, &superseded)?;
         let key = Self::response_key(passages, damping);
         self.passage_response.get_or_compute(key, || {
             split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &solved, split_ppr::Form::Auto)
                 .map(std::sync::Arc::new)
         });
         Some(solved)
+    }
+
+    /// Marks the context as no longer served: a walk being solved for it in the
+    /// background stops ([`GraphContext::solve_walk`] then returns `None`).
+    pub fn supersede(&self) {
+        self.superseded.store(true, std::sync::atomic::Ordering::Release);
     }
 
     fn response_key(passages: &crate::index::Matrix, damping: f64) -> PassageResponseKey {

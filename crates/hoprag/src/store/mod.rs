@@ -33,6 +33,25 @@ use crate::graph::EntityGraph;
 use crate::index::{Index, Manifest, Matrix};
 use crate::progress::Progress;
 
+/// Whether `index` is the live generation of `store`, or one with the same manifest: a
+/// generation published only to store the walk solved for the same graph
+/// ([`edit::store_walk`]) holds the same passages, vectors and graph under another name,
+/// so a server serving `index` need not load it, and an edit from `index` stays valid.
+pub fn is_live(store: &dyn Store, index: &Index) -> Result<bool> {
+    if store.generation()?.as_deref() == Some(index.generation()) {
+        return Ok(true);
+    }
+    Ok(store.manifest()?.is_some_and(|live| same_manifest(&live, &index.manifest)))
+}
+
+/// Manifests equal field for field (compared through their JSON, which every field has).
+pub(crate) fn same_manifest(a: &Manifest, b: &Manifest) -> bool {
+    match (serde_json::to_value(a), serde_json::to_value(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// A place that holds an index's generations.
 pub trait Store: Send + Sync {
     /// The folder, or the database URL without its password: for messages.

@@ -262,6 +262,18 @@ impl Solved {
     /// Solves the entities' values of every column; `None` when the graph is not one of
     /// passages linked to entities only, or the walk does not converge.
     pub fn solve(graph: &PprGraph, entities: usize, vectors: &Matrix, damping: f64) -> Option<Solved> {
+        Self::solve_unless(graph, entities, vectors, damping, &|| false)
+    }
+
+    /// [`Solved::solve`], given up (`None`) as soon as `stop` says so between blocks of
+    /// columns: a walk solved in the background for a generation no longer served.
+    pub fn solve_unless(
+        graph: &PprGraph,
+        entities: usize,
+        vectors: &Matrix,
+        damping: f64,
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Option<Solved> {
         let start = std::time::Instant::now();
         let passages = graph.nodes().checked_sub(entities)?;
         let dim = vectors.dim();
@@ -274,6 +286,9 @@ impl Solved {
         let mut change = Vec::with_capacity(dim + 1);
         let mut iterations = 0;
         for first in (0..dim + 1).step_by(BLOCK) {
+            if stop() {
+                return None;
+            }
             let width = BLOCK.min(dim + 1 - first);
             let reset = |p: usize, out: &mut [f64]| reset_columns(vectors, first, p, out);
             let mass: Vec<f64> = (0..width)

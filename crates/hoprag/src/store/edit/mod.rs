@@ -124,9 +124,9 @@ pub fn edit(
     edit_from(store, None, request, embedders, options, progress)
 }
 
-/// As [`edit`], starting from `base` when it is still the store's live generation (so a
-/// server's edit reads nothing from the store); otherwise, and on a retry, from the
-/// store's live generation.
+/// As [`edit`], starting from `base` when it is still the store's live generation, or
+/// holds what it holds ([`super::is_live`]), so a server's edit reads nothing from the
+/// store; otherwise, and on a retry, from the store's live generation.
 pub fn edit_from(
     store: &dyn Store,
     mut base: Option<Base>,
@@ -141,9 +141,8 @@ pub fn edit_from(
     for attempt in 0..ATTEMPTS {
         report.retries = attempt;
         let t = Instant::now();
-        let live = store.generation()?;
         let (old, loaded_graph) = match base.take() {
-            Some(b) if live.as_deref() == Some(b.index.generation()) => (b.index, b.graph),
+            Some(b) if super::is_live(store, &b.index)? => (b.index, b.graph),
             _ => (Arc::new(store.load()?), None),
         };
         old.check_embedder(embedders.passages.as_ref())?;
@@ -175,8 +174,11 @@ pub fn edit_from(
 
         let writer = store.writer()?;
         // Under the lock: nobody can publish in between. A generation published since
-        // this edit read its base would be lost if this one replaced it.
-        if store.generation()?.as_deref() != Some(old.generation()) {
+        // this edit read its base would be lost if this one replaced it (one that only
+        // stored the base's walk holds nothing to lose).
+        let unchanged = store.generation()?.as_deref() == Some(old.generation())
+            || writer.base().is_some_and(|live| super::same_manifest(live, &old.manifest));
+        if !unchanged {
             log::info!("{}: another writer published during the edit; computing it again", store.location());
             continue;
         }
