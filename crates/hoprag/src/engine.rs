@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::embed::{load_embedder, Embedder, EmbedderSpec, TextKind};
 use crate::error::{Error, Result};
 use crate::graph::linking::NO_LLM_FOR_NER;
-use crate::graph::GraphContext;
+use crate::graph::{EntityGraph, GraphContext};
 use crate::index::{Index, VectorIndex};
 use crate::lazy::Lazy;
 use crate::llm::{self, Llm, LlmSource};
@@ -170,6 +170,9 @@ impl Engine {
         let (Some(graph), true) = (&published.graph, published.generation == next.index.generation()) else {
             return Ok(next);
         };
+        if let Some(context) = published.context.as_ref().filter(|c| Arc::ptr_eq(&c.linker.graph, graph)) {
+            return Ok(Engine { graph: Lazy::with_value(Ok(Some(context.clone()))), ..next });
+        }
         let previous = match self.graph.get() {
             Some(Ok(Some(context))) => Some(context.clone()),
             _ => None,
@@ -354,7 +357,58 @@ impl Engine {
             _ => None,
         };
         let base = crate::store::edit::Base { index: self.index.clone(), graph: loaded_graph };
-        crate::store::edit::edit_from(self.store.as_ref(), Some(base), request, &embedders, options, progress)
+        // The new graph's query structures are built on a thread of their own while the
+        // generation is written (no lock of ours is held while waiting for them), and
+        // handed to `reload_after` with the graph.
+        let previous = match self.graph.get() {
+            Some(Ok(Some(context))) => Some(context.clone()),
+            _ => None,
+        };
+        type Building = std::thread::JoinHandle<Result<GraphContext>>;
+        let building: std::sync::Mutex<Option<(Arc<EntityGraph>, Building)>> = Default::default();
+        let on_graph = |graph: &Arc<EntityGraph>| {
+            if previous.is_none() {
+                return;
+            }
+            let (graph, previous, embedder, llm) =
+                (graph.clone(), previous.clone(), embedders.graph.clone(), self.llm.clone());
+            let own_embedder = previous.as_ref().and_then(|p| p.embedder.clone());
+            let build = {
+                let graph = graph.clone();
+                move || {
+                    let mut context = GraphContext::after(graph, previous.as_deref(), embedder.as_ref())?;
+                    context.linker.set_llm(llm);
+                    context.embedder = own_embedder;
+                    Ok(context)
+                }
+            };
+            match std::thread::Builder::new().name("hoprag-edit-context".into()).spawn(build) {
+                Ok(handle) => *building.lock().unwrap_or_else(|e| e.into_inner()) = Some((graph, handle)),
+                Err(e) => log::warn!("no thread for the edited graph's structures ({e}); built when served"),
+            }
+        };
+        let mut report = crate::store::edit::edit_from(
+            self.store.as_ref(),
+            Some(base),
+            request,
+            &embedders,
+            options,
+            &on_graph,
+            progress,
+        )?;
+        let built = building.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let (Some(published), Some((graph, handle))) = (report.published.as_mut(), built) {
+            let joined =
+                handle.join().map_err(|_| Error::Other("building the edited graph's structures panicked".into()));
+            match joined.and_then(|r| r) {
+                Ok(context) if published.graph.as_ref().is_some_and(|g| Arc::ptr_eq(g, &graph)) => {
+                    published.context = Some(Arc::new(context));
+                }
+                Ok(_) => {}
+                Err(e) => log::warn!("building the edited graph's structures: {e}; built when served"),
+            }
+        }
+        Ok(report)
     }
 
     /// The embedder of the graph's vectors where the graph has one of its own

@@ -101,8 +101,11 @@ impl TripleGraph {
     /// each triple weighted by `token_counts` (the embedder's, where it can count) or
     /// else by its word count plus the two special tokens, WordPiece's usual floor.
     pub fn from_entity_graph(graph: &EntityGraph, token_counts: Option<Vec<usize>>) -> Result<TripleGraph> {
-        let id = |s: &str| graph.entity_id(&normalize_entity(s));
-        let ends = graph.triples.iter().map(|t| [id(&t.subject), id(&t.object)]).collect();
+        // Each name normalised once: names are interned, and repeat across triples.
+        let mut entity_of: std::collections::HashMap<u32, Option<u32>> = std::collections::HashMap::new();
+        let mut id =
+            |n: super::Name| *entity_of.entry(n.id()).or_insert_with(|| graph.entity_id(&normalize_entity(&n)));
+        let ends = graph.triples.iter().map(|t| [id(t.subject), id(t.object)]).collect();
         let weights = match token_counts {
             Some(c) if c.len() == graph.triples.len() => c.into_iter().map(|n| n.max(1) as f32).collect(),
             _ => graph.triples.iter().map(|t| (t.text().split_whitespace().count() + 2) as f32).collect(),
@@ -197,12 +200,20 @@ fn rows(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<usize
 
 /// The embedder's token count of each text, those `previous` holds taken from it (its
 /// weights are those counts), the others counted now; `None` if the embedder cannot count.
-fn token_counts_after(texts: &[String], embedder: &dyn Embedder, previous: &TripleIndex) -> Option<Vec<usize>> {
-    let known: std::collections::HashMap<&str, usize> =
-        previous.texts.iter().zip(&previous.graph.weights).map(|(t, &w)| (t.as_str(), w as usize)).collect();
-    let missing: Vec<String> = texts.iter().filter(|t| !known.contains_key(t.as_str())).cloned().collect();
+fn token_counts_after(
+    graph: &EntityGraph,
+    texts: &[String],
+    embedder: &dyn Embedder,
+    previous: &TripleIndex,
+) -> Option<Vec<usize>> {
+    // Keyed by a triple's interned names: equal names spell an equal text.
+    let key = |t: &super::Triple| (t.subject.id(), t.predicate.id(), t.object.id());
+    let known: std::collections::HashMap<(u32, u32, u32), usize> =
+        previous.names.iter().zip(&previous.graph.weights).map(|(&k, &w)| (k, w as usize)).collect();
+    let count: Vec<Option<usize>> = graph.triples.iter().map(|t| known.get(&key(t)).copied()).collect();
+    let missing: Vec<String> = texts.iter().zip(&count).filter(|(_, c)| c.is_none()).map(|(t, _)| t.clone()).collect();
     let mut counted = embedder.token_counts(&missing)?.into_iter();
-    texts.iter().map(|t| known.get(t.as_str()).copied().or_else(|| counted.next())).collect()
+    count.into_iter().map(|c| c.or_else(|| counted.next())).collect()
 }
 
 /// The triple index of an entity graph: the [`TripleGraph`] plus BM25 and dense search
@@ -217,6 +228,9 @@ pub struct TripleIndex {
     lexical: TantivyBm25,
     /// Whether the weights are the embedder's token counts (not the word-count fallback).
     counted: bool,
+    /// Each triple's interned (subject, predicate, object) names, which key its token
+    /// count for the next edit's index.
+    names: Vec<(u32, u32, u32)>,
     /// Where the build time went, for benches.
     pub build: TripleIndexBuild,
 }
@@ -253,7 +267,7 @@ impl TripleIndex {
         let texts: Vec<String> = graph.triples.iter().map(|t| t.text()).collect();
         let t = Instant::now();
         let counts = match previous.filter(|p| p.counted) {
-            Some(p) => token_counts_after(&texts, embedder, p),
+            Some(p) => token_counts_after(graph, &texts, embedder, p),
             None => embedder.token_counts(&texts),
         };
         build.token_counts_ms = ms(t);
@@ -274,6 +288,7 @@ impl TripleIndex {
             texts,
             lexical,
             counted,
+            names: graph.triples.iter().map(|t| (t.subject.id(), t.predicate.id(), t.object.id())).collect(),
             build,
         })
     }

@@ -46,8 +46,8 @@ pub struct EditWork {
 /// The parts of a new generation.
 pub(super) struct Derived {
     pub vectors: Matrix,
-    pub graph: Option<EntityGraph>,
-    pub walk: Option<Solved>,
+    /// With its walk, when solved ([`WalkUpdate::Solve`]).
+    pub graph: Option<Arc<EntityGraph>>,
     /// The graph's source as the manifest records it.
     pub graph_source: Option<String>,
 }
@@ -89,7 +89,7 @@ pub(super) fn derive(
     let vectors = passage_vectors(old, passages, embedder, fresh, work, progress)?;
     work.embed_secs += t.elapsed().as_secs_f64();
     let Some(old_graph) = old_graph else {
-        return Ok(Derived { vectors, graph: None, walk: None, graph_source: None });
+        return Ok(Derived { vectors, graph: None, graph_source: None });
     };
     let t = Instant::now();
     let source = graph_source.unwrap_or("heuristic");
@@ -100,15 +100,16 @@ pub(super) fn derive(
     work.graph_texts_embedded += cached.embedded();
     work.graph_secs += t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let walk = match walk {
+    let mut graph = graph;
+    graph.walk = match walk {
         WalkUpdate::Solve => {
             let ppr = PprGraph::from_entity_graph(&graph);
-            Solved::solve(&ppr, graph.entities.len(), &vectors, PprParams::default().damping)
+            Solved::solve(&ppr, graph.entities.len(), &vectors, PprParams::default().damping).map(Arc::new)
         }
         WalkUpdate::Defer => None,
     };
     work.walk_secs += t.elapsed().as_secs_f64();
-    Ok(Derived { vectors, graph: Some(graph), walk, graph_source: Some(source) })
+    Ok(Derived { vectors, graph: Some(Arc::new(graph)), graph_source: Some(source) })
 }
 
 /// Each passage's vector: the stored one for a text the old generation has, else embedded.

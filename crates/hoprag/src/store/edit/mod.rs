@@ -97,6 +97,9 @@ pub struct EditReport {
 pub struct Published {
     pub generation: String,
     pub graph: Option<Arc<EntityGraph>>,
+    /// The query structures over `graph`, where the editor built them while the
+    /// generation was written ([`crate::Engine::edit`]).
+    pub context: Option<Arc<crate::graph::GraphContext>>,
 }
 
 impl std::fmt::Debug for Published {
@@ -121,18 +124,21 @@ pub fn edit(
     options: &EditOptions,
     progress: &dyn Progress,
 ) -> Result<EditReport> {
-    edit_from(store, None, request, embedders, options, progress)
+    edit_from(store, None, request, embedders, options, &|_| {}, progress)
 }
 
 /// As [`edit`], starting from `base` when it is still the store's live generation, or
 /// holds what it holds ([`super::is_live`]), so a server's edit reads nothing from the
-/// store; otherwise, and on a retry, from the store's live generation.
+/// store; otherwise, and on a retry, from the store's live generation. `on_graph` is
+/// given the new graph as soon as it is derived, before the generation is written (on a
+/// retry, each attempt's).
 pub fn edit_from(
     store: &dyn Store,
     mut base: Option<Base>,
     request: &Request,
     embedders: &Embedders,
     options: &EditOptions,
+    on_graph: &(dyn Fn(&Arc<EntityGraph>) + Sync),
     progress: &dyn Progress,
 ) -> Result<EditReport> {
     let started = Instant::now();
@@ -171,6 +177,11 @@ pub fn edit_from(
             progress,
         )?;
         drop(old_graph);
+        if let Some(graph) = &derived.graph {
+            // Before the writer's lock is taken: what the caller starts here runs while the
+            // generation is written.
+            on_graph(graph);
+        }
 
         let writer = store.writer()?;
         // Under the lock: nobody can publish in between. A generation published since
@@ -189,21 +200,16 @@ pub fn edit_from(
                 manifest: &manifest,
                 passages: &plan.passages,
                 vectors: &derived.vectors,
-                graph: derived.graph.as_ref(),
-                walk: derived.walk.as_ref(),
+                graph: derived.graph.as_deref(),
+                walk: derived.graph.as_ref().and_then(|g| g.walk.as_deref()),
             },
             progress,
         )?;
         report.work.lexical_secs += times.lexical_secs;
         report.work.write_secs += times.write_secs + times.vector_secs;
         report.generation = store.generation()?;
-        report.published = report.generation.clone().map(|generation| Published {
-            generation,
-            graph: derived.graph.map(|mut graph| {
-                graph.walk = derived.walk.map(Arc::new);
-                Arc::new(graph)
-            }),
-        });
+        report.published =
+            report.generation.clone().map(|generation| Published { generation, graph: derived.graph, context: None });
         report.work.total_secs = started.elapsed().as_secs_f64();
         return Ok(report);
     }
