@@ -198,29 +198,40 @@ impl StoreWriter for FolderWriter<'_> {
         let base_dir = || base.ok_or_else(|| super::no_index(&self.store.location));
         match change {
             Change::Replace { manifest, passages, vectors, graph, walk } => {
-                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
-                timed(&mut times.lexical_secs, || {
-                    progress.start("lexical index", texts.len() as u64);
-                    let r = TantivyBm25::create(&dir.join(LEXICAL), &texts, &|n| progress.advance(n as u64));
-                    progress.finish();
-                    r
-                })?;
-                if manifest.vector_index == VectorIndexKind::Hnsw {
-                    timed(&mut times.vector_secs, || {
-                        progress.start("hnsw graph", 0);
-                        let r = HnswIndex::build(vectors, manifest.hnsw)?.save(&dir.join(HNSW));
+                std::thread::scope(|scope| {
+                    // The graph's files (hundreds of MB of vectors) are written while the
+                    // lexical index is built: one is mostly copying, the other computing.
+                    let graph_dir = dir.join(GRAPH);
+                    let graph_files = graph.map(|graph| {
+                        scope.spawn(move || {
+                            graph.save(&graph_dir)?;
+                            walk.map_or(Ok(()), |w| EntityGraph::save_walk(&graph_dir, w))
+                        })
+                    });
+                    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                    timed(&mut times.lexical_secs, || {
+                        progress.start("lexical index", texts.len() as u64);
+                        let r = TantivyBm25::create(&dir.join(LEXICAL), &texts, &|n| progress.advance(n as u64));
                         progress.finish();
                         r
                     })?;
-                }
-                timed(&mut times.write_secs, || {
-                    write_passages(&dir.join(PASSAGES), passages)?;
-                    write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)?;
-                    if let Some(graph) = graph {
-                        graph.save(&dir.join(GRAPH))?;
-                        walk.map_or(Ok(()), |w| EntityGraph::save_walk(&dir.join(GRAPH), w))?;
+                    if manifest.vector_index == VectorIndexKind::Hnsw {
+                        timed(&mut times.vector_secs, || {
+                            progress.start("hnsw graph", 0);
+                            let r = HnswIndex::build(vectors, manifest.hnsw)?.save(&dir.join(HNSW));
+                            progress.finish();
+                            r
+                        })?;
                     }
-                    Ok::<_, Error>(())
+                    timed(&mut times.write_secs, || {
+                        write_passages(&dir.join(PASSAGES), passages)?;
+                        write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)?;
+                        match graph_files.map(|h| h.join()) {
+                            Some(Ok(written)) => written,
+                            Some(Err(_)) => Err(Error::Other("writing the graph's files panicked".into())),
+                            None => Ok(()),
+                        }
+                    })
                 })?;
             }
             Change::Graph { graph, walk, .. } => {
