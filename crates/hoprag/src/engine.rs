@@ -173,18 +173,13 @@ impl Engine {
         if let Some(context) = published.context.as_ref().filter(|c| Arc::ptr_eq(&c.linker.graph, graph)) {
             return Ok(Engine { graph: Lazy::with_value(Ok(Some(context.clone()))), ..next });
         }
-        let previous = match self.graph.get() {
-            Some(Ok(Some(context))) => Some(context.clone()),
-            _ => None,
-        };
-        let embedder = next.graph_embedder()?;
-        let mut context = GraphContext::after(
+        let context = edited_context(
             graph.clone(),
-            previous.as_deref(),
-            embedder.as_deref().unwrap_or(next.embedder.as_ref()),
+            self.loaded_graph().as_deref(),
+            next.graph_embedder()?,
+            next.embedder.as_ref(),
+            next.llm.clone(),
         )?;
-        context.linker.set_llm(next.llm.clone());
-        context.embedder = embedder;
         Ok(Engine { graph: Lazy::with_value(Ok(Some(Arc::new(context)))), ..next })
     }
 
@@ -296,10 +291,18 @@ impl Engine {
         Ok(())
     }
 
+    /// The graph's query structures, where they are loaded.
+    fn loaded_graph(&self) -> Option<Arc<GraphContext>> {
+        match self.graph.get() {
+            Some(Ok(Some(context))) => Some(context.clone()),
+            _ => None,
+        }
+    }
+
     /// Marks this engine as replaced by a newer generation's: a walk it solves in the
     /// background stops, since nobody would read or store it.
     pub fn supersede(&self) {
-        if let Some(Ok(Some(context))) = self.graph.get() {
+        if let Some(context) = self.loaded_graph() {
             context.supersede();
         }
     }
@@ -352,34 +355,27 @@ impl Engine {
         };
         // The served generation and its loaded graph are the edit's base: nothing is read
         // from the store again unless another writer published meanwhile.
-        let loaded_graph = match self.graph.get() {
-            Some(Ok(Some(context))) => Some(context.linker.graph.clone()),
-            _ => None,
+        let previous = self.loaded_graph();
+        let base = crate::store::edit::Base {
+            index: self.index.clone(),
+            graph: previous.as_ref().map(|c| c.linker.graph.clone()),
         };
-        let base = crate::store::edit::Base { index: self.index.clone(), graph: loaded_graph };
         // The new graph's query structures are built on a thread of their own while the
         // generation is written (no lock of ours is held while waiting for them), and
         // handed to `reload_after` with the graph.
-        let previous = match self.graph.get() {
-            Some(Ok(Some(context))) => Some(context.clone()),
-            _ => None,
-        };
         type Building = std::thread::JoinHandle<Result<GraphContext>>;
         let building: std::sync::Mutex<Option<(Arc<EntityGraph>, Building)>> = Default::default();
         let on_graph = |graph: &Arc<EntityGraph>| {
             if previous.is_none() {
                 return;
             }
-            let (graph, previous, embedder, llm) =
-                (graph.clone(), previous.clone(), embedders.graph.clone(), self.llm.clone());
-            let own_embedder = previous.as_ref().and_then(|p| p.embedder.clone());
+            let (graph, previous, index_embedder, llm) =
+                (graph.clone(), previous.clone(), self.embedder.clone(), self.llm.clone());
             let build = {
                 let graph = graph.clone();
                 move || {
-                    let mut context = GraphContext::after(graph, previous.as_deref(), embedder.as_ref())?;
-                    context.linker.set_llm(llm);
-                    context.embedder = own_embedder;
-                    Ok(context)
+                    let own = previous.as_ref().and_then(|p| p.embedder.clone());
+                    edited_context(graph, previous.as_deref(), own, index_embedder.as_ref(), llm)
                 }
             };
             match std::thread::Builder::new().name("hoprag-edit-context".into()).spawn(build) {
@@ -503,4 +499,20 @@ impl Resources for Engine {
         let config = Config { methods: sections.clone(), ..self.config.clone() };
         self.with_config(config).retriever(spec)
     }
+}
+
+/// The query structures of an edited graph as [`Engine::graph`] sets them up, built from
+/// `previous`'s ([`GraphContext::after`]): the engine's LLM, and the graph's own embedder
+/// (`None`: the index's, `index_embedder`, which also counts GEAR's tokens).
+fn edited_context(
+    graph: Arc<EntityGraph>,
+    previous: Option<&GraphContext>,
+    own_embedder: Option<Arc<dyn Embedder>>,
+    index_embedder: &dyn Embedder,
+    llm: Option<Arc<dyn Llm>>,
+) -> Result<GraphContext> {
+    let mut context = GraphContext::after(graph, previous, own_embedder.as_deref().unwrap_or(index_embedder))?;
+    context.linker.set_llm(llm);
+    context.embedder = own_embedder;
+    Ok(context)
 }

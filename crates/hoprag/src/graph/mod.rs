@@ -312,7 +312,7 @@ impl GraphContext {
         embedder: &dyn crate::embed::Embedder,
     ) -> crate::Result<Self> {
         let mut context = GraphContext::with_linker(graph, previous.map(|p| &p.linker));
-        if let Some(old) = previous.and_then(|p| p.triples.get()) {
+        if let Some(old) = previous.and_then(|p| p.triples.get().map(|t| (&**t, p.graph()))) {
             let index = TripleIndex::build_after(context.graph(), embedder, Some(old))?;
             context.triples = Lazy::with_value(std::sync::Arc::new(index));
         }

@@ -205,11 +205,12 @@ fn token_counts_after(
     texts: &[String],
     embedder: &dyn Embedder,
     previous: &TripleIndex,
+    previous_graph: &EntityGraph,
 ) -> Option<Vec<usize>> {
     // Keyed by a triple's interned names: equal names spell an equal text.
     let key = |t: &super::Triple| (t.subject.id(), t.predicate.id(), t.object.id());
     let known: std::collections::HashMap<(u32, u32, u32), usize> =
-        previous.names.iter().zip(&previous.graph.weights).map(|(&k, &w)| (k, w as usize)).collect();
+        previous_graph.triples.iter().map(key).zip(&previous.graph.weights).map(|(k, &w)| (k, w as usize)).collect();
     let count: Vec<Option<usize>> = graph.triples.iter().map(|t| known.get(&key(t)).copied()).collect();
     let missing: Vec<String> = texts.iter().zip(&count).filter(|(_, c)| c.is_none()).map(|(t, _)| t.clone()).collect();
     let mut counted = embedder.token_counts(&missing)?.into_iter();
@@ -228,9 +229,6 @@ pub struct TripleIndex {
     lexical: TantivyBm25,
     /// Whether the weights are the embedder's token counts (not the word-count fallback).
     counted: bool,
-    /// Each triple's interned (subject, predicate, object) names, which key its token
-    /// count for the next edit's index.
-    names: Vec<(u32, u32, u32)>,
     /// Where the build time went, for benches.
     pub build: TripleIndexBuild,
 }
@@ -255,19 +253,19 @@ impl TripleIndex {
     }
 
     /// [`TripleIndex::build`], taking the token count of every text `previous` (the
-    /// index of the graph before an edit) holds from it instead of tokenizing it again:
-    /// a count is a function of the text, so the index is the same.
+    /// index of the graph before an edit, and that graph) holds from it instead of
+    /// tokenizing it again: a count is a function of the text, so the index is the same.
     pub fn build_after(
         graph: &EntityGraph,
         embedder: &dyn Embedder,
-        previous: Option<&TripleIndex>,
+        previous: Option<(&TripleIndex, &EntityGraph)>,
     ) -> Result<TripleIndex> {
         let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
         let mut build = TripleIndexBuild::default();
         let texts: Vec<String> = graph.triples.iter().map(|t| t.text()).collect();
         let t = Instant::now();
-        let counts = match previous.filter(|p| p.counted) {
-            Some(p) => token_counts_after(graph, &texts, embedder, p),
+        let counts = match previous.filter(|(p, g)| p.counted && p.graph.len() == g.triples.len()) {
+            Some((p, g)) => token_counts_after(graph, &texts, embedder, p, g),
             None => embedder.token_counts(&texts),
         };
         build.token_counts_ms = ms(t);
@@ -288,7 +286,6 @@ impl TripleIndex {
             texts,
             lexical,
             counted,
-            names: graph.triples.iter().map(|t| (t.subject.id(), t.predicate.id(), t.object.id())).collect(),
             build,
         })
     }

@@ -281,27 +281,14 @@ struct Coarse {
 impl Coarse {
     /// The first stage of `m`, rows of `previous` (`from`: see [`Screen::after`]) copied.
     fn new(m: &Matrix, previous: Option<(&Coarse, &[Option<u32>])>) -> Coarse {
-        let dim = m.dim();
-        let stride = dim.div_ceil(2 * LANE);
-        let mut codes = vec![Lane::default(); m.rows() * stride];
-        let mut norms = vec![Norms::default(); m.rows()];
-        let previous = previous.filter(|(p, _)| p.stride == stride);
-        if stride > 0 {
-            codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
-                || vec![0i8; dim],
-                |buf, (r, (out, n))| match previous.and_then(|(p, from)| from[r].map(|o| (p, o as usize))) {
-                    Some((p, o)) => {
-                        out.copy_from_slice(&p.codes[o * stride..(o + 1) * stride]);
-                        *n = p.norms.get(o);
-                    }
-                    None => {
-                        *n = quantize(m.row(r as u32), buf, COARSE_LEVELS, &COARSE_SHRINKS);
-                        nibble_lanes(buf, out);
-                    }
-                },
-            );
-        }
-        Coarse { stride, codes, norms: NormColumns::new(&norms) }
+        let stride = m.dim().div_ceil(2 * LANE);
+        let previous = previous.filter(|(p, _)| p.stride == stride).map(|(p, from)| (&p.codes[..], &p.norms, from));
+        let (codes, norms) = encode_rows(m, stride, previous, |row, buf, out| {
+            let n = quantize(row, buf, COARSE_LEVELS, &COARSE_SHRINKS);
+            nibble_lanes(buf, out);
+            n
+        });
+        Coarse { stride, codes, norms }
     }
 
     /// Every row's interval, and the probes: the rows with the `n` best estimates (the
@@ -341,6 +328,36 @@ impl Coarse {
         let probes = best.into_largest().into_iter().chain(lowest.into_largest()).map(|(_, row)| row).collect();
         (out, probes)
     }
+}
+
+/// A stage's codes and norms, and for each row of a new matrix the row with its values.
+type Stored<'a> = (&'a [Lane], &'a NormColumns, &'a [Option<u32>]);
+
+/// The codes of every row of `m`, `stride` lanes each, and their norms: copied from
+/// `previous` (codes, norms, and for each row of `m` the row of the same values there,
+/// see [`Screen::after`]) where it has the row, else made by `encode` (row, a scratch
+/// buffer, the row's lanes).
+fn encode_rows(
+    m: &Matrix,
+    stride: usize,
+    previous: Option<Stored<'_>>,
+    encode: impl Fn(&[f32], &mut [i8], &mut [Lane]) -> Norms + Sync,
+) -> (Vec<Lane>, NormColumns) {
+    let mut codes = vec![Lane::default(); m.rows() * stride];
+    let mut norms = vec![Norms::default(); m.rows()];
+    if stride > 0 {
+        codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
+            || vec![0i8; m.dim()],
+            |buf, (r, (out, n))| match previous.and_then(|(c, ns, from)| from[r].map(|o| (c, ns, o as usize))) {
+                Some((c, ns, o)) => {
+                    out.copy_from_slice(&c[o * stride..(o + 1) * stride]);
+                    *n = ns.get(o);
+                }
+                None => *n = encode(m.row(r as u32), buf, out),
+            },
+        );
+    }
+    (codes, NormColumns::new(&norms))
 }
 
 /// For each row of `m`, a row of `previous` with the same values (bit for bit), if any.
@@ -434,30 +451,19 @@ impl Screen {
     fn build(m: &Matrix, coarse: bool, previous: Option<(&Screen, &[Option<u32>])>) -> Screen {
         let dim = m.dim();
         let stride = dim.div_ceil(LANE);
-        let mut codes = vec![Lane::default(); m.rows() * stride];
-        let mut norms = vec![Norms::default(); m.rows()];
-        if stride > 0 {
-            codes.par_chunks_mut(stride).zip(norms.par_iter_mut()).enumerate().for_each_init(
-                || vec![0i8; dim],
-                |buf, (r, (out, n))| match previous.and_then(|(p, from)| from[r].map(|o| (p, o as usize))) {
-                    Some((p, o)) => {
-                        out.copy_from_slice(&p.codes[o * stride..(o + 1) * stride]);
-                        *n = p.norms.get(o);
-                    }
-                    None => {
-                        *n = quantize(m.row(r as u32), buf, FINE_LEVELS, &[1.0]);
-                        lanes(buf, out);
-                    }
-                },
-            );
-        }
+        let fine = previous.map(|(p, from)| (&p.codes[..], &p.norms, from));
+        let (codes, norms) = encode_rows(m, stride, fine, |row, buf, out| {
+            let n = quantize(row, buf, FINE_LEVELS, &[1.0]);
+            lanes(buf, out);
+            n
+        });
         let coarse = coarse.then(|| {
             let previous = previous.and_then(|(p, from)| p.coarse.as_ref().map(|c| (c, from)));
             Coarse::new(m, previous)
         });
         // Queries read the codes, and only their candidates' f32 rows.
         m.release_pages();
-        Screen { dim, stride, codes, norms: NormColumns::new(&norms), coarse }
+        Screen { dim, stride, codes, norms, coarse }
     }
 
     pub fn rows(&self) -> usize {
