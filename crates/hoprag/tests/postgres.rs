@@ -561,6 +561,7 @@ fn a_writer_that_does_not_commit_changes_nothing() {
                 vectors: &vectors,
                 graph: None,
                 walk: None,
+                kept: None,
             },
             &Silent,
         )

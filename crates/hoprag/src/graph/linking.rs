@@ -128,6 +128,8 @@ pub struct Linker {
     /// For each fact, the first fact with the same text lowercased: a statement counts
     /// once whatever its case, as in HippoRAG 2's fact store.
     distinct: Vec<u32>,
+    /// The hash of each fact's lowercased text, which an edit's linker copies.
+    lowered: Vec<u64>,
     /// The fact vectors in int8, so that matching a query reads a quarter of the bytes
     /// (the scan is bound by memory bandwidth); results are exact (index::Screen).
     facts: Screen,
@@ -140,21 +142,28 @@ impl Linker {
         Self::after(graph, None)
     }
 
-    /// [`Linker::new`] for `graph`, an edit's result of `previous`'s graph: the int8 codes
-    /// of every fact vector `previous` holds are copied ([`Screen::after`]).
+    /// [`Linker::new`] for `graph`, an edit's result of `previous`'s graph: what is a
+    /// function of a fact's text or vector alone (its lowercased text's hash, its int8
+    /// codes) is copied for every fact `previous` holds ([`super::Lineage`]).
     pub fn after(graph: Arc<EntityGraph>, previous: Option<&Linker>) -> Self {
         // The graph's matrices are shared, not copied: they can be large.
         let entities = ExactIndex::new(graph.entity_vectors.clone());
-        let mut first: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-        let distinct = (0..graph.fact_count() as u32)
-            .map(|f| *first.entry(graph.triples[graph.fact_triple(f) as usize].text().to_lowercase()).or_insert(f))
+        let lineage = previous.and_then(|p| graph.lineage_from(&p.graph).map(|l| (p, l)));
+        let lowered: Vec<u64> = (0..graph.fact_count() as u32)
+            .map(|f| match lineage.and_then(|(p, l)| l.facts.get(f as usize).copied().flatten().map(|o| (p, o))) {
+                Some((p, o)) => p.lowered[o as usize],
+                None => text_hash(&lowered_text(&graph, f)),
+            })
             .collect();
+        let distinct = first_of_same_text(&graph, &lowered);
         let passages_per_entity = graph.entity_passages().iter().map(|p| p.len().max(1)).collect();
         let facts = match previous {
-            Some(p) => Screen::after(&graph.fact_vectors, &p.facts, &p.graph.fact_vectors),
+            Some(p) => {
+                Screen::after(&graph.fact_vectors, &p.facts, &p.graph.fact_vectors, lineage.map(|(_, l)| &l.facts[..]))
+            }
             None => Screen::new(&graph.fact_vectors),
         };
-        Linker { graph, entities, distinct, facts, passages_per_entity, llm: None }
+        Linker { graph, entities, lowered, distinct, facts, passages_per_entity, llm: None }
     }
 
     /// The model for [`NerMode::Llm`]. It lives here, beside the graph, because every
@@ -279,6 +288,41 @@ impl Linker {
         let weight = if p.specificity { w / self.passages_per_entity[e as usize] as f64 } else { w };
         LinkedEntity { entity: e, label: self.graph.labels[e as usize].clone(), weight, via, evidence, similarity: sim }
     }
+}
+
+/// Fact `f`'s text lowercased: facts that differ only in case are one statement.
+fn lowered_text(graph: &EntityGraph, f: u32) -> String {
+    graph.triples[graph.fact_triple(f) as usize].text().to_lowercase()
+}
+
+fn text_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// For each fact, the first fact whose lowercased text is the same, found by the texts'
+/// hashes (`lowered`) and confirmed by comparing the texts: only facts that share a hash
+/// build their texts.
+fn first_of_same_text(graph: &EntityGraph, lowered: &[u64]) -> Vec<u32> {
+    let mut first: rustc_hash::FxHashMap<u64, u32> = Default::default();
+    first.reserve(lowered.len());
+    // Facts whose hash an earlier fact of another text has, by their text.
+    let mut collided: std::collections::HashMap<String, u32> = Default::default();
+    (0..lowered.len() as u32)
+        .map(|f| match first.get(&lowered[f as usize]) {
+            None => {
+                first.insert(lowered[f as usize], f);
+                f
+            }
+            Some(&r) => {
+                let text = lowered_text(graph, f);
+                if lowered_text(graph, r) == text {
+                    r
+                } else {
+                    *collided.entry(text).or_insert(f)
+                }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

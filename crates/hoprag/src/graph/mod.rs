@@ -137,6 +137,36 @@ pub struct EntityGraph {
     /// The first triple of each fact.
     #[serde(skip)]
     fact_triples: Vec<u32>,
+    /// The entity of each name id (`build::Names`), as the build saw them: an edit's
+    /// build looks its names up here instead of normalising them again.
+    #[serde(skip)]
+    name_entities: Vec<u32>,
+    /// The fact of each (subject, predicate, object) of names, as the build found them.
+    #[serde(skip)]
+    facts_by_names: rustc_hash::FxHashMap<(u32, u32, u32), u32>,
+    /// Names this graph among those of the process (see [`Lineage`]).
+    #[serde(skip)]
+    token: u64,
+    /// Where an edit's graph took its entities and facts from, for the structures built
+    /// on it to copy what they derive from them instead of deriving it again.
+    #[serde(skip)]
+    lineage: Option<std::sync::Arc<Lineage>>,
+}
+
+/// What an edit's graph ([`EntityGraph::build_after`]) kept of the graph it was built
+/// from: for each entity and fact, the one of the previous graph with the same text and
+/// the same vector (to the bit), if any. Everything a structure derives from a text or a
+/// vector alone can then be copied across an edit instead of computed again.
+#[derive(Debug)]
+pub struct Lineage {
+    previous: u64,
+    pub entities: Vec<Option<u32>>,
+    pub facts: Vec<Option<u32>>,
+}
+
+fn next_token() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl EntityGraph {
@@ -198,6 +228,10 @@ impl EntityGraph {
             walk: None,
             entity_index: Default::default(),
             fact_triples: Vec::new(),
+            name_entities: Vec::new(),
+            facts_by_names: Default::default(),
+            token: 0,
+            lineage: None,
         };
         g.reindex()?;
         Ok(g)
@@ -206,6 +240,7 @@ impl EntityGraph {
     /// Rebuilds the lookups that are not stored, and checks the triples' facts: each
     /// triple names one, and each fact has a triple and a vector.
     pub(crate) fn reindex(&mut self) -> std::result::Result<(), String> {
+        self.token = next_token();
         self.entity_index = self.entities.iter().enumerate().map(|(i, e)| (e.clone(), i as u32)).collect();
         if self.triple_facts.is_empty() {
             self.triple_facts = (0..self.triples.len() as u32).collect();
@@ -226,6 +261,11 @@ impl EntityGraph {
         }
         self.fact_triples = first;
         Ok(())
+    }
+
+    /// How this graph was built from `previous`, when an edit built it from that graph.
+    pub fn lineage_from(&self, previous: &EntityGraph) -> Option<&Lineage> {
+        self.lineage.as_deref().filter(|l| l.previous == previous.token && previous.token != 0)
     }
 
     /// Passages that mention each entity (inverse of `passage_entities`).

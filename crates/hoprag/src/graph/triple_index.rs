@@ -15,7 +15,7 @@ use crate::corpus::PassageIdx;
 use crate::embed::{Embedder, TextKind};
 use crate::error::{Error, Result};
 use crate::fusion::rrf;
-use crate::index::{ExactIndex, LexicalIndex, Matrix, SearchKind, TantivyBm25, VectorIndex};
+use crate::index::{ExactIndex, Matrix, PartedBm25, SearchKind, VectorIndex};
 
 /// Marks a triple side that normalises to no entity.
 const NO_ENTITY: u32 = u32::MAX;
@@ -226,7 +226,7 @@ pub struct TripleIndex {
     dense: ExactIndex,
     fact_offsets: Vec<usize>,
     fact_triples: Vec<u32>,
-    lexical: TantivyBm25,
+    lexical: PartedBm25,
     /// Whether the weights are the embedder's token counts (not the word-count fallback).
     counted: bool,
     /// Where the build time went, for benches.
@@ -274,10 +274,13 @@ impl TripleIndex {
         let triples = TripleGraph::from_entity_graph(graph, counts)?;
         build.adjacency_ms = ms(t);
         let t = Instant::now();
-        let lexical = TantivyBm25::in_memory(&texts)?;
-        build.bm25_ms = ms(t);
         let (fact_offsets, fact_triples) =
             rows(graph.fact_count(), graph.triple_facts.iter().enumerate().map(|(t, &f)| (f, t as u32)));
+        let lexical = match previous.and_then(|(p, g)| graph.lineage_from(g).map(|l| (p, l))) {
+            Some((p, lineage)) => PartedBm25::after(&p.lexical, &texts, &documents_after(graph, p, lineage))?,
+            None => PartedBm25::new(&texts)?,
+        };
+        build.bm25_ms = ms(t);
         Ok(TripleIndex {
             dense: ExactIndex::new(graph.fact_vectors.clone()),
             fact_offsets,
@@ -345,6 +348,25 @@ impl TripleIndex {
             _ => embedder.embed(texts, TextKind::Query),
         }
     }
+}
+
+/// For each triple of `graph`, a triple of the index `previous` with the same text, each
+/// used once: the triples of the fact it was built from ([`super::Lineage`]), in order.
+fn documents_after(graph: &EntityGraph, previous: &TripleIndex, lineage: &super::Lineage) -> Vec<Option<u32>> {
+    let mut taken: Vec<u32> = vec![0; previous.fact_offsets.len().saturating_sub(1)];
+    graph
+        .triple_facts
+        .iter()
+        .map(|&f| {
+            let o = lineage.facts.get(f as usize).copied().flatten()? as usize;
+            let (start, end) = (*previous.fact_offsets.get(o)?, *previous.fact_offsets.get(o + 1)?);
+            let next = start + taken[o] as usize;
+            (next < end).then(|| {
+                taken[o] += 1;
+                previous.fact_triples[next]
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

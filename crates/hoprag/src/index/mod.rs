@@ -6,7 +6,7 @@ mod lexical;
 mod manifest;
 pub mod vector;
 
-pub use lexical::{analyze, analyzer, LexicalIndex, TantivyBm25};
+pub use lexical::{analyze, analyzer, LexicalIndex, PartedBm25, TantivyBm25};
 pub use manifest::{Counts, EmbedderInfo, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
 pub use vector::{
     hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Quantization, Rescored, Screen, Screened,

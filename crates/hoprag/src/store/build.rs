@@ -101,8 +101,14 @@ pub fn build_index(
         created_at: now,
         updated_at: now,
     };
-    let change =
-        Change::Replace { manifest: &manifest, passages: &passages, vectors: &vectors, graph: None, walk: None };
+    let change = Change::Replace {
+        manifest: &manifest,
+        passages: &passages,
+        vectors: &vectors,
+        graph: None,
+        walk: None,
+        kept: None,
+    };
     let times = writer.commit(change, progress)?;
     stats.add_times(times);
     stats.passages_added = corpus.passages.len();

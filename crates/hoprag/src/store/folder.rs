@@ -33,7 +33,9 @@ use super::{Change, Store, StoreWriter, WriteTimes};
 use crate::corpus::Passage;
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
-use crate::index::{HnswIndex, Index, LexicalIndex, Manifest, Matrix, TantivyBm25, VectorIndex, VectorIndexKind};
+use crate::index::{
+    HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, TantivyBm25, VectorIndex, VectorIndexKind,
+};
 use crate::progress::Progress;
 
 const CURRENT: &str = "CURRENT";
@@ -121,7 +123,13 @@ impl Store for FolderStore {
         let vectors = Matrix::open(&vpath, dim).map_err(|e| Error::io(&vpath, e))?.ok_or_else(|| {
             Error::index(&self.root, format!("{VECTORS} is not a whole number of vectors of dimension {dim}"))
         })?;
-        let lexical: Arc<dyn LexicalIndex> = Arc::new(TantivyBm25::open(&generation.join(LEXICAL))?);
+        let ldir = generation.join(LEXICAL);
+        // Indexes written before BM25 was kept in parts hold one tantivy index.
+        let lexical: Arc<dyn LexicalIndex> = if PartedBm25::is_in(&ldir) {
+            Arc::new(PartedBm25::open(&ldir)?)
+        } else {
+            Arc::new(TantivyBm25::open(&ldir)?)
+        };
         let ann: Option<Arc<dyn VectorIndex>> = match manifest.vector_index {
             VectorIndexKind::Hnsw => Some(Arc::new(HnswIndex::load(&generation.join(HNSW), dim, manifest.hnsw)?)),
             _ => None,
@@ -197,7 +205,7 @@ impl StoreWriter for FolderWriter<'_> {
         let base = self.base.as_ref().map(|(_, g)| g.as_path());
         let base_dir = || base.ok_or_else(|| super::no_index(&self.store.location));
         match change {
-            Change::Replace { manifest, passages, vectors, graph, walk } => {
+            Change::Replace { manifest, passages, vectors, graph, walk, kept } => {
                 std::thread::scope(|scope| {
                     // The graph's files (hundreds of MB of vectors) are written while the
                     // lexical index is built: one is mostly copying, the other computing.
@@ -210,8 +218,15 @@ impl StoreWriter for FolderWriter<'_> {
                     });
                     let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
                     timed(&mut times.lexical_secs, || {
-                        progress.start("lexical index", texts.len() as u64);
-                        let r = TantivyBm25::create(&dir.join(LEXICAL), &texts, &|n| progress.advance(n as u64));
+                        progress.start("lexical index", 0);
+                        // An edit indexes the texts it brings; its base's parts are linked.
+                        let base = base.map(|b| b.join(LEXICAL)).filter(|b| PartedBm25::is_in(b));
+                        let r = match (base, kept) {
+                            (Some(base), Some(kept)) => {
+                                PartedBm25::create_after(&dir.join(LEXICAL), &base, &texts, kept)
+                            }
+                            _ => PartedBm25::create(&dir.join(LEXICAL), &texts),
+                        };
                         progress.finish();
                         r
                     })?;

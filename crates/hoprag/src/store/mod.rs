@@ -115,6 +115,9 @@ pub enum Change<'a> {
         vectors: &'a Matrix,
         graph: Option<&'a EntityGraph>,
         walk: Option<&'a crate::graph::split_ppr::Solved>,
+        /// For each passage, the base's passage of the same indexed text, where the change
+        /// knows it (an edit): an index kept in parts indexes only the others.
+        kept: Option<&'a [Option<crate::corpus::PassageIdx>]>,
     },
     /// The base's passages with this entity graph attached, replacing any other.
     /// The graph, with its passage seeds' walk where one was solved.

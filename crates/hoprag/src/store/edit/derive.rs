@@ -112,6 +112,15 @@ pub(super) fn derive(
     Ok(Derived { vectors, graph: Some(Arc::new(graph)), graph_source: Some(source) })
 }
 
+/// For each passage, a passage of `old` with the same title and text, each used once.
+pub(super) fn kept_passages(old: &[Passage], passages: &[Passage]) -> Vec<Option<PassageIdx>> {
+    let mut of_content: HashMap<(&str, &str), Vec<PassageIdx>> = HashMap::with_capacity(old.len());
+    for (i, p) in old.iter().enumerate().rev() {
+        of_content.entry((p.title.as_str(), p.text.as_str())).or_default().push(i as PassageIdx);
+    }
+    passages.iter().map(|p| of_content.get_mut(&(p.title.as_str(), p.text.as_str())).and_then(Vec::pop)).collect()
+}
+
 /// Each passage's vector: the stored one for a text the old generation has, else embedded.
 fn passage_vectors(
     old: &Index,

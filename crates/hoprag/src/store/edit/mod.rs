@@ -194,6 +194,7 @@ pub fn edit_from(
             continue;
         }
         let manifest = manifest_after(&old.manifest, &plan, &derived, options, old.location())?;
+        let kept = derive::kept_passages(old.passages(), &plan.passages);
         drop(old);
         let times = writer.commit(
             Change::Replace {
@@ -202,6 +203,7 @@ pub fn edit_from(
                 vectors: &derived.vectors,
                 graph: derived.graph.as_deref(),
                 walk: derived.graph.as_ref().and_then(|g| g.walk.as_deref()),
+                kept: Some(&kept),
             },
             progress,
         )?;

@@ -81,7 +81,8 @@ impl StoreWriter for PgWriter<'_> {
         let err = db_err(&location, "writing the index");
         let vector = vector_type(client, &location)?;
         let (manifest, next) = match change {
-            Change::Replace { manifest, passages, vectors, graph, walk } => {
+            // (Its BM25 is postings in SQL, written per build: nothing to reuse by part.)
+            Change::Replace { manifest, passages, vectors, graph, walk, kept: _ } => {
                 let dim = manifest.embedder.dim;
                 let build: i64 = timed(&mut times.write_secs, || {
                     let build: i64 = client

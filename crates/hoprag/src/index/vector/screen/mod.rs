@@ -438,13 +438,26 @@ impl Screen {
     /// [`Screen::new`] of `m`, a matrix that shares most rows with `previous_matrix` (an
     /// edit's graph vectors), copying the codes of every row `previous` holds with the
     /// same values: a row's codes are a function of its values alone, so the screen is
-    /// the one [`Screen::new`] makes, for the work of the new rows.
-    pub fn after(m: &Matrix, previous: &Screen, previous_matrix: &Matrix) -> Screen {
+    /// the one [`Screen::new`] makes, for the work of the new rows. `known` gives, for each
+    /// row of `m`, the row of `previous_matrix` it equals to the bit, where the caller
+    /// knows it (the rows were copied from there: [`crate::graph::Lineage`]); otherwise
+    /// rows are matched by their values.
+    pub fn after(m: &Matrix, previous: &Screen, previous_matrix: &Matrix, known: Option<&[Option<u32>]>) -> Screen {
         let coarse = m.rows() * m.dim() > COARSE_FROM_BYTES;
         if previous.dim != m.dim() || previous.rows() != previous_matrix.rows() || previous_matrix.dim() != m.dim() {
             return Screen::build(m, coarse, None);
         }
-        let from = same_rows(m, previous_matrix);
+        let from = match known {
+            Some(known) if known.len() == m.rows() && known.iter().flatten().all(|&r| r < previous.rows() as u32) => {
+                debug_assert!(known.iter().enumerate().step_by(known.len() / 64 + 1).all(|(r, o)| o.is_none_or(|o| m
+                    .row(r as u32)
+                    .iter()
+                    .zip(previous_matrix.row(o))
+                    .all(|(a, b)| a.to_bits() == b.to_bits()))));
+                std::borrow::Cow::Borrowed(known)
+            }
+            _ => std::borrow::Cow::Owned(same_rows(m, previous_matrix)),
+        };
         Screen::build(m, coarse, Some((previous, &from)))
     }
 

@@ -1,4 +1,9 @@
-//! Lexical retrieval: the [`LexicalIndex`] seam and its tantivy BM25 implementation.
+//! Lexical retrieval: the [`LexicalIndex`] seam and its tantivy BM25 implementation;
+//! BM25 in parts that an edit extends ([`PartedBm25`]).
+
+mod parts;
+
+pub use parts::PartedBm25;
 
 use std::path::Path;
 
@@ -84,6 +89,26 @@ pub fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     terms
 }
 
+/// An index held in memory only, over `texts` (document `i` is `texts[i]`, its `pid`
+/// field `i`).
+fn build_in_ram(texts: &[&str]) -> Result<tantivy::Index> {
+    let (schema, _, _) = schema();
+    let index = tantivy::Index::create_in_ram(schema);
+    register_tokenizer(&index)?;
+    TantivyBm25::append(&index, Path::new(""), 0, texts, &|_| {})?;
+    Ok(index)
+}
+
+/// An index in the new folder `dir` over `texts` (document `i` is `texts[i]`, its `pid`
+/// field `i`).
+fn build_in_dir(dir: &Path, texts: &[&str]) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let (schema, _, _) = schema();
+    let index = tantivy::Index::create_in_dir(dir, schema).map_err(tantivy_err(dir))?;
+    register_tokenizer(&index)?;
+    TantivyBm25::append(&index, dir, 0, texts, &|_| {})
+}
+
 fn register_tokenizer(index: &tantivy::Index) -> Result<()> {
     index.tokenizers().register(TOKENIZER, analyzer()?);
     Ok(())
@@ -110,11 +135,11 @@ impl TantivyBm25 {
         Self::append(&index, dir, first, texts, progress)
     }
 
-    fn append(
+    fn append<S: AsRef<str>>(
         index: &tantivy::Index,
         dir: &Path,
         first: PassageIdx,
-        texts: &[String],
+        texts: &[S],
         progress: &dyn Fn(usize),
     ) -> Result<()> {
         let (_, pid, text) = schema();
@@ -128,7 +153,7 @@ impl TantivyBm25 {
         let mut writer: IndexWriter = index.writer_with_num_threads(1, heap).map_err(tantivy_err(dir))?;
         writer.set_merge_policy(Box::new(NoMergePolicy));
         for (i, t) in texts.iter().enumerate() {
-            writer.add_document(doc!(pid => first as u64 + i as u64, text => t.as_str())).map_err(tantivy_err(dir))?;
+            writer.add_document(doc!(pid => first as u64 + i as u64, text => t.as_ref())).map_err(tantivy_err(dir))?;
             if i % 1024 == 1023 {
                 progress(1024);
             }
@@ -137,18 +162,6 @@ impl TantivyBm25 {
         writer.commit().map_err(tantivy_err(dir))?;
         writer.wait_merging_threads().map_err(tantivy_err(dir))?;
         Ok(())
-    }
-
-    /// An index held in memory only, over `texts` (document `i` is `texts[i]`): for
-    /// small derived collections, such as the triples of an entity graph, that are
-    /// cheaper to index on load than to store.
-    pub fn in_memory(texts: &[String]) -> Result<Self> {
-        let (schema, _, _) = schema();
-        let index = tantivy::Index::create_in_ram(schema);
-        register_tokenizer(&index)?;
-        let here = Path::new("");
-        Self::append(&index, here, 0, texts, &|_| {})?;
-        Self::from_index(index, here)
     }
 
     pub fn open(dir: &Path) -> Result<Self> {
@@ -342,7 +355,7 @@ mod tests {
         assert_eq!(grown.len(), 5);
         assert_eq!(grown.search("orlane", 5).unwrap().len(), 2);
 
-        let ram = TantivyBm25::in_memory(&texts).unwrap();
+        let ram = super::PartedBm25::new(&texts).unwrap();
         assert_eq!(ram.len(), 3);
         assert_eq!(ram.search("Which port city is on the bay?", 5).unwrap()[0].0, 1);
         let river: Vec<PassageIdx> = ram.search("river", 5).unwrap().iter().map(|h| h.0).collect();
