@@ -277,6 +277,18 @@ impl PartedBm25 {
         self.len == 0
     }
 
+    /// Each document's analysed length, by id: what its statistics are made of (checks
+    /// compare it across builds whose parts differ).
+    pub fn lengths(&self) -> Vec<u32> {
+        let mut out = vec![0; self.len];
+        for (part, ids) in self.parts.iter().zip(&self.ids) {
+            for (d, &id) in ids.iter().enumerate().filter(|(_, &id)| id != DEAD) {
+                out[id as usize] = part.lengths[d];
+            }
+        }
+        out
+    }
+
     /// Documents held, dead ones included, and parts: for reports.
     pub fn held(&self) -> (usize, usize) {
         (self.ids.iter().map(Vec::len).sum(), self.parts.len())
