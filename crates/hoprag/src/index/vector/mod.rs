@@ -324,8 +324,15 @@ impl Matrix {
     /// Writes [`Matrix::to_le_bytes`] to `w` a block at a time, without a copy of the
     /// whole matrix (hundreds of MB for a graph's fact vectors).
     pub fn write_le(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        let flat = self.as_flat();
+        if cfg!(target_endian = "little") {
+            // SAFETY: f32 has no padding, every byte of the slice is initialised, and on a
+            // little-endian platform a value's bytes in memory are its little-endian bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(flat.as_ptr().cast::<u8>(), std::mem::size_of_val(flat)) };
+            return w.write_all(bytes);
+        }
         let mut block = Vec::with_capacity(1 << 16);
-        for chunk in self.as_flat().chunks(1 << 14) {
+        for chunk in flat.chunks(1 << 14) {
             block.clear();
             for x in chunk {
                 block.extend_from_slice(&x.to_le_bytes());
