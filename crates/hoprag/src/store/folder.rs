@@ -218,14 +218,18 @@ impl StoreWriter for FolderWriter<'_> {
                     });
                     let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
                     timed(&mut times.lexical_secs, || {
-                        progress.start("lexical index", 0);
                         // An edit indexes the texts it brings; its base's parts are linked.
                         let base = base.map(|b| b.join(LEXICAL)).filter(|b| PartedBm25::is_in(b));
+                        let advance = |n: usize| progress.advance(n as u64);
                         let r = match (base, kept) {
                             (Some(base), Some(kept)) => {
-                                PartedBm25::create_after(&dir.join(LEXICAL), &base, &texts, kept)
+                                progress.start("lexical index", 0);
+                                PartedBm25::create_after(&dir.join(LEXICAL), &base, &texts, kept, &advance)
                             }
-                            _ => PartedBm25::create(&dir.join(LEXICAL), &texts),
+                            _ => {
+                                progress.start("lexical index", texts.len() as u64);
+                                PartedBm25::create(&dir.join(LEXICAL), &texts, &advance)
+                            }
                         };
                         progress.finish();
                         r

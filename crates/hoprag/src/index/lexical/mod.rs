@@ -101,12 +101,12 @@ fn build_in_ram(texts: &[&str]) -> Result<tantivy::Index> {
 
 /// An index in the new folder `dir` over `texts` (document `i` is `texts[i]`, its `pid`
 /// field `i`).
-fn build_in_dir(dir: &Path, texts: &[&str]) -> Result<()> {
+fn build_in_dir(dir: &Path, texts: &[&str], progress: &dyn Fn(usize)) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let (schema, _, _) = schema();
     let index = tantivy::Index::create_in_dir(dir, schema).map_err(tantivy_err(dir))?;
     register_tokenizer(&index)?;
-    TantivyBm25::append(&index, dir, 0, texts, &|_| {})
+    TantivyBm25::append(&index, dir, 0, texts, progress)
 }
 
 fn register_tokenizer(index: &tantivy::Index) -> Result<()> {

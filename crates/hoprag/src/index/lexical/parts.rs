@@ -26,6 +26,13 @@ const IDS: &str = "ids.u32";
 /// In a part's folder: the analysed length of each of its texts.
 const LENGTHS: &str = "lengths.u32";
 
+/// Where new parts go: a collection's folder, and who hears of the texts indexed.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    dir: &'a Path,
+    progress: &'a dyn Fn(usize),
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Layout {
     parts: Vec<String>,
@@ -70,13 +77,13 @@ struct Part {
 impl Part {
     /// A part of `texts`, in memory or, given a collection's folder, in a new folder of
     /// its own there.
-    fn build(texts: &[&str], place: Option<&Path>) -> Result<Arc<Part>> {
-        let Some(dir) = place else {
+    fn build(texts: &[&str], place: Option<Place>) -> Result<Arc<Part>> {
+        let Some(Place { dir, progress }) = place else {
             return Self::of_index(build_in_ram(texts)?, None, count_tokens(texts)?);
         };
         let name = format!("part-{:016x}", unique());
         let path = dir.join(&name);
-        build_in_dir(&path, texts)?;
+        build_in_dir(&path, texts, progress)?;
         let lengths = count_tokens(texts)?;
         write_u32s(&path.join(LENGTHS), &lengths)?;
         Self::open(dir, &name)
@@ -133,24 +140,31 @@ impl PartedBm25 {
         Self::new_in(texts, None)
     }
 
-    fn new_in(texts: &[String], place: Option<&Path>) -> Result<Self> {
+    fn new_in(texts: &[String], place: Option<Place>) -> Result<Self> {
         let all: Vec<&str> = texts.iter().map(String::as_str).collect();
         Self::of_parts(vec![Part::build(&all, place)?], vec![(0..texts.len() as u32).collect()], texts.len())
     }
 
-    /// Writes the collection of `texts` to the new folder `dir`, in one part.
-    pub fn create(dir: &Path, texts: &[String]) -> Result<()> {
+    /// Writes the collection of `texts` to the new folder `dir`, in one part; `progress`
+    /// is told of the texts as they are indexed.
+    pub fn create(dir: &Path, texts: &[String], progress: &dyn Fn(usize)) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        Self::new_in(texts, Some(dir))?.save_layout(dir)
+        Self::new_in(texts, Some(Place { dir, progress }))?.save_layout(dir)
     }
 
     /// Writes to the new folder `dir` the collection of `texts` after an edit of the one
     /// in folder `base` ([`PartedBm25::after`]): the parts it keeps are linked from there
     /// (they never change), and only the new texts are indexed.
-    pub fn create_after(dir: &Path, base: &Path, texts: &[String], from: &[Option<u32>]) -> Result<()> {
+    pub fn create_after(
+        dir: &Path,
+        base: &Path,
+        texts: &[String],
+        from: &[Option<u32>],
+        progress: &dyn Fn(usize),
+    ) -> Result<()> {
         let previous = Self::open(base)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let next = Self::after_in(&previous, texts, from, Some(dir))?;
+        let next = Self::after_in(&previous, texts, from, Some(Place { dir, progress }))?;
         for part in &next.parts {
             let name = part.name.as_deref().expect("parts on disk are named");
             if !dir.join(name).exists() {
@@ -203,7 +217,7 @@ impl PartedBm25 {
         Self::after_in(previous, texts, from, None)
     }
 
-    fn after_in(previous: &PartedBm25, texts: &[String], from: &[Option<u32>], place: Option<&Path>) -> Result<Self> {
+    fn after_in(previous: &PartedBm25, texts: &[String], from: &[Option<u32>], place: Option<Place>) -> Result<Self> {
         if from.len() != texts.len() {
             return Err(Error::Other(format!("{} origins for {} texts", from.len(), texts.len())));
         }
@@ -507,11 +521,11 @@ mod tests {
     fn collections_on_disk_rank_as_fresh_ones() {
         let dir = tempfile::tempdir().unwrap();
         let texts: Vec<String> = (0..200).map(text).collect();
-        PartedBm25::create(&dir.path().join("a"), &texts).unwrap();
+        PartedBm25::create(&dir.path().join("a"), &texts, &|_| {}).unwrap();
         let mut edited: Vec<String> = texts[20..].to_vec();
         edited.push(text(777));
         let kept = from(&texts, &edited);
-        PartedBm25::create_after(&dir.path().join("b"), &dir.path().join("a"), &edited, &kept).unwrap();
+        PartedBm25::create_after(&dir.path().join("b"), &dir.path().join("a"), &edited, &kept, &|_| {}).unwrap();
         let (a, b) =
             (PartedBm25::open(&dir.path().join("a")).unwrap(), PartedBm25::open(&dir.path().join("b")).unwrap());
         assert_eq!(b.held(), (201, 2));
