@@ -46,7 +46,7 @@ CRATE_LAYERS = [
 LIBRARY_LAYERS = [
     # Leaves: they import nothing of the crate.
     ["error", "simd", "threads", "rank", "text", "progress"],
-    ["lazy", "http", "llama"],
+    ["lazy", "http", "llama", "files"],
     ["models", "corpus"],
     ["embed", "dataset", "llm", "fusion"],
     ["answer", "index"],

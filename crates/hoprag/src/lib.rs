@@ -30,6 +30,7 @@ pub mod embed;
 pub mod engine;
 pub mod error;
 pub mod eval;
+mod files;
 pub mod fusion;
 pub mod graph;
 pub mod http;

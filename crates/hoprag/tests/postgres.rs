@@ -554,17 +554,7 @@ fn a_writer_that_does_not_commit_changes_nothing() {
     );
     let writer = store.writer().unwrap();
     let err = writer
-        .commit(
-            hoprag::store::Change::Replace {
-                manifest: &manifest,
-                passages: &passages,
-                vectors: &vectors,
-                graph: None,
-                walk: None,
-                kept: None,
-            },
-            &Silent,
-        )
+        .commit(hoprag::store::Change::passages(&manifest, &passages, &vectors), &Silent)
         .expect_err("miscounted manifest");
     assert!(err.to_string().contains("counts 7 passages"), "{err}");
     assert_eq!(store.generation().unwrap(), g0);

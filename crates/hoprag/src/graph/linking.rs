@@ -152,7 +152,7 @@ impl Linker {
         let lowered: Vec<u64> = (0..graph.fact_count() as u32)
             .map(|f| match lineage.and_then(|(p, l)| l.facts.get(f as usize).copied().flatten().map(|o| (p, o))) {
                 Some((p, o)) => p.lowered[o as usize],
-                None => text_hash(&lowered_text(&graph, f)),
+                None => super::text_hash(lowered_text(&graph, f).bytes()),
             })
             .collect();
         let distinct = first_of_same_text(&graph, &lowered);
@@ -293,10 +293,6 @@ impl Linker {
 /// Fact `f`'s text lowercased: facts that differ only in case are one statement.
 fn lowered_text(graph: &EntityGraph, f: u32) -> String {
     graph.triples[graph.fact_triple(f) as usize].text().to_lowercase()
-}
-
-fn text_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 /// For each fact, the first fact whose lowercased text is the same, found by the texts'

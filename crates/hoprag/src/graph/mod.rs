@@ -164,6 +164,12 @@ pub struct Lineage {
     pub facts: Vec<Option<u32>>,
 }
 
+/// FNV-1a of `bytes`: a text's hash for the tables that group facts by text (each match
+/// is confirmed by comparing the texts).
+pub(crate) fn text_hash(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
 fn next_token() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)

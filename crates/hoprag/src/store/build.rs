@@ -101,15 +101,7 @@ pub fn build_index(
         created_at: now,
         updated_at: now,
     };
-    let change = Change::Replace {
-        manifest: &manifest,
-        passages: &passages,
-        vectors: &vectors,
-        graph: None,
-        walk: None,
-        kept: None,
-    };
-    let times = writer.commit(change, progress)?;
+    let times = writer.commit(Change::passages(&manifest, &passages, &vectors), progress)?;
     stats.add_times(times);
     stats.passages_added = corpus.passages.len();
     stats.passages_total = corpus.passages.len();

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::{Change, Store, StoreWriter, WriteTimes};
 use crate::corpus::Passage;
 use crate::error::{Error, Result};
+use crate::files::{link_tree, write_file};
 use crate::graph::EntityGraph;
 use crate::index::{
     HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, TantivyBm25, VectorIndex, VectorIndexKind,
@@ -335,18 +336,6 @@ fn unused(generation: &Path) -> std::io::Result<Option<fs::File>> {
     }
 }
 
-/// Writes a file; `atomic` writes a sibling temporary and renames it over the target.
-fn write_file(path: &Path, bytes: &[u8], atomic: bool) -> Result<()> {
-    let target = if atomic { path.with_extension("tmp") } else { path.to_path_buf() };
-    let mut f = fs::File::create(&target).map_err(|e| Error::io(&target, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&target, e))?;
-    f.sync_all().map_err(|e| Error::io(&target, e))?;
-    if atomic {
-        fs::rename(&target, path).map_err(|e| Error::io(path, e))?;
-    }
-    Ok(())
-}
-
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Other(e.to_string()))?;
     write_file(path, &bytes, false)
@@ -377,24 +366,6 @@ fn read_passages(path: &Path) -> Result<Vec<Passage>> {
             serde_json::from_str(&line).map_err(|e| Error::input(path, format!("line {}: {e}", i + 1)))
         })
         .collect()
-}
-
-/// Recreates a folder tree with hard links to the files (copies where linking fails);
-/// tantivy never modifies a segment file, so sharing them is safe.
-fn link_tree(from: &Path, to: &Path) -> Result<()> {
-    fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in fs::read_dir(from).map_err(|e| Error::io(from, e))? {
-        let entry = entry.map_err(|e| Error::io(from, e))?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if src.is_dir() {
-            link_tree(&src, &dst)?;
-        } else if entry.file_name().to_string_lossy().ends_with(".lock") {
-            continue;
-        } else if fs::hard_link(&src, &dst).is_err() {
-            fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
-        }
-    }
-    Ok(())
 }
 
 pub fn dir_size(path: &Path) -> u64 {

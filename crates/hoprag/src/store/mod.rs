@@ -124,7 +124,13 @@ pub enum Change<'a> {
     Graph { manifest: &'a Manifest, graph: &'a EntityGraph, walk: Option<&'a crate::graph::split_ppr::Solved> },
 }
 
-impl Change<'_> {
+impl<'a> Change<'a> {
+    /// A [`Change::Replace`] of passages and their vectors alone, with nothing carried
+    /// from the base (a fresh build).
+    pub fn passages(manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix) -> Self {
+        Change::Replace { manifest, passages, vectors, graph: None, walk: None, kept: None }
+    }
+
     /// The manifest of the generation the change makes.
     pub fn manifest(&self) -> &Manifest {
         match self {

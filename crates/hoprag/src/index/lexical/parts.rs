@@ -11,9 +11,10 @@ use tantivy::{DocSet, Searcher, Term, TERMINATED};
 
 use std::path::Path;
 
-use super::{analyzer, build_in_dir, build_in_ram, register_tokenizer, LexicalIndex};
+use super::{analyze, analyzer, build_in_dir, build_in_ram, register_tokenizer, LexicalIndex};
 use crate::corpus::PassageIdx;
 use crate::error::{Error, Result};
+use crate::files::{link_tree, write_file};
 
 /// A document id that names no document of the collection (its text left it).
 const DEAD: u32 = u32::MAX;
@@ -86,7 +87,9 @@ impl Part {
         build_in_dir(&path, texts, progress)?;
         let lengths = count_tokens(texts)?;
         write_u32s(&path.join(LENGTHS), &lengths)?;
-        Self::open(dir, &name)
+        let index =
+            tantivy::Index::open_in_dir(&path).map_err(|e| Error::index(&path, format!("lexical index: {e}")))?;
+        Self::of_index(index, Some(name), lengths)
     }
 
     /// The part `name` of the collection in folder `dir`.
@@ -168,7 +171,7 @@ impl PartedBm25 {
         for part in &next.parts {
             let name = part.name.as_deref().expect("parts on disk are named");
             if !dir.join(name).exists() {
-                link_dir(&base.join(name), &dir.join(name))?;
+                link_tree(&base.join(name), &dir.join(name))?;
             }
         }
         next.save_layout(dir)
@@ -204,7 +207,7 @@ impl PartedBm25 {
         write_u32s(&dir.join(IDS), &self.ids.concat())?;
         let parts = self.parts.iter().map(|p| p.name.clone().expect("parts on disk are named")).collect();
         let bytes = serde_json::to_vec(&Layout { parts, texts: self.len }).map_err(|e| Error::Other(e.to_string()))?;
-        write_bytes(&dir.join(LAYOUT), &bytes)
+        write_file(&dir.join(LAYOUT), &bytes, false)
     }
 
     /// The collection of `texts` (document `i` is `texts[i]`) after an edit of
@@ -310,7 +313,7 @@ impl PartedBm25 {
 
     /// The `k` best documents for `query` by BM25, best first, ties to the lower id.
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<(u32, f32)>> {
-        let terms = self.terms(query)?;
+        let terms = self.terms(query);
         if terms.is_empty() || k == 0 || self.len == 0 {
             return Ok(Vec::new());
         }
@@ -361,17 +364,11 @@ impl PartedBm25 {
     }
 
     /// The analysed, de-duplicated query terms, in the query's order.
-    fn terms(&self, query: &str) -> Result<Vec<String>> {
-        let mut analyzer = self.analyzer.clone();
-        let mut stream = analyzer.token_stream(query);
-        let mut terms: Vec<String> = Vec::new();
-        while stream.advance() {
-            let t = &stream.token().text;
-            if !terms.contains(t) {
-                terms.push(t.clone());
-            }
-        }
-        Ok(terms)
+    fn terms(&self, query: &str) -> Vec<String> {
+        let mut terms = analyze(&mut self.analyzer.clone(), query);
+        let mut seen = std::collections::HashSet::new();
+        terms.retain(|t| seen.insert(t.clone()));
+        terms
     }
 }
 
@@ -410,14 +407,8 @@ fn unique() -> u64 {
     now ^ ((std::process::id() as u64) << 40) ^ n.rotate_left(20)
 }
 
-fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| Error::io(path, e))
-}
-
 fn write_u32s(path: &Path, values: &[u32]) -> Result<()> {
-    write_bytes(path, &values.iter().flat_map(|n| n.to_le_bytes()).collect::<Vec<u8>>())
+    write_file(path, &values.iter().flat_map(|n| n.to_le_bytes()).collect::<Vec<u8>>(), false)
 }
 
 fn read_u32s(path: &Path) -> Result<Vec<u32>> {
@@ -426,24 +417,6 @@ fn read_u32s(path: &Path) -> Result<Vec<u32>> {
         return Err(Error::index(path, "not a whole number of 32-bit values"));
     }
     Ok(bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
-}
-
-/// Hard-links every file of folder `from` into the new folder `to` (copies where links
-/// cannot be made).
-fn link_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
-        let entry = entry.map_err(|e| Error::io(from, e))?;
-        let name = entry.file_name();
-        if name.to_string_lossy().ends_with(".lock") {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if std::fs::hard_link(&src, &dst).is_err() {
-            std::fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
