@@ -16,3 +16,18 @@ impl Progress for Silent {
     fn advance(&self, _: u64) {}
     fn finish(&self) {}
 }
+
+/// Logs (debug) the wall time from its creation to its drop.
+pub(crate) struct LogTime(&'static str, std::time::Instant);
+
+impl LogTime {
+    pub(crate) fn start(what: &'static str) -> Self {
+        LogTime(what, std::time::Instant::now())
+    }
+}
+
+impl Drop for LogTime {
+    fn drop(&mut self) {
+        log::debug!("{}: {:.1} ms", self.0, self.1.elapsed().as_secs_f64() * 1e3);
+    }
+}

@@ -462,7 +462,10 @@ fn files(dir: &Path, prefix: &str, out: &mut BTreeMap<String, PathBuf>) {
 /// lock, empty). The lexical index is kept in parts that differ with the edits that made
 /// it (each part's tantivy files, named at random): it stands here as what its statistics
 /// are made of, each live document's analysed length, by passage; that its postings score
-/// alike is what step 3's rankings (bm25, hybrid, ...) and its unit tests check.
+/// alike is what step 3's rankings (bm25, hybrid, ...) and its unit tests check. The
+/// graph's vector files are shared along a line of generations (an edit appends the
+/// rows it brings): the graph stands here as its table and its vectors as loaded, row by
+/// row.
 fn generation_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let dir = live(root);
     let mut paths = BTreeMap::new();
@@ -470,8 +473,22 @@ fn generation_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let lengths = hoprag::index::PartedBm25::open(&dir.join("lexical")).unwrap().lengths();
     out.insert("lexical: live lengths".to_string(), lengths.iter().flat_map(|n| n.to_le_bytes()).collect());
+    if dir.join("graph").is_dir() {
+        let manifest: Value = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        let dim = manifest["graph"]["embedder"]["dim"].as_u64().or(manifest["embedder"]["dim"].as_u64()).unwrap();
+        let graph = hoprag::graph::EntityGraph::load(&dir.join("graph"), dim as usize).unwrap();
+        let mut table = serde_json::to_value(&graph).unwrap();
+        table["stats"]["build_secs"] = Value::Null;
+        table["stats"]["embed_secs"] = Value::Null;
+        out.insert("graph: table".to_string(), serde_json::to_vec(&table).unwrap());
+        out.insert("graph: entity vectors".to_string(), graph.entity_vectors.to_le_bytes());
+        out.insert("graph: fact vectors".to_string(), graph.fact_vectors.to_le_bytes());
+    }
     for (name, path) in paths {
-        if name == "readers.lock" || name.starts_with("lexical/") {
+        let graph_file = ["graph/graph.bin", "graph/graph.json", "graph/entities.f32", "graph/triples.f32"]
+            .contains(&name.as_str())
+            || name.ends_with(".rows");
+        if name == "readers.lock" || name.starts_with("lexical/") || graph_file {
             continue;
         }
         let mut bytes = std::fs::read(&path).unwrap();
@@ -486,14 +503,6 @@ fn generation_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
                     stats["embed_secs"] = Value::Null;
                 }
                 bytes = serde_json::to_vec_pretty(&m).unwrap();
-            }
-            "graph/graph.json" => {
-                let mut g: Value = serde_json::from_slice(&bytes).unwrap();
-                if let Some(stats) = g.get_mut("stats") {
-                    stats["build_secs"] = Value::Null;
-                    stats["embed_secs"] = Value::Null;
-                }
-                bytes = serde_json::to_vec(&g).unwrap();
             }
             "graph/walk.f64" if bytes.len() >= 64 => bytes[56..64].fill(0),
             _ => {}

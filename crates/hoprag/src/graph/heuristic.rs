@@ -10,7 +10,7 @@
 //! beyond the title rule; lowercase entities are missed; long sentences produce many
 //! loosely related pairs (capped at eight words apart; two bare numbers are not paired).
 
-use super::{Extraction, Triple};
+use super::{Extraction, Name, Triple};
 use crate::corpus::{Passage, PassageIdx};
 use crate::text::{sentences, surface_entities, SpanKind};
 
@@ -24,11 +24,11 @@ pub fn extract_heuristic(passages: &[Passage]) -> Extraction {
         let passage = i as PassageIdx;
         let title = p.title.trim();
         if !title.is_empty() {
-            out.entities[i].push(title.to_string());
+            out.entities[i].push(Name::new(title));
         }
         for sentence in sentences(&p.text) {
             let spans = surface_entities(sentence);
-            out.entities[i].extend(spans.iter().map(|s| s.text.clone()));
+            out.entities[i].extend(spans.iter().map(|s| Name::new(&s.text)));
             let names_title = spans.iter().any(|s| s.text.eq_ignore_ascii_case(title));
             if !title.is_empty() && !names_title {
                 if let Some(first) = spans.first() {
@@ -90,7 +90,7 @@ mod tests {
         assert!(t.contains(&("Ardent Ironworks".into(), "was founded in".into(), "Dunhaven".into())));
         assert!(t.contains(&("Dunhaven".into(), "by".into(), "Maud Corrigan".into())));
         assert!(t.contains(&("Ardent Ironworks".into(), "It was nationalised in".into(), "1947".into())));
-        assert!(x.entities[0].contains(&"Maud Corrigan".to_string()));
+        assert!(x.entities[0].contains(&Name::new("Maud Corrigan")));
         assert!(x.triples.iter().all(|t| t.passage == 0));
     }
 }

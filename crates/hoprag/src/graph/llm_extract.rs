@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::heuristic::extract_heuristic;
-use super::{Extraction, Triple};
+use super::{Extraction, Name, Triple};
 use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
 use crate::llm::{ChatRequest, Llm, LlmStatsSnapshot, Meter, ParseFailure};
@@ -220,7 +220,7 @@ pub fn extract_llm(
                         out.report.malformed_examples.push(format!("{}: {bad}", passage.id));
                     }
                 }
-                out.entities[i] = parsed.entities;
+                out.entities[i] = parsed.entities.iter().map(|e| Name::new(e)).collect();
                 out.triples.extend(parsed.triples.into_iter().map(|(subject, predicate, object)| Triple {
                     passage: i as PassageIdx,
                     subject: subject.into(),

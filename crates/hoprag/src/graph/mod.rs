@@ -4,6 +4,7 @@
 
 pub mod beam;
 mod build;
+mod files;
 mod heuristic;
 pub mod linking;
 mod llm_extract;
@@ -52,7 +53,7 @@ impl Triple {
 pub struct Extraction {
     pub triples: Vec<Triple>,
     /// Entity mentions per passage (also those in no triple).
-    pub entities: Vec<Vec<String>>,
+    pub entities: Vec<Vec<Name>>,
     pub report: ExtractReport,
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{ExtractReport, Extraction, Triple};
+use super::{ExtractReport, Extraction, Name, Triple};
 use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
 use crate::text::normalize_whitespace;
@@ -52,7 +52,7 @@ pub fn import_openie(path: &Path, passages: &[Passage]) -> Result<Extraction> {
         if let Some(Value::Array(ents)) = doc.get("extracted_entities") {
             for e in ents {
                 match e.as_str().map(str::trim) {
-                    Some(s) if !s.is_empty() => out.entities[passage as usize].push(s.to_string()),
+                    Some(s) if !s.is_empty() => out.entities[passage as usize].push(Name::new(s)),
                     _ => report.malformed_entities += 1,
                 }
             }

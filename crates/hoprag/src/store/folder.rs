@@ -211,9 +211,14 @@ impl StoreWriter for FolderWriter<'_> {
                     // The graph's files (hundreds of MB of vectors) are written while the
                     // lexical index is built: one is mostly copying, the other computing.
                     let graph_dir = dir.join(GRAPH);
+                    // An edit's graph extends its base's vector files.
+                    let graph_base = base.map(|b| b.join(GRAPH)).filter(|b| b.is_dir());
                     let graph_files = graph.map(|graph| {
                         scope.spawn(move || {
-                            graph.save(&graph_dir)?;
+                            match graph_base {
+                                Some(b) => graph.save_after(&graph_dir, &b)?,
+                                None => graph.save(&graph_dir)?,
+                            }
                             walk.map_or(Ok(()), |w| EntityGraph::save_walk(&graph_dir, w))
                         })
                     });
@@ -244,8 +249,11 @@ impl StoreWriter for FolderWriter<'_> {
                         })?;
                     }
                     timed(&mut times.write_secs, || {
+                        let t = crate::progress::LogTime::start("write: passages and vectors");
                         write_passages(&dir.join(PASSAGES), passages)?;
                         write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)?;
+                        drop(t);
+                        let _t = crate::progress::LogTime::start("write: waiting for the graph");
                         match graph_files.map(|h| h.join()) {
                             Some(Ok(written)) => written,
                             Some(Err(_)) => Err(Error::Other("writing the graph's files panicked".into())),
@@ -276,6 +284,7 @@ impl StoreWriter for FolderWriter<'_> {
             }
         }
         timed(&mut times.write_secs, || {
+            let _t = crate::progress::LogTime::start("write: manifest and publish");
             write_json(&dir.join(MANIFEST), change.manifest())?;
             publish(root, tmp)
         })?;

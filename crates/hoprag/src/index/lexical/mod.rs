@@ -42,6 +42,8 @@ const WRITER_HEAP: usize = 128 << 20;
 /// In-memory indexes are over short texts (triples): a small heap (the segments stay in
 /// memory anyway, and one segment searches fastest).
 const RAM_WRITER_HEAP: usize = 32 << 20;
+/// Texts up to which a part on disk is built in memory first (see `build_in_dir`).
+const SMALL_IN_RAM: usize = 1024;
 
 /// BM25 over `title + newline + text` with tantivy (k1 = 1.2, b = 0.75). Analysis:
 /// split on non-alphanumerics, drop tokens over 40 bytes, lowercase, fold accents,
@@ -103,6 +105,30 @@ fn build_in_ram(texts: &[&str]) -> Result<tantivy::Index> {
 /// field `i`).
 fn build_in_dir(dir: &Path, texts: &[&str], progress: &dyn Fn(usize)) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    if texts.len() <= SMALL_IN_RAM {
+        // An edit's few texts: built in memory and written as plain files. tantivy's own
+        // folder syncs each file and the folder as it commits (a hundred ms for one
+        // passage); a generation's files need no sync of their own (a store publishes a
+        // generation only once all of them are written, and syncs that).
+        let ram = RamDirectory::create();
+        let index = tantivy::Index::create(ram.clone(), schema().0, tantivy::IndexSettings::default())
+            .map_err(tantivy_err(dir))?;
+        register_tokenizer(&index)?;
+        TantivyBm25::append(&index, Path::new(""), 0, texts, progress)?;
+        // Read from the folder itself: the index's view of it takes each file's footer off.
+        let metas = index.searchable_segment_metas().map_err(tantivy_err(dir))?;
+        let mut names: Vec<std::path::PathBuf> = metas.iter().flat_map(|m| m.list_files()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names.iter().filter(|n| ram.exists(n).unwrap_or(false)) {
+            let err = |e: String| Error::index(dir, format!("lexical index: {}: {e}", name.display()));
+            let file = ram.open_read(name).map_err(|e| err(e.to_string()))?;
+            let bytes = file.read_bytes().map_err(|e| err(e.to_string()))?;
+            crate::files::write_file(&dir.join(name), bytes.as_slice(), false)?;
+        }
+        let meta = ram.atomic_read(Path::new(META_FILE)).map_err(|e| Error::index(dir, format!("lexical index: {e}")))?;
+        return crate::files::write_file(&dir.join(META_FILE), &meta, false);
+    }
     let (schema, _, _) = schema();
     let index = tantivy::Index::create_in_dir(dir, schema).map_err(tantivy_err(dir))?;
     register_tokenizer(&index)?;

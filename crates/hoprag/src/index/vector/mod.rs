@@ -183,7 +183,9 @@ enum Rows {
     /// kernel keeps resident only those pages, and a full pass (building a screen) can
     /// hand its pages back ([`Matrix::release_pages`]): at a million passages the f32
     /// vectors of passages and facts are 3 GB a process need not hold.
-    Mapped(std::sync::Arc<memmap2::Mmap>),
+    /// Of the map, the first `floats` values are the matrix's (a file that later
+    /// generations append to holds more).
+    Mapped { map: std::sync::Arc<memmap2::Mmap>, floats: usize },
 }
 
 impl Default for Rows {
@@ -217,22 +219,36 @@ impl Matrix {
     /// changes a generation's files once written (a change writes a new generation), so
     /// the map stays valid. `Ok(None)`: not a whole number of rows of `dim`.
     pub fn open(path: &std::path::Path, dim: usize) -> std::io::Result<Option<Matrix>> {
-        if cfg!(target_endian = "big") {
-            return Ok(Self::from_le_bytes(dim, &std::fs::read(path)?));
-        }
-        let file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len() as usize;
+        let len = std::fs::metadata(path)?.len() as usize;
         if dim == 0 || !len.is_multiple_of(4 * dim) {
             return Ok(None);
         }
-        if len == 0 {
+        Self::open_rows(path, dim, len / (4 * dim))
+    }
+
+    /// The first `rows` rows of the matrix stored in `path`, which may hold more (rows a
+    /// later generation appended; [`Matrix::open`] otherwise). The bytes of those rows
+    /// are never written again while mapped: a file is only ever appended to.
+    /// `Ok(None)`: the file holds fewer.
+    pub fn open_rows(path: &std::path::Path, dim: usize, rows: usize) -> std::io::Result<Option<Matrix>> {
+        let floats = rows * dim;
+        if cfg!(target_endian = "big") {
+            let bytes = std::fs::read(path)?;
+            return Ok(bytes.get(..floats * 4).and_then(|b| Self::from_le_bytes(dim, b)));
+        }
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len() as usize;
+        if dim == 0 || len < floats * 4 {
+            return Ok(None);
+        }
+        if floats == 0 {
             return Ok(Some(Matrix::new(dim)));
         }
-        // SAFETY: the file is a generation's, never written again while mapped (above).
-        let map = unsafe { memmap2::Mmap::map(&file)? };
+        // SAFETY: the rows mapped are never written again (above).
+        let map = unsafe { memmap2::MmapOptions::new().len(floats * 4).map(&file)? };
         // f32 reads need 4-byte alignment: a map starts on a page.
         assert!((map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>()));
-        Ok(Some(Matrix { dim, data: Rows::Mapped(std::sync::Arc::new(map)) }))
+        Ok(Some(Matrix { dim, data: Rows::Mapped { map: std::sync::Arc::new(map), floats } }))
     }
 
     pub fn dim(&self) -> usize {
@@ -250,7 +266,7 @@ impl Matrix {
 
     pub fn push(&mut self, v: &[f32]) {
         assert_eq!(v.len(), self.dim, "vector dimension");
-        if let Rows::Mapped(_) = self.data {
+        if let Rows::Mapped { .. } = self.data {
             self.data = Rows::Owned(self.as_flat().to_vec());
         }
         let Rows::Owned(data) = &mut self.data else { unreachable!("made owned above") };
@@ -278,10 +294,10 @@ impl Matrix {
     pub fn as_flat(&self) -> &[f32] {
         match &self.data {
             Rows::Owned(v) => v,
-            Rows::Mapped(map) => {
-                // SAFETY: aligned (checked in `open`), a whole number of f32 (checked
-                // there too), and every bit pattern is an f32.
-                unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<f32>(), map.len() / 4) }
+            Rows::Mapped { map, floats } => {
+                // SAFETY: aligned (checked in `open_rows`), `floats` values long (the map's
+                // length), and every bit pattern is an f32.
+                unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<f32>(), *floats) }
             }
         }
     }
@@ -290,7 +306,7 @@ impl Matrix {
     /// row (the values stay in the file and the page cache; later reads fault in what they
     /// touch); nothing for a matrix in memory.
     pub fn release_pages(&self) {
-        if let Rows::Mapped(map) = &self.data {
+        if let Rows::Mapped { map, .. } = &self.data {
             // SAFETY: a read-only file map: dropped pages read back the file's bytes.
             if let Err(e) = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) } {
                 log::debug!("madvise(DONTNEED) on a vector map: {e}");
@@ -300,14 +316,14 @@ impl Matrix {
 
     /// Whether the values are mapped from a file rather than held in memory.
     pub fn is_mapped(&self) -> bool {
-        matches!(self.data, Rows::Mapped(_))
+        matches!(self.data, Rows::Mapped { .. })
     }
 
     /// The row-major data, taken.
     pub fn into_flat(self) -> Vec<f32> {
         match self.data {
             Rows::Owned(v) => v,
-            Rows::Mapped(_) => self.as_flat().to_vec(),
+            Rows::Mapped { .. } => self.as_flat().to_vec(),
         }
     }
 

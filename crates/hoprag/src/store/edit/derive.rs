@@ -205,7 +205,7 @@ fn extraction(
         match k {
             Some(o) => {
                 out.triples.extend(triples_of[*o].iter().map(|t| Triple { passage, ..(*t).clone() }));
-                out.entities[i] = old.mentions[*o].iter().map(|m| m.to_string()).collect();
+                out.entities[i] = old.mentions[*o].clone();
             }
             None => {
                 out.triples.extend(new_triples[next_new].drain(..).map(|t| Triple { passage, ..t }));
