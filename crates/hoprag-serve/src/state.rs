@@ -233,6 +233,7 @@ impl AppState {
         let _in_flight = InFlight::new(&self.editing);
         // The walk is solved after the new generation is served (see serve_edited).
         let options = EditOptions { walk: WalkUpdate::Defer, ..options };
+        let started = std::time::Instant::now();
         let report = engine.edit(&request, &options, &Silent).map_err(|e| match e {
             // The request's own fault: a refused sync, an id used twice, an id clash.
             Error::Config(message) => ApiError::bad_request("invalid_request", message),
@@ -240,9 +241,15 @@ impl AppState {
             e => ApiError::internal(format!("the edit failed: {e}")),
         })?;
         drop(engine);
+        let written = started.elapsed();
         if report.generation.is_some() {
             self.serve_edited(&report).map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
         }
+        log::debug!(
+            "edit: written in {:.1} ms, served after {:.1} ms",
+            written.as_secs_f64() * 1e3,
+            started.elapsed().as_secs_f64() * 1e3
+        );
         Ok(Edited { report, engine: self.engine() })
     }
 
@@ -283,13 +290,20 @@ impl AppState {
             if served.store.generation()?.is_none() || hoprag::store::is_live(served.store.as_ref(), &served.index)? {
                 return Ok(false);
             }
+            let started = std::time::Instant::now();
             let next = Arc::new(match edit {
                 Some(edit) => served.reload_after(edit)?,
                 None => served.reload()?,
             });
+            let loaded = started.elapsed();
             // Warmed before it is served (the old generation answers meanwhile), so that
             // no request waits for the new one's walk precomputation or triple index.
             prepare(&next)?;
+            log::debug!(
+                "serving a new generation: loaded in {:.1} ms, prepared in {:.1} ms",
+                loaded.as_secs_f64() * 1e3,
+                (started.elapsed() - loaded).as_secs_f64() * 1e3
+            );
             let previous = self.engine.compare_and_swap(&served, next);
             if Arc::ptr_eq(&previous, &served) {
                 served.supersede();

@@ -272,7 +272,8 @@ impl Engine {
         graph.walk_in_background.store(true, std::sync::atomic::Ordering::Release);
         let (index, store, damping) = (self.index.clone(), self.store.clone(), ppr.damping);
         let solve = move || {
-            let Some(solved) = graph.solve_walk(index.vectors(), damping) else { return };
+            let solved = crate::threads::in_background(|| graph.solve_walk(index.vectors(), damping));
+            let Some(solved) = solved else { return };
             // Stored only at the damping a fresh build solves it at: the generation is
             // then the one a fresh build of its passages makes.
             if damping != crate::graph::ppr::PprParams::default().damping {

@@ -27,3 +27,33 @@ fn from_env() -> Option<usize> {
 fn available() -> usize {
     std::thread::available_parallelism().map(usize::from).unwrap_or(1)
 }
+
+/// Runs `f` with its parallel work on a pool of low-priority threads (nice 19 where the
+/// platform has it), as many as rayon's global pool has: work no request waits for (the
+/// walk an edit left unsolved) then takes only the cores that serving leaves idle, and
+/// splits its work as it would on the global pool (same parts, so the same sums to the
+/// bit). Where no such pool can be made, `f` runs as it would have.
+pub fn in_background<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    static POOL: std::sync::LazyLock<Option<rayon::ThreadPool>> = std::sync::LazyLock::new(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|i| format!("hoprag-background-{i}"))
+            .start_handler(|_| lower_priority())
+            .build()
+            .map_err(|e| log::warn!("no background thread pool: {e}"))
+            .ok()
+    });
+    match &*POOL {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority changes the calling thread's nice value (a Linux thread has its
+    // own); it reads and writes no memory of ours.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+    }
+}

@@ -158,12 +158,14 @@ impl<'a> EntityWalk<'a> {
 
     /// The entities' values for `width` reset columns (`reset` fills a passage's), to
     /// `PRECOMPUTE_TOLERANCE` of each column's reset mass: the values, each column's last
-    /// change (L1) and the iterations; `None` if it does not converge.
+    /// change (L1) and the iterations; `None` if it does not converge, or `stop` says so
+    /// (checked at each iteration).
     pub(super) fn solve(
         &self,
         width: usize,
         reset: &(dyn Fn(usize, &mut [f64]) + Sync),
         mass: &[f64],
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Option<(Vec<f64>, Vec<f64>, usize)> {
         let d = self.damping;
         let mut seeded = self.scatter(width, reset);
@@ -171,6 +173,9 @@ impl<'a> EntityWalk<'a> {
         let limit = 2 * ((PRECOMPUTE_TOLERANCE.ln() / self.contraction.max(1e-3).ln()).ceil() as usize + 2);
         let mut y = seeded.clone();
         for iteration in 1..=limit {
+            if stop() {
+                return None;
+            }
             let back = self.scatter(width, &|p, t| self.gathered(p, &y, width, t));
             let mut next = vec![0f64; y.len()];
             const ROWS: usize = 1024;
@@ -265,8 +270,9 @@ impl Solved {
         Self::solve_unless(graph, entities, vectors, damping, &|| false)
     }
 
-    /// [`Solved::solve`], given up (`None`) as soon as `stop` says so between blocks of
-    /// columns: a walk solved in the background for a generation no longer served.
+    /// [`Solved::solve`], given up (`None`) as soon as `stop` says so (checked at each
+    /// iteration): a walk solved in the background for a generation no longer served,
+    /// which should let go of that generation's graph soon.
     pub fn solve_unless(
         graph: &PprGraph,
         entities: usize,
@@ -302,7 +308,7 @@ impl Solved {
                     f64::max(sum, f64::MIN_POSITIVE)
                 })
                 .collect();
-            let (y, last, its) = walk.solve(width, &reset, &mass)?;
+            let (y, last, its) = walk.solve(width, &reset, &mass, stop)?;
             iterations = iterations.max(its);
             values.extend(y);
             change.extend(last);

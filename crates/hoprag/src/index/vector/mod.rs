@@ -174,10 +174,58 @@ fn advise_huge_pages(v: &Vec<f32>) {
     }
 }
 
+/// Values in memory. A large buffer is handed, once dropped, to the next large matrix
+/// made ([`Buffer::with_capacity`]): an edit fills its graph's vectors (hundreds of MB)
+/// as the one before last lets go of the same amount, and a buffer whose pages are
+/// already there spares faulting in and zeroing each page again (as much time as the copy
+/// itself).
+#[derive(Debug, Clone, Default)]
+struct Buffer(Vec<f32>);
+
+/// Buffers of at least [`Buffer::POOLED_FROM`] bytes kept for reuse, at most
+/// [`Buffer::POOL_BYTES`] in all.
+static POOL: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
+
+impl Buffer {
+    const POOLED_FROM: usize = 32 << 20;
+    const POOL_BYTES: usize = 512 << 20;
+
+    fn with_capacity(floats: usize) -> Self {
+        if floats * 4 >= Self::POOLED_FROM {
+            let mut pool = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // The smallest that holds it, if it wastes at most a quarter.
+            let fits = |v: &Vec<f32>| v.capacity() >= floats && v.capacity() - floats <= v.capacity() / 4;
+            let best = pool.iter().enumerate().filter(|(_, v)| fits(v)).min_by_key(|(_, v)| v.capacity());
+            if let Some((i, _)) = best {
+                let mut v = pool.swap_remove(i);
+                v.clear();
+                return Buffer(v);
+            }
+        }
+        let v = Vec::with_capacity(floats);
+        advise_huge_pages(&v);
+        Buffer(v)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let bytes = self.0.capacity() * 4;
+        if bytes < Self::POOLED_FROM {
+            return;
+        }
+        let mut pool = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held: usize = pool.iter().map(|v| v.capacity() * 4).sum();
+        if held + bytes <= Self::POOL_BYTES {
+            pool.push(std::mem::take(&mut self.0));
+        }
+    }
+}
+
 /// A matrix's values: in memory, or mapped from a store's vector file.
 #[derive(Debug, Clone)]
 enum Rows {
-    Owned(Vec<f32>),
+    Owned(Buffer),
     /// A read-only map of a file of little-endian f32 values. The query paths read the
     /// rows of a few hundred candidates (their int8 screens rule out the rest), so the
     /// kernel keeps resident only those pages, and a full pass (building a screen) can
@@ -190,13 +238,13 @@ enum Rows {
 
 impl Default for Rows {
     fn default() -> Self {
-        Rows::Owned(Vec::new())
+        Rows::Owned(Buffer::default())
     }
 }
 
 impl Matrix {
     pub fn new(dim: usize) -> Self {
-        Matrix { dim, data: Rows::Owned(Vec::new()) }
+        Matrix { dim, data: Rows::Owned(Buffer::default()) }
     }
 
     /// An empty matrix with room for `rows` rows. A large one is backed by huge pages
@@ -204,14 +252,12 @@ impl Matrix {
     /// mode): an edit fills hundreds of MB of graph vectors, and faulting them in 4 KiB
     /// at a time cost more than copying them.
     pub fn with_capacity(dim: usize, rows: usize) -> Self {
-        let data: Vec<f32> = Vec::with_capacity(dim * rows);
-        advise_huge_pages(&data);
-        Matrix { dim, data: Rows::Owned(data) }
+        Matrix { dim, data: Rows::Owned(Buffer::with_capacity(dim * rows)) }
     }
 
     pub fn from_flat(dim: usize, data: Vec<f32>) -> Self {
         assert!(dim > 0 && data.len().is_multiple_of(dim), "matrix data is not a whole number of rows");
-        Matrix { dim, data: Rows::Owned(data) }
+        Matrix { dim, data: Rows::Owned(Buffer(data)) }
     }
 
     /// The matrix stored in `path` (little-endian f32, [`Matrix::to_le_bytes`]), mapped
@@ -267,9 +313,9 @@ impl Matrix {
     pub fn push(&mut self, v: &[f32]) {
         assert_eq!(v.len(), self.dim, "vector dimension");
         if let Rows::Mapped { .. } = self.data {
-            self.data = Rows::Owned(self.as_flat().to_vec());
+            self.data = Rows::Owned(Buffer(self.as_flat().to_vec()));
         }
-        let Rows::Owned(data) = &mut self.data else { unreachable!("made owned above") };
+        let Rows::Owned(Buffer(data)) = &mut self.data else { unreachable!("made owned above") };
         data.extend_from_slice(v);
     }
 
@@ -293,7 +339,7 @@ impl Matrix {
 
     pub fn as_flat(&self) -> &[f32] {
         match &self.data {
-            Rows::Owned(v) => v,
+            Rows::Owned(v) => &v.0,
             Rows::Mapped { map, floats } => {
                 // SAFETY: aligned (checked in `open_rows`), `floats` values long (the map's
                 // length), and every bit pattern is an f32.
@@ -322,7 +368,7 @@ impl Matrix {
     /// The row-major data, taken.
     pub fn into_flat(self) -> Vec<f32> {
         match self.data {
-            Rows::Owned(v) => v,
+            Rows::Owned(mut v) => std::mem::take(&mut v.0),
             Rows::Mapped { .. } => self.as_flat().to_vec(),
         }
     }
@@ -363,7 +409,7 @@ impl Matrix {
             return None;
         }
         let data = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        Some(Matrix { dim, data: Rows::Owned(data) })
+        Some(Matrix { dim, data: Rows::Owned(Buffer(data)) })
     }
 }
 

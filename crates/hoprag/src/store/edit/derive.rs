@@ -94,6 +94,7 @@ pub(super) fn derive(
     let t = Instant::now();
     let source = graph_source.unwrap_or("heuristic");
     let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
+    log::debug!("edit: extraction {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
     let cached = CachedEmbedder::new(graph_embedder, &fresh.graph);
     let graph =
         EntityGraph::build_after(passages.len(), extraction, &cached, &old_graph.options, Some(old_graph), progress)?;
