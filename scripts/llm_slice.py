@@ -14,10 +14,13 @@ triples, lower-cased, whitespace collapsed) of an index's graph against GPT-3.5'
 (triple_args); precision, recall and F1 are averaged over passages.
 """
 import json
+import os
 import re
+import subprocess
 import sys
 
 DATA = "../shared/data/musique-train"
+HOPRAG = os.environ.get("HOPRAG", "target/release/hoprag")
 
 
 def norm(s):
@@ -38,9 +41,10 @@ def make(out, n):
     print(f"{len(questions)} questions, {len(corpus)} passages")
 
 
-def graph_triples(index):
-    generation = open(f"{index}/CURRENT").read().strip()
-    return json.load(open(f"{index}/{generation}/graph/graph.json"))["triples"]
+def export(what, index):
+    rows = subprocess.run([HOPRAG, "export", what, "--index", index, "--out", "-"],
+                          check=True, capture_output=True, text=True).stdout.splitlines()
+    return [json.loads(r) for r in rows]
 
 
 def agree(out, indexes):
@@ -59,17 +63,19 @@ def agree(out, indexes):
 
 def overlap(corpus, index, gpt, name):
     if True:
-        triples = graph_triples(index)
+        triples = export("triples", index)
+        id_of = {(norm(p["title"]), norm(p["text"])): p["id"] for p in export("documents", index)}
         local = {}
         for t in triples:
             local.setdefault(t["passage"], set()).update(x for x in (norm(t["subject"]), norm(t["object"])) if x)
         rows, missing = [], 0
-        for i, p in enumerate(corpus):
-            ref = gpt.get((norm(p["title"]), norm(p["text"])))
+        for p in corpus:
+            key = (norm(p["title"]), norm(p["text"]))
+            ref = gpt.get(key)
             if ref is None:
                 missing += 1
                 continue
-            mine = local.get(i, set())
+            mine = local.get(id_of.get(key), set())
             inter = len(mine & ref)
             prec = inter / len(mine) if mine else 0.0
             rec = inter / len(ref) if ref else 0.0
@@ -79,7 +85,7 @@ def overlap(corpus, index, gpt, name):
         return {
             "passages": len(corpus),
             "passages_without_gpt_reference": missing,
-            "passages_without_triples": sum(1 for i in range(len(corpus)) if i not in local),
+            "passages_without_triples": sum(1 for p in corpus if id_of.get((norm(p["title"]), norm(p["text"]))) not in local),
             "triples_per_passage": round(len(triples) / len(corpus), 2),
             f"p_vs_gpt35_{name}": round(sum(r[0] for r in rows) / n, 3),
             f"r_vs_gpt35_{name}": round(sum(r[1] for r in rows) / n, 3),

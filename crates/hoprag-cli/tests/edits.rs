@@ -86,6 +86,18 @@ fn the_graph_follows_additions_updates_and_deletions() {
     assert_eq!(rows.matches("\"trelkin\"").count(), 1, "one passage per id");
     assert!(rows.contains("Vellmoor Abbey") && !rows.contains("bronze statue of the Marquis"));
     assert!(rows.contains("https://example.org/zq"), "metadata is kept");
+    // The graph's triples follow the update too: the new text's, none of the old one's.
+    let triples = dir.path().join("triples.jsonl");
+    ok(hoprag(&["export", "triples", "--index", idx, "--out", triples.to_str().unwrap()]));
+    let of_trelkin: Vec<serde_json::Value> = std::fs::read_to_string(&triples)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|t| t["passage"] == "trelkin")
+        .collect();
+    let text = |t: &serde_json::Value| format!("{} {} {}", t["subject"], t["predicate"], t["object"]);
+    assert!(of_trelkin.iter().any(|t| text(t).contains("Vellmoor Abbey")), "{of_trelkin:?}");
+    assert!(!of_trelkin.iter().any(|t| text(t).contains("Ostrev")), "{of_trelkin:?}");
 
     // Unknown ids are refused by name and nothing changes.
     let before = json(hoprag(&["delete", "--json", "--dry-run", "--index", idx, "zorblat"]));
@@ -118,9 +130,25 @@ fn the_graph_follows_additions_updates_and_deletions() {
     ok(hoprag(&["index", "-q", "--corpus", demo().to_str().unwrap(), "--out", fresh.to_str().unwrap()]));
     let generation = |root: &Path| root.join(std::fs::read_to_string(root.join("CURRENT")).unwrap().trim());
     let (a, b) = (generation(Path::new(idx)), generation(&fresh));
-    for file in ["passages.jsonl", "vectors.f32", "graph/entities.f32", "graph/triples.f32"] {
+    for file in ["passages.jsonl", "vectors.f32"] {
         assert!(std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap(), "{file} differs");
     }
+    // The graph's vector files are shared along the edits' generations: the same rows,
+    // where its row lists say they lie.
+    for file in ["graph/entities.f32", "graph/triples.f32"] {
+        assert!(graph_rows(&a, file) == graph_rows(&b, file), "{file} differs");
+    }
+}
+
+/// The rows of a graph's vector file `file` in generation `dir`, in order: each where its
+/// `.rows` list (the file's length in rows, then each row's place) says it lies.
+fn graph_rows(dir: &Path, file: &str) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(dir.join(file)).unwrap();
+    let list = std::fs::read(dir.join(format!("{file}.rows"))).unwrap();
+    let list: Vec<usize> = list.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize).collect();
+    let (file_rows, at) = list.split_first().unwrap();
+    let row = bytes.len() / file_rows.max(&1);
+    at.iter().map(|&r| bytes[r * row..(r + 1) * row].to_vec()).collect()
 }
 
 /// A writer killed (SIGKILL) at any point of a sync or a delete leaves the old index or

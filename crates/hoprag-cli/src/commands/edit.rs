@@ -73,7 +73,7 @@ pub struct ExportArgs {
 impl ExportArgs {
     pub fn json(&self) -> bool {
         match &self.what {
-            Export::Documents { json, .. } => *json,
+            Export::Documents { json, .. } | Export::Triples { json, .. } => *json,
         }
     }
 }
@@ -83,6 +83,18 @@ enum Export {
     /// The index's passages as JSONL (`id`, `title`, `text`, `doc`, `meta`): a corpus
     /// `hoprag index` or `hoprag sync` reads back to the same index.
     Documents {
+        #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
+        index: PathBuf,
+        /// The JSONL file to write (`-`: standard output).
+        #[arg(long, value_name = "FILE.jsonl")]
+        out: PathBuf,
+        /// Print a JSON summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The graph's triples as JSONL (`passage`, `doc`, `subject`, `predicate`,
+    /// `object`), in passage order.
+    Triples {
         #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
         index: PathBuf,
         /// The JSONL file to write (`-`: standard output).
@@ -132,7 +144,10 @@ pub fn run_sync(ctx: &Context, args: SyncArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_export(ctx: &Context, args: ExportArgs) -> anyhow::Result<()> {
-    let Export::Documents { index, out, .. } = args.what;
+    let (index, out) = match args.what {
+        Export::Documents { index, out, .. } => (index, out),
+        Export::Triples { index, out, .. } => return export_triples(ctx, &index, &out),
+    };
     let store = super::open_store(&index)?;
     let index = store.load()?;
     let mut bytes = Vec::new();
@@ -140,15 +155,7 @@ pub fn run_export(ctx: &Context, args: ExportArgs) -> anyhow::Result<()> {
         serde_json::to_writer(&mut bytes, p)?;
         bytes.push(b'\n');
     }
-    if out.as_os_str() == "-" {
-        std::io::stdout().lock().write_all(&bytes)?;
-    } else {
-        // Written beside the target and renamed over it: never a half-written file.
-        let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing {}", out.display()))?;
-        tmp.write_all(&bytes)?;
-        tmp.persist(&out).with_context(|| format!("writing {}", out.display()))?;
-    }
+    write_out(&out, &bytes)?;
     let documents = index.passages().iter().map(|p| p.document()).collect::<std::collections::HashSet<_>>().len();
     if ctx.json {
         let summary =
@@ -215,5 +222,43 @@ fn print_report(ctx: &Context, store: &dyn Store, report: &EditReport) -> anyhow
         None if !report.dry_run => println!("nothing to change; no new generation"),
         None => {}
     }
+    Ok(())
+}
+
+fn export_triples(ctx: &Context, index: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
+    let store = super::open_store(index)?;
+    let index = store.load()?;
+    let graph = store
+        .load_graph(&index)?
+        .ok_or_else(|| anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location()))?;
+    let mut bytes = Vec::new();
+    for t in &graph.triples {
+        let p = &index.passages()[t.passage as usize];
+        let row = serde_json::json!({"passage": p.id, "doc": p.document(), "subject": t.subject,
+            "predicate": t.predicate, "object": t.object});
+        serde_json::to_writer(&mut bytes, &row)?;
+        bytes.push(b'\n');
+    }
+    write_out(out, &bytes)?;
+    if ctx.json {
+        let summary = serde_json::json!({"index": store.location(), "out": out, "triples": graph.triples.len()});
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else if out.as_os_str() != "-" {
+        eprintln!("{} triples written to {}", graph.triples.len(), out.display());
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `out` (`-`: standard output), beside the target and renamed over
+/// it: never a half-written file.
+fn write_out(out: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if out.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(bytes)?;
+        return Ok(());
+    }
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing {}", out.display()))?;
+    tmp.write_all(bytes)?;
+    tmp.persist(out).with_context(|| format!("writing {}", out.display()))?;
     Ok(())
 }
