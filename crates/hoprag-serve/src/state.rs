@@ -246,9 +246,10 @@ impl AppState {
             self.serve_edited(&report).map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
         }
         log::debug!(
-            "edit: written in {:.1} ms, served after {:.1} ms",
+            "edit: written in {:.1} ms, served after {:.1} ms; {:?}",
             written.as_secs_f64() * 1e3,
-            started.elapsed().as_secs_f64() * 1e3
+            started.elapsed().as_secs_f64() * 1e3,
+            report.work
         );
         Ok(Edited { report, engine: self.engine() })
     }

@@ -17,17 +17,29 @@ impl Progress for Silent {
     fn finish(&self) {}
 }
 
-/// Logs (debug) the wall time from its creation to its drop.
-pub(crate) struct LogTime(&'static str, std::time::Instant);
+/// Wall time of a computation's phases, for the debug log.
+pub(crate) struct Phases {
+    last: std::time::Instant,
+    done: Vec<(&'static str, f64)>,
+}
 
-impl LogTime {
-    pub(crate) fn start(what: &'static str) -> Self {
-        LogTime(what, std::time::Instant::now())
+impl Phases {
+    pub(crate) fn new() -> Self {
+        Phases { last: std::time::Instant::now(), done: Vec::new() }
+    }
+
+    pub(crate) fn mark(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.done.push((name, (now - self.last).as_secs_f64() * 1e3));
+        self.last = now;
     }
 }
 
-impl Drop for LogTime {
-    fn drop(&mut self) {
-        log::debug!("{}: {:.1} ms", self.0, self.1.elapsed().as_secs_f64() * 1e3);
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (name, ms)) in self.done.iter().enumerate() {
+            write!(f, "{}{name} {ms:.1} ms", if i > 0 { ", " } else { "" })?;
+        }
+        Ok(())
     }
 }

@@ -228,9 +228,9 @@ fn print_report(ctx: &Context, store: &dyn Store, report: &EditReport) -> anyhow
 fn export_triples(ctx: &Context, index: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
     let store = super::open_store(index)?;
     let index = store.load()?;
-    let graph = store
-        .load_graph(&index)?
-        .ok_or_else(|| anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location()))?;
+    let graph = store.load_graph(&index)?.ok_or_else(|| {
+        anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location())
+    })?;
     let mut bytes = Vec::new();
     for t in &graph.triples {
         let p = &index.passages()[t.passage as usize];

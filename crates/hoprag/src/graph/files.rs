@@ -82,7 +82,8 @@ impl RowsInFile {
     }
 
     fn write(&self, dir: &Path, vectors: &str) -> Result<()> {
-        let bytes: Vec<u8> = std::iter::once(self.file_rows).chain(self.at.iter().copied()).flat_map(u32::to_le_bytes).collect();
+        let bytes: Vec<u8> =
+            std::iter::once(self.file_rows).chain(self.at.iter().copied()).flat_map(u32::to_le_bytes).collect();
         write_file(&Self::path(dir, vectors), &bytes, false)
     }
 }
@@ -111,11 +112,14 @@ fn write_after(dir: &Path, name: &str, m: &Matrix, from: &[Option<u32>], base_di
     let held = Matrix::open_rows(&src, m.dim(), base.file_rows as usize).map_err(|e| Error::io(&src, e))?;
     let kept: Vec<usize> = (0..m.rows()).filter(|&i| known(i).is_some()).collect();
     let step = (kept.len() / 32).max(1);
-    let same = held.is_some_and(|held| {
-        kept.iter().step_by(step).all(|&i| held.row(known(i).expect("kept")) == m.row(i as u32))
-    });
+    let same = held
+        .is_some_and(|held| kept.iter().step_by(step).all(|&i| held.row(known(i).expect("kept")) == m.row(i as u32)));
     if !same {
-        log::warn!("{}: the rows of {} are not the ones the edit kept; writing the file whole", dst.display(), src.display());
+        log::warn!(
+            "{}: the rows of {} are not the ones the edit kept; writing the file whole",
+            dst.display(),
+            src.display()
+        );
         return write_whole(dir, name, m);
     }
     if fs::hard_link(&src, &dst).is_err() {
@@ -126,7 +130,10 @@ fn write_after(dir: &Path, name: &str, m: &Matrix, from: &[Option<u32>], base_di
     let end = base.file_rows as u64 * row_bytes;
     let len = file.metadata().map_err(|e| Error::io(&dst, e))?.len();
     if len < end {
-        return Err(Error::index(&dst, format!("holds {} rows, its generation wrote {}", len / row_bytes, base.file_rows)));
+        return Err(Error::index(
+            &dst,
+            format!("holds {} rows, its generation wrote {}", len / row_bytes, base.file_rows),
+        ));
     }
     // What a writer killed before publishing appended is no generation's: dropped.
     if len > end {

@@ -249,11 +249,8 @@ impl StoreWriter for FolderWriter<'_> {
                         })?;
                     }
                     timed(&mut times.write_secs, || {
-                        let t = crate::progress::LogTime::start("write: passages and vectors");
                         write_passages(&dir.join(PASSAGES), passages)?;
                         write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)?;
-                        drop(t);
-                        let _t = crate::progress::LogTime::start("write: waiting for the graph");
                         match graph_files.map(|h| h.join()) {
                             Some(Ok(written)) => written,
                             Some(Err(_)) => Err(Error::Other("writing the graph's files panicked".into())),
@@ -284,7 +281,6 @@ impl StoreWriter for FolderWriter<'_> {
             }
         }
         timed(&mut times.write_secs, || {
-            let _t = crate::progress::LogTime::start("write: manifest and publish");
             write_json(&dir.join(MANIFEST), change.manifest())?;
             publish(root, tmp)
         })?;

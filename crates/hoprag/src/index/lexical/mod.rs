@@ -126,7 +126,8 @@ fn build_in_dir(dir: &Path, texts: &[&str], progress: &dyn Fn(usize)) -> Result<
             let bytes = file.read_bytes().map_err(|e| err(e.to_string()))?;
             crate::files::write_file(&dir.join(name), bytes.as_slice(), false)?;
         }
-        let meta = ram.atomic_read(Path::new(META_FILE)).map_err(|e| Error::index(dir, format!("lexical index: {e}")))?;
+        let meta =
+            ram.atomic_read(Path::new(META_FILE)).map_err(|e| Error::index(dir, format!("lexical index: {e}")))?;
         return crate::files::write_file(&dir.join(META_FILE), &meta, false);
     }
     let (schema, _, _) = schema();

@@ -165,21 +165,16 @@ impl PartedBm25 {
         from: &[Option<u32>],
         progress: &dyn Fn(usize),
     ) -> Result<()> {
-        let t = std::time::Instant::now();
         let previous = Self::open(base)?;
-        let opened = t.elapsed().as_secs_f64() * 1e3;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let next = Self::after_in(&previous, texts, from, Some(Place { dir, progress }))?;
-        let built = t.elapsed().as_secs_f64() * 1e3;
         for part in &next.parts {
             let name = part.name.as_deref().expect("parts on disk are named");
             if !dir.join(name).exists() {
                 link_tree(&base.join(name), &dir.join(name))?;
             }
         }
-        let r = next.save_layout(dir);
-        log::debug!("lexical after: open {opened:.1} ms, build {:.1} ms, link+layout {:.1} ms", built - opened, t.elapsed().as_secs_f64() * 1e3 - built);
-        r
+        next.save_layout(dir)
     }
 
     /// Whether folder `dir` holds a collection in parts.

@@ -233,7 +233,10 @@ enum Rows {
     /// vectors of passages and facts are 3 GB a process need not hold.
     /// Of the map, the first `floats` values are the matrix's (a file that later
     /// generations append to holds more).
-    Mapped { map: std::sync::Arc<memmap2::Mmap>, floats: usize },
+    Mapped {
+        map: std::sync::Arc<memmap2::Mmap>,
+        floats: usize,
+    },
 }
 
 impl Default for Rows {
