@@ -73,7 +73,7 @@ pub struct ExportArgs {
 impl ExportArgs {
     pub fn json(&self) -> bool {
         match &self.what {
-            Export::Documents { json, .. } | Export::Triples { json, .. } => *json,
+            Export::Documents(to) | Export::Triples(to) => to.json,
         }
     }
 }
@@ -82,28 +82,23 @@ impl ExportArgs {
 enum Export {
     /// The index's passages as JSONL (`id`, `title`, `text`, `doc`, `meta`): a corpus
     /// `hoprag index` or `hoprag sync` reads back to the same index.
-    Documents {
-        #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
-        index: PathBuf,
-        /// The JSONL file to write (`-`: standard output).
-        #[arg(long, value_name = "FILE.jsonl")]
-        out: PathBuf,
-        /// Print a JSON summary.
-        #[arg(long)]
-        json: bool,
-    },
+    Documents(ExportTo),
     /// The graph's triples as JSONL (`passage`, `doc`, `subject`, `predicate`,
     /// `object`), in passage order.
-    Triples {
-        #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
-        index: PathBuf,
-        /// The JSONL file to write (`-`: standard output).
-        #[arg(long, value_name = "FILE.jsonl")]
-        out: PathBuf,
-        /// Print a JSON summary.
-        #[arg(long)]
-        json: bool,
-    },
+    Triples(ExportTo),
+}
+
+/// What every export reads and where it writes.
+#[derive(Args)]
+struct ExportTo {
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
+    index: PathBuf,
+    /// The JSONL file to write (`-`: standard output).
+    #[arg(long, value_name = "FILE.jsonl")]
+    out: PathBuf,
+    /// Print a JSON summary.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run_add(ctx: &Context, args: AddArgs) -> anyhow::Result<()> {
@@ -144,9 +139,9 @@ pub fn run_sync(ctx: &Context, args: SyncArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_export(ctx: &Context, args: ExportArgs) -> anyhow::Result<()> {
-    let (index, out) = match args.what {
-        Export::Documents { index, out, .. } => (index, out),
-        Export::Triples { index, out, .. } => return export_triples(ctx, &index, &out),
+    let ExportTo { index, out, .. } = match args.what {
+        Export::Documents(to) => to,
+        Export::Triples(to) => return export_triples(ctx, &to.index, &to.out),
     };
     let store = super::open_store(&index)?;
     let index = store.load()?;
