@@ -99,21 +99,24 @@ fn write_whole(dir: &Path, name: &str, m: &Matrix) -> Result<()> {
 /// Writes the vector file `name` of `dir` as `base`'s (in `base_dir`) plus the rows of
 /// `m` it lacks: `from[i]` is the row of `base` that row `i` of `m` equals, if any.
 fn write_after(dir: &Path, name: &str, m: &Matrix, from: &[Option<u32>], base_dir: &Path) -> Result<()> {
+    if from.len() != m.rows() {
+        return write_whole(dir, name, m);
+    }
     let base = RowsInFile::read(base_dir, name, m.dim())?;
-    let known = |i: usize| from[i].and_then(|j| base.at.get(j as usize).copied());
-    let new: Vec<usize> = (0..m.rows()).filter(|&i| known(i).is_none()).collect();
+    // Each row's place in the base's file, where the base has it.
+    let known: Vec<Option<u32>> = from.iter().map(|f| f.and_then(|j| base.at.get(j as usize).copied())).collect();
+    let new: Vec<usize> = (0..m.rows()).filter(|&i| known[i].is_none()).collect();
     let file_rows = base.file_rows as usize + new.len();
-    if from.len() != m.rows() || file_rows > 2 * m.rows() + SLACK_ROWS || file_rows > u32::MAX as usize {
+    if file_rows > 2 * m.rows() + SLACK_ROWS || file_rows > u32::MAX as usize {
         return write_whole(dir, name, m);
     }
     let (src, dst) = (base_dir.join(name), dir.join(name));
     // The rows `from` names must be the ones `base_dir` holds: a sample of them compared
     // to the bit (an edit copies its kept vectors), else the file is written whole.
     let held = Matrix::open_rows(&src, m.dim(), base.file_rows as usize).map_err(|e| Error::io(&src, e))?;
-    let kept: Vec<usize> = (0..m.rows()).filter(|&i| known(i).is_some()).collect();
+    let kept: Vec<(usize, u32)> = known.iter().enumerate().filter_map(|(i, r)| Some((i, (*r)?))).collect();
     let step = (kept.len() / 32).max(1);
-    let same = held
-        .is_some_and(|held| kept.iter().step_by(step).all(|&i| held.row(known(i).expect("kept")) == m.row(i as u32)));
+    let same = held.is_some_and(|held| kept.iter().step_by(step).all(|&(i, r)| held.row(r) == m.row(i as u32)));
     if !same {
         log::warn!(
             "{}: the rows of {} are not the ones the edit kept; writing the file whole",
@@ -146,15 +149,8 @@ fn write_after(dir: &Path, name: &str, m: &Matrix, from: &[Option<u32>], base_di
     }
     let mut out = std::io::BufWriter::new(file);
     appended.write_le(&mut out).and_then(|()| out.flush()).map_err(|e| Error::io(&dst, e))?;
-    let mut next = base.file_rows;
-    let at = (0..m.rows())
-        .map(|i| {
-            known(i).unwrap_or_else(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect();
+    let mut next = base.file_rows..;
+    let at = known.iter().map(|r| r.unwrap_or_else(|| next.next().expect("unbounded"))).collect();
     RowsInFile { file_rows: file_rows as u32, at }.write(dir, name)
 }
 
@@ -166,13 +162,13 @@ fn read_vectors(dir: &Path, name: &str, dim: usize, rows: usize) -> Result<Matri
     if at.at.len() != rows {
         return Err(Error::input(&p, format!("{} rows listed for {rows} vectors", at.at.len())));
     }
-    let file = Matrix::open_rows(&p, dim, at.file_rows as usize)
+    // Rows in order are mapped as they lie (only the generation's own rows).
+    let mapped = if at.is_in_order() { rows } else { at.file_rows as usize };
+    let file = Matrix::open_rows(&p, dim, mapped)
         .map_err(|e| Error::io(&p, e))?
-        .ok_or_else(|| Error::input(&p, format!("expected {} vectors of dimension {dim}", at.file_rows)))?;
+        .ok_or_else(|| Error::input(&p, format!("expected {mapped} vectors of dimension {dim}")))?;
     if at.is_in_order() {
-        return Matrix::open_rows(&p, dim, rows)
-            .map_err(|e| Error::io(&p, e))?
-            .ok_or_else(|| Error::input(&p, format!("expected {rows} vectors of dimension {dim}")));
+        return Ok(file);
     }
     let mut m = Matrix::with_capacity(dim, rows);
     for &r in &at.at {

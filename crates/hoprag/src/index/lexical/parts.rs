@@ -80,7 +80,7 @@ impl Part {
     /// its own there.
     fn build(texts: &[&str], place: Option<Place>) -> Result<Arc<Part>> {
         let Some(Place { dir, progress }) = place else {
-            return Self::of_index(build_in_ram(texts)?, None, count_tokens(texts)?);
+            return Self::of_index(build_in_ram(texts, &|_| {})?.0, None, count_tokens(texts)?);
         };
         let name = format!("part-{:016x}", unique());
         let path = dir.join(&name);
