@@ -56,8 +56,13 @@ enum Command {
     Graph(commands::graph::GraphArgs),
     /// Retrieve passages for a question.
     Query(commands::query::QueryArgs),
-    /// Serve an index over HTTP (JSON API).
+    /// Serve an index over HTTP (JSON API): every namespace of the store.
     Serve(commands::serve::ServeArgs),
+    /// List the namespaces of a store (the indexes it holds).
+    Namespaces(commands::namespaces::NamespacesArgs),
+    /// Tokens for `hoprag serve`: `hoprag token new --name N --read NS --write NS --tokens FILE`.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Print the effective configuration (file, environment, flags), secrets masked.
     Config(commands::config::ConfigArgs),
     /// Retrieve passages for a question and answer it from them with the LLM.
@@ -80,6 +85,12 @@ enum Command {
     Bench(hoprag_bench::BenchArgs),
 }
 
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Make a random token with scopes, append its SHA-256 to a tokens file and print it once.
+    New(commands::namespaces::TokenArgs),
+}
+
 impl Command {
     /// Whether the command prints JSON (each command has its own `--json`: eval's takes
     /// an optional output file).
@@ -93,7 +104,8 @@ impl Command {
             Command::Embed(_) => false,
             Command::Graph(a) => a.json,
             Command::Query(a) | Command::Answer(a) => a.json,
-            Command::Serve(_) => false,
+            Command::Serve(_) | Command::Token(_) => false,
+            Command::Namespaces(a) => a.json,
             Command::Config(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
             Command::Tune(a) => a.json,
@@ -130,6 +142,8 @@ fn main() -> ExitCode {
         Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),
         Command::Serve(a) => commands::serve::run(&ctx, a),
+        Command::Namespaces(a) => commands::namespaces::run_namespaces(&ctx, a),
+        Command::Token(TokenCommand::New(a)) => commands::namespaces::run_token_new(&ctx, a),
         Command::Config(a) => commands::config::run(&ctx, a),
         Command::Answer(mut a) => {
             a.answer = true;

@@ -44,7 +44,7 @@ pub fn to_py(e: hoprag::Error) -> PyErr {
     let message = e.to_string();
     match e {
         E::Io { .. } | E::Input { .. } => InputError::new_err(message),
-        E::Index { .. } => IndexDirError::new_err(message),
+        E::Index { .. } | E::NoNamespace { .. } => IndexDirError::new_err(message),
         E::Model(_) => ModelError::new_err(message),
         E::Embedding(_) => EmbeddingError::new_err(message),
         E::Http { .. } => HttpError::new_err(message),

@@ -122,6 +122,11 @@ fn warn_ingest(py: Python<'_>, report: &IngestReport, kept: usize) -> PyResult<(
     PyErr::warn(py, &category, &std::ffi::CString::new(message).unwrap_or_default(), 1)
 }
 
+/// The namespace a Python call names (the default one for `None`), checked.
+fn namespace_of(name: Option<&str>) -> PyResult<store::Namespace> {
+    name.map_or_else(|| Ok(store::Namespace::default()), store::Namespace::new).map_err(to_py)
+}
+
 /// Where `Index.build` writes: the folder `path`, or the PostgreSQL database that
 /// `store` names (`postgres://USER@HOST:PORT/DB?schema=NAME`).
 fn store_spec(path: &Path, store: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
@@ -282,7 +287,7 @@ fn results(py: Python<'_>, method: &str, passages: Vec<RankedPassage>, trace: &V
 impl PyIndex {
     /// Builds an index in the folder `path` from `passages` (see `hoprag.Index.build`).
     #[staticmethod]
-    #[pyo3(signature = (passages, path, embedder = "minilm", triples = None, store = None, graph = true, overwrite = false, settings = None))]
+    #[pyo3(signature = (passages, path, embedder = "minilm", triples = None, store = None, graph = true, overwrite = false, settings = None, namespace = None))]
     #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
@@ -294,8 +299,10 @@ impl PyIndex {
         graph: bool,
         overwrite: bool,
         settings: Option<&Bound<'_, PyDict>>,
+        namespace: Option<&str>,
     ) -> PyResult<PyIndex> {
         let spec_of_store = store_spec(&path, store)?;
+        let namespace = namespace_of(namespace)?;
         let config = config(settings)?;
         let spec: EmbedderSpec = embedder.parse().map_err(to_py)?;
         let corpus = load_passages(py, passages)?;
@@ -307,7 +314,7 @@ impl PyIndex {
             .detach(|| -> hoprag::Result<(Engine, Option<Value>)> {
                 let embedder = load_embedder(&spec, &config.embedder)?;
                 let options = BuildOptions { overwrite, ..Default::default() };
-                let store = store::open(&spec_of_store)?;
+                let store = store::open_in(&spec_of_store, &namespace, store::Open::OrCreate)?;
                 store::build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;
                 let graph_report = if graph || triples.is_some() {
                     Some(attach_graph(store.as_ref(), triples.as_deref(), &config)?)
@@ -327,13 +334,15 @@ impl PyIndex {
     /// Opens the index in the folder `path` with the embedder it was built with (or
     /// `embedder`, which must be the same model).
     #[staticmethod]
-    #[pyo3(signature = (path, embedder = None, settings = None))]
+    #[pyo3(signature = (path, embedder = None, settings = None, namespace = None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         embedder: Option<&str>,
         settings: Option<&Bound<'_, PyDict>>,
+        namespace: Option<&str>,
     ) -> PyResult<PyIndex> {
+        let namespace = namespace_of(namespace)?;
         if let Some(scheme) = ["http://", "https://"].iter().find(|s| path.to_string_lossy().starts_with(*s)) {
             return Err(UnsupportedError::new_err(format!(
                 "{}: opening an index by URL ({scheme}) is not implemented; an index is a local folder (a \
@@ -344,10 +353,11 @@ impl PyIndex {
         let config = config(settings)?;
         let spec = embedder.map(str::parse::<EmbedderSpec>).transpose().map_err(to_py)?;
         let engine = py
-            .detach(|| match spec {
-                None => Engine::open(store::open(&path.to_string_lossy())?, config),
-                Some(spec) => {
-                    Engine::new(store::open(&path.to_string_lossy())?, load_embedder(&spec, &config.embedder)?, config)
+            .detach(|| {
+                let store = store::open_in(&path.to_string_lossy(), &namespace, store::Open::Existing)?;
+                match spec {
+                    None => Engine::open(store, config),
+                    Some(spec) => Engine::new(store, load_embedder(&spec, &config.embedder)?, config),
                 }
             })
             .map_err(to_py)?;

@@ -37,6 +37,12 @@ pub struct RetrieveRequest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = Object)]
     pub options: BTreeMap<String, Value>,
+    /// The namespace to work on (letters, digits, `-`, `_`, `.`; 1-64 characters); the
+    /// default one when left out. One the token does not open is answered as one that
+    /// does not exist (404).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// Passages to upsert into the live index (`hoprag add`'s rule). A passage that cannot
@@ -45,6 +51,12 @@ pub struct RetrieveRequest {
 #[serde(deny_unknown_fields)]
 pub struct AddPassagesRequest {
     pub passages: Vec<NewPassage>,
+    /// The namespace to work on (letters, digits, `-`, `_`, `.`; 1-64 characters); the
+    /// default one when left out. One the token does not open is answered as one that
+    /// does not exist (404).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// A passage to write, as a row of a JSONL corpus.
@@ -96,6 +108,12 @@ pub struct UpsertRequest {
     /// Count what would change; write nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// The namespace to work on (letters, digits, `-`, `_`, `.`; 1-64 characters); the
+    /// default one when left out. One the token does not open is answered as one that
+    /// does not exist (404).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// `POST /v1/delete`: delete documents (all their passages) or single passages by id.
@@ -107,6 +125,12 @@ pub struct DeleteRequest {
     pub ids: Vec<String>,
     #[serde(default)]
     pub dry_run: bool,
+    /// The namespace to work on (letters, digits, `-`, `_`, `.`; 1-64 characters); the
+    /// default one when left out. One the token does not open is answered as one that
+    /// does not exist (404).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// `POST /v1/sync`: make the index hold exactly these passages.
@@ -120,6 +144,12 @@ pub struct SyncRequest {
     pub allow_empty: bool,
     #[serde(default)]
     pub dry_run: bool,
+    /// The namespace to work on (letters, digits, `-`, `_`, `.`; 1-64 characters); the
+    /// default one when left out. One the token does not open is answered as one that
+    /// does not exist (404).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// What an edit changed. An edit that changes nothing publishes no generation.
@@ -229,11 +259,47 @@ pub struct Health {
     /// Always `ok` when the server answers.
     pub status: String,
     pub version: String,
-    pub passages: usize,
-    pub generation: String,
+    /// The default namespace's passages, when it is open and no token is limited to
+    /// some namespaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passages: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
     /// Whether the other routes want `Authorization: Bearer TOKEN` (the web page asks
     /// for the token before its first call, rather than after a 401).
     pub token_required: bool,
+}
+
+/// `GET /v1/namespaces`: the namespaces the token opens.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NamespaceList {
+    pub namespaces: Vec<NamespaceInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NamespaceInfo {
+    pub name: String,
+    /// Whether it is loaded now (its first request after a close loads it again).
+    pub open: bool,
+    /// Passages of its served index, when open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passages: Option<usize>,
+    /// Whether the token may write to it.
+    pub write: bool,
+}
+
+/// The `?namespace=NAME` of the routes without a body.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct NamespaceParam {
+    /// The namespace (the default one when left out).
+    #[param(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
+}
+
+/// The `namespace` parameter of a URL's query string, if given.
+pub(super) fn namespace_param(uri: &Uri) -> Result<Option<String>, ApiError> {
+    Ok(query_params(uri)?.remove("namespace"))
 }
 
 /// Every error response: `{"error": {"code": ..., "message": ...}}`.

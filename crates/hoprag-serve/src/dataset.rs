@@ -5,14 +5,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::api::{query_params, ApiError, ApiJson, ErrorBody};
+use super::api::{namespace_param, query_params, ApiError, ApiJson, ErrorBody};
+use super::auth::Access;
+use super::handlers::Token;
 use super::state::{generation_name, AppState};
 use hoprag::dataset::{load_dataset, resolve_gold, DatasetFormat, GoldMatchCounts, Question, ResolvedDataset};
 use hoprag::engine::Engine;
@@ -107,11 +109,11 @@ pub struct QuestionSummary {
 }
 
 /// The questions of the server's data set (`hoprag serve --dataset`).
-#[utoipa::path(get, path = "/v1/dataset",
+#[utoipa::path(get, path = "/v1/dataset", params(crate::api::NamespaceParam),
     responses((status = 200, body = DatasetInfo), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn dataset(State(inspect): Shared) -> Result<Json<DatasetInfo>, ApiError> {
+pub async fn dataset(State(inspect): Shared, Extension(scope): Token, uri: Uri) -> Result<Json<DatasetInfo>, ApiError> {
     let data = inspect.dataset.clone().ok_or_else(no_dataset)?;
-    let engine = inspect.app.engine();
+    let engine = inspect.app.served(&scope, namespace_param(&uri)?.as_deref(), Access::Read).await?.engine();
     let resolved = inspect.app.on_worker(move |_| Ok(data.resolved(&engine))).await?;
     let data = inspect.dataset.as_ref().ok_or_else(no_dataset)?;
     Ok(Json(DatasetInfo {
@@ -131,6 +133,8 @@ pub async fn dataset(State(inspect): Shared) -> Result<Json<DatasetInfo>, ApiErr
 pub struct QuestionParams {
     /// The question's id in the data set.
     pub id: String,
+    /// The namespace (the default one when left out).
+    pub namespace: Option<String>,
 }
 
 /// One question of the data set with its gold passages.
@@ -164,11 +168,16 @@ pub struct GoldPassage {
 #[utoipa::path(get, path = "/v1/dataset/question", params(QuestionParams),
     responses((status = 200, body = QuestionDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
-pub async fn question(State(inspect): Shared, uri: Uri) -> Result<Json<QuestionDetail>, ApiError> {
-    let id = query_params(&uri)?.remove("id").ok_or_else(|| ApiError::bad_request("invalid_request", "id: missing"))?;
-    let params = QuestionParams { id };
+pub async fn question(
+    State(inspect): Shared,
+    Extension(scope): Token,
+    uri: Uri,
+) -> Result<Json<QuestionDetail>, ApiError> {
+    let mut query = query_params(&uri)?;
+    let id = query.remove("id").ok_or_else(|| ApiError::bad_request("invalid_request", "id: missing"))?;
+    let params = QuestionParams { id, namespace: query.remove("namespace") };
     let data = inspect.dataset.clone().ok_or_else(no_dataset)?;
-    let engine = inspect.app.engine();
+    let engine = inspect.app.served(&scope, params.namespace.as_deref(), Access::Read).await?.engine();
     let resolved = {
         let engine = engine.clone();
         inspect.app.on_worker(move |_| Ok(data.resolved(&engine))).await?
@@ -213,6 +222,10 @@ pub struct EvalRequest {
     pub baseline: Option<String>,
     /// Evaluate the first N questions (default and at most `serve.max_eval_questions`).
     pub limit: Option<usize>,
+    /// The namespace (the default one when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// Evaluate methods on the first questions of the server's data set. The report is the
@@ -225,12 +238,13 @@ pub struct EvalRequest {
               (status = 504, body = ErrorBody)))]
 pub async fn run_eval(
     State(inspect): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<EvalRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let data = inspect.dataset.clone().ok_or_else(no_dataset)?;
     let s = &inspect.app.settings;
     let (methods, ks, limit) = check_eval(&request, s.max_k, s.max_eval_questions)?;
-    let engine = inspect.app.engine();
+    let engine = inspect.app.served(&scope, request.namespace.as_deref(), Access::Read).await?.engine();
     // Claimed here and released by the task when it ends, even after a timeout: the
     // work cannot be stopped once started, so a second one must wait for it to finish.
     if inspect.eval_busy.swap(true, Ordering::AcqRel) {
@@ -326,7 +340,13 @@ mod tests {
     use super::*;
 
     fn request(methods: &[&str]) -> EvalRequest {
-        EvalRequest { methods: methods.iter().map(|m| m.to_string()).collect(), ks: None, baseline: None, limit: None }
+        EvalRequest {
+            methods: methods.iter().map(|m| m.to_string()).collect(),
+            ks: None,
+            baseline: None,
+            limit: None,
+            namespace: None,
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The edit routes: upsert, delete and sync documents and passages, and read a document
-//! back. Each turns its body into one [`Request`] and hands it to [`AppState::edit`] on
+//! back. Each turns its body into one [`Request`] and hands it to [`Served::edit`] of its namespace on
 //! the blocking pool, in a task of its own: once started, a write runs to its end even if
 //! the client goes away, so the served engine always matches the index on disk. Edits
 //! are never cut off by the request timeout.
@@ -7,16 +7,19 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::Uri;
 use axum::Json;
 use serde_json::Value;
 
 use super::api::{
-    query_params, AddPassagesRequest, AddPassagesResponse, ApiError, ApiJson, DeleteRequest, DocumentResponse,
-    EditResponse, ErrorBody, Issue, NewPassage, StoredPassage, SyncRequest, UpsertRequest,
+    namespace_param, query_params, AddPassagesRequest, AddPassagesResponse, ApiError, ApiJson, DeleteRequest,
+    DocumentResponse, EditResponse, ErrorBody, Issue, NewPassage, StoredPassage, SyncRequest, UpsertRequest,
 };
-use super::state::{generation_name, AppState, Edited};
+use super::auth::Access;
+use super::handlers::Token;
+use super::namespaces::{Edited, Served};
+use super::state::{generation_name, AppState};
 use hoprag::corpus::{load_entries, CorpusOptions, LoadedCorpus};
 use hoprag::store::edit::{EditOptions, Request};
 
@@ -31,10 +34,12 @@ type Shared = State<Arc<AppState>>;
               (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn upsert(
     State(state): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<UpsertRequest>,
 ) -> Result<Json<EditResponse>, ApiError> {
-    let UpsertRequest { passages, dry_run } = request;
-    let (edited, duplicates) = on_writer(&state, move |s| {
+    let UpsertRequest { passages, dry_run, namespace } = request;
+    let served = state.served(&scope, namespace.as_deref(), Access::Write).await?;
+    let (edited, duplicates) = on_writer(served, move |s| {
         let corpus = corpus(passages)?;
         let duplicates = issues(&corpus);
         Ok((s.edit(Request::Upsert(corpus.passages), options("PUT /v1/documents", dry_run))?, duplicates))
@@ -51,10 +56,12 @@ pub async fn upsert(
               (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn sync(
     State(state): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<SyncRequest>,
 ) -> Result<Json<EditResponse>, ApiError> {
-    let SyncRequest { passages, allow_empty, dry_run } = request;
-    let (edited, duplicates) = on_writer(&state, move |s| {
+    let SyncRequest { passages, allow_empty, dry_run, namespace } = request;
+    let served = state.served(&scope, namespace.as_deref(), Access::Write).await?;
+    let (edited, duplicates) = on_writer(served, move |s| {
         let corpus = corpus(passages)?;
         let duplicates = issues(&corpus);
         let request = Request::Sync { passages: corpus.passages, allow_empty };
@@ -71,10 +78,12 @@ pub async fn sync(
               (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn delete_many(
     State(state): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<DeleteRequest>,
 ) -> Result<Json<EditResponse>, ApiError> {
-    let DeleteRequest { ids, dry_run } = request;
-    let edited = on_writer(&state, move |s| s.edit(Request::Delete(ids), options("POST /v1/delete", dry_run))).await?;
+    let DeleteRequest { ids, dry_run, namespace } = request;
+    let served = state.served(&scope, namespace.as_deref(), Access::Write).await?;
+    let edited = on_writer(served, move |s| s.edit(Request::Delete(ids), options("POST /v1/delete", dry_run))).await?;
     Ok(Json(response(edited, Vec::new())))
 }
 
@@ -83,15 +92,18 @@ pub async fn delete_many(
 /// id is a 404, and nothing changes.
 #[utoipa::path(delete, path = "/v1/documents/{id}",
     params(("id" = String, Path, min_length = 1, description = "A document's or a passage's id, percent-encoded"),
-           ("dry_run" = Option<bool>, Query, description = "Count what would change; write nothing")),
+           ("dry_run" = Option<bool>, Query, description = "Count what would change; write nothing"),
+           ("namespace" = Option<String>, Query, description = "The namespace (the default one when left out)")),
     responses((status = 200, body = EditResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 pub async fn delete_one(
     State(state): Shared,
+    Extension(scope): Token,
     id: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Result<Json<EditResponse>, ApiError> {
     let id = path_id(id)?;
+    let served = state.served(&scope, namespace_param(&uri)?.as_deref(), Access::Write).await?;
     let dry_run = match query_params(&uri)?.get("dry_run").map(String::as_str) {
         None | Some("false") | Some("0") => false,
         Some("true") | Some("1") | Some("") => true,
@@ -103,7 +115,7 @@ pub async fn delete_one(
         }
     };
     let edited =
-        on_writer(&state, move |s| s.edit(Request::Delete(vec![id]), options("DELETE /v1/documents", dry_run))).await?;
+        on_writer(served, move |s| s.edit(Request::Delete(vec![id]), options("DELETE /v1/documents", dry_run))).await?;
     Ok(Json(response(edited, Vec::new())))
 }
 
@@ -111,15 +123,18 @@ pub async fn delete_one(
 /// The id of a passage gives the document holding it. The id is percent-encoded in the
 /// path, as for `DELETE`.
 #[utoipa::path(get, path = "/v1/documents/{id}",
-    params(("id" = String, Path, min_length = 1, description = "A document's or a passage's id, percent-encoded")),
+    params(("id" = String, Path, min_length = 1, description = "A document's or a passage's id, percent-encoded"),
+           ("namespace" = Option<String>, Query, description = "The namespace (the default one when left out)")),
     responses((status = 200, body = DocumentResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 pub async fn get_document(
     State(state): Shared,
+    Extension(scope): Token,
     id: Result<Path<String>, PathRejection>,
+    uri: Uri,
 ) -> Result<Json<DocumentResponse>, ApiError> {
     let id = path_id(id)?;
-    let engine = state.engine();
+    let engine = state.served(&scope, namespace_param(&uri)?.as_deref(), Access::Read).await?.engine();
     let all = engine.index.passages();
     let doc = if all.iter().any(|p| p.document() == id) {
         id.as_str()
@@ -151,9 +166,11 @@ pub async fn get_document(
               (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn add_passages(
     State(state): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<AddPassagesRequest>,
 ) -> Result<Json<AddPassagesResponse>, ApiError> {
-    on_writer(&state, move |s| {
+    let served = state.served(&scope, request.namespace.as_deref(), Access::Write).await?;
+    on_writer(served, move |s| {
         let corpus = corpus(request.passages)?;
         let (duplicates, warnings) =
             (issues(&corpus), corpus.report.warnings.iter().cloned().map(Into::into).collect());
@@ -175,11 +192,10 @@ pub async fn add_passages(
 /// Runs a write on the blocking pool in a task of its own, which runs to its end whether
 /// or not the request is still waiting for it.
 async fn on_writer<T: Send + 'static>(
-    state: &Arc<AppState>,
-    f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
+    served: Arc<Served>,
+    f: impl FnOnce(&Served) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let state = state.clone();
-    tokio::task::spawn_blocking(move || f(&state))
+    tokio::task::spawn_blocking(move || f(&served))
         .await
         .map_err(|e| ApiError::internal(format!("the edit's task failed: {e}")))?
 }

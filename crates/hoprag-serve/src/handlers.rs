@@ -4,19 +4,23 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::extract::{Extension, State};
+use axum::http::{header, StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::Json;
 use tokio::task::JoinSet;
 
 use super::api::{
-    ApiError, ApiJson, Capabilities, ErrorBody, Health, MethodInfo, MethodList, RetrieveRequest, RetrieveResponse,
+    namespace_param, ApiError, ApiJson, Capabilities, ErrorBody, Health, MethodInfo, MethodList, NamespaceInfo,
+    NamespaceList, NamespaceParam, RetrieveRequest, RetrieveResponse,
 };
+use super::auth::{Access, Scope};
 use super::state::{generation_name, AppState};
 use hoprag::retrieve::registry::{DEFAULT_METHOD, METHODS};
 
 type Shared = State<Arc<AppState>>;
+/// What the request's token may do (set by the token check).
+pub type Token = Extension<Arc<Scope>>;
 
 /// Retrieve passages for one query.
 #[utoipa::path(post, path = "/v1/retrieve", request_body = RetrieveRequest,
@@ -24,9 +28,11 @@ type Shared = State<Arc<AppState>>;
               (status = 413, body = ErrorBody), (status = 422, body = ErrorBody), (status = 504, body = ErrorBody)))]
 pub async fn retrieve(
     State(state): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<RetrieveRequest>,
 ) -> Result<Json<RetrieveResponse>, ApiError> {
-    let checked = state.check(request)?;
+    let served = state.served(&scope, request.namespace.as_deref(), Access::Read).await?;
+    let checked = state.check(&served, request)?;
     let work = state.on_worker(move |s| s.retrieve(checked));
     Ok(Json(within_timeout(&state, work).await?))
 }
@@ -38,6 +44,7 @@ pub async fn retrieve(
               (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody), (status = 504, body = ErrorBody)))]
 pub async fn retrieve_batch(
     State(state): Shared,
+    Extension(scope): Token,
     ApiJson(requests): ApiJson<Vec<RetrieveRequest>>,
 ) -> Result<Json<Vec<RetrieveResponse>>, ApiError> {
     let max = state.settings.max_batch;
@@ -47,11 +54,12 @@ pub async fn retrieve_batch(
             format!("the batch has {} queries; the limit is {max} (serve.max_batch)", requests.len()),
         ));
     }
-    let checked = requests
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| state.check(r).map_err(|e| e.at(&format!("[{i}]"))))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut checked = Vec::with_capacity(requests.len());
+    for (i, r) in requests.into_iter().enumerate() {
+        let at = |e: ApiError| e.at(&format!("[{i}]"));
+        let served = state.served(&scope, r.namespace.as_deref(), Access::Read).await.map_err(at)?;
+        checked.push(state.check(&served, r).map_err(at)?);
+    }
     let n = checked.len();
     let runner = state.clone();
     let work = async move {
@@ -71,14 +79,16 @@ pub async fn retrieve_batch(
     Ok(Json(within_timeout(&state, work).await?))
 }
 
-/// The retrieval methods, with their parameters as configured on this server.
-#[utoipa::path(get, path = "/v1/methods", responses((status = 200, body = MethodList), (status = 401, body = ErrorBody)))]
-pub async fn methods(State(state): Shared) -> Result<Json<MethodList>, ApiError> {
+/// The retrieval methods, with their parameters as configured on this server and what
+/// each can do on the namespace's index (`?namespace=NAME`; the default one if left out).
+#[utoipa::path(get, path = "/v1/methods", params(NamespaceParam),
+    responses((status = 200, body = MethodList), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn methods(State(state): Shared, Extension(scope): Token, uri: Uri) -> Result<Json<MethodList>, ApiError> {
+    let engine = state.served(&scope, namespace_param(&uri)?.as_deref(), Access::Read).await?.engine();
     // Through JSON text: `to_value` would widen f32 parameters (0.85 → 0.8500000238).
-    let config: serde_json::Value = serde_json::to_string(&state.engine().config)
+    let config: serde_json::Value = serde_json::to_string(&engine.config)
         .and_then(|text| serde_json::from_str(&text))
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let engine = state.engine();
     let methods = METHODS
         .iter()
         .map(|m| MethodInfo {
@@ -91,24 +101,53 @@ pub async fn methods(State(state): Shared) -> Result<Json<MethodList>, ApiError>
     Ok(Json(MethodList { default: DEFAULT_METHOD.to_string(), methods }))
 }
 
-/// Liveness and what is served; needs no token.
+/// Liveness; needs no token. The default namespace's passages and generation are shown
+/// when it is open and no token of the server is limited to some namespaces (a scoped
+/// token's namespaces are never told to a caller without it).
 #[utoipa::path(get, path = "/health", security(()), responses((status = 200, body = Health)))]
 pub async fn health(State(state): Shared) -> Json<Health> {
-    let engine = state.engine();
+    let engine = (!state.tokens.scoped())
+        .then(|| state.namespaces.get_open(&hoprag::store::Namespace::default()))
+        .flatten()
+        .map(|s| s.engine());
     Json(Health {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        passages: engine.index.len(),
-        generation: generation_name(&engine),
-        token_required: state.requires_token(),
+        passages: engine.as_ref().map(|e| e.index.len()),
+        generation: engine.as_ref().map(|e| generation_name(e)),
+        token_required: state.tokens.required(),
     })
+}
+
+/// The namespaces this token opens that the store holds, with what each is open for.
+#[utoipa::path(get, path = "/v1/namespaces", responses((status = 200, body = NamespaceList), (status = 401, body = ErrorBody)))]
+pub async fn namespaces(State(state): Shared, Extension(scope): Token) -> Result<Json<NamespaceList>, ApiError> {
+    let lister = state.clone();
+    let names = tokio::task::spawn_blocking(move || lister.namespaces.list())
+        .await
+        .map_err(|e| ApiError::internal(format!("listing the namespaces failed: {e}")))?
+        .map_err(|e| ApiError::internal(format!("listing the namespaces: {e}")))?;
+    let namespaces = names
+        .into_iter()
+        .filter(|n| scope.allows(n, Access::Read))
+        .map(|n| {
+            let open = state.namespaces.get_open(&n);
+            NamespaceInfo {
+                write: scope.allows(&n, Access::Write),
+                passages: open.as_ref().map(|s| s.engine().index.len()),
+                open: open.is_some(),
+                name: n.to_string(),
+            }
+        })
+        .collect();
+    Ok(Json(NamespaceList { namespaces }))
 }
 
 /// Prometheus metrics (text format).
 #[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String),
     (status = 401, body = ErrorBody)))]
-pub async fn metrics(State(state): Shared) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.render_metrics())
+pub async fn metrics(State(state): Shared, Extension(scope): Token) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.render_metrics(&scope))
 }
 
 /// This document.

@@ -8,14 +8,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{StatusCode, Uri};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::api::{query_params, ApiError, ApiJson, Capabilities, ErrorBody};
+use super::api::{namespace_param, query_params, ApiError, ApiJson, Capabilities, ErrorBody, NamespaceParam};
+use super::auth::Access;
 use super::dataset::{DatasetSummary, Shared};
+use super::handlers::Token;
 use super::state::generation_name;
 use hoprag::engine::Engine;
 use hoprag::graph::linking::{FactMatch, LinkedEntity};
@@ -79,9 +81,14 @@ pub struct Limits {
 }
 
 /// What the served index is: its store, generation, manifest and methods.
-#[utoipa::path(get, path = "/v1/index", responses((status = 200, body = IndexInfo), (status = 401, body = ErrorBody)))]
-pub async fn index_info(State(inspect): Shared) -> Result<Json<IndexInfo>, ApiError> {
-    let engine = inspect.app.engine();
+#[utoipa::path(get, path = "/v1/index", params(NamespaceParam),
+    responses((status = 200, body = IndexInfo), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn index_info(
+    State(inspect): Shared,
+    Extension(scope): Token,
+    uri: Uri,
+) -> Result<Json<IndexInfo>, ApiError> {
+    let engine = inspect.app.served(&scope, namespace_param(&uri)?.as_deref(), Access::Read).await?.engine();
     let manifest = serde_json::to_value(&engine.index.manifest).map_err(|e| ApiError::internal(e.to_string()))?;
     let graph_kind =
         serde_json::to_value(engine.graph_kind()).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
@@ -149,6 +156,8 @@ pub struct LookupParams {
     pub ids: Option<String>,
     /// Passage positions in the index (as traces name them), comma-separated.
     pub idx: Option<String>,
+    /// The namespace (the default one when left out).
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -169,10 +178,15 @@ pub struct IndexedPassage {
 #[utoipa::path(get, path = "/v1/passages", params(LookupParams),
     responses((status = 200, body = PassageList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
-pub async fn lookup_passages(State(inspect): Shared, uri: Uri) -> Result<Json<PassageList>, ApiError> {
+pub async fn lookup_passages(
+    State(inspect): Shared,
+    Extension(scope): Token,
+    uri: Uri,
+) -> Result<Json<PassageList>, ApiError> {
     let mut query = query_params(&uri)?;
-    let params = LookupParams { ids: query.remove("ids"), idx: query.remove("idx") };
-    let engine = inspect.app.engine();
+    let params =
+        LookupParams { ids: query.remove("ids"), idx: query.remove("idx"), namespace: query.remove("namespace") };
+    let engine = inspect.app.served(&scope, params.namespace.as_deref(), Access::Read).await?.engine();
     let split = |s: &Option<String>| -> Vec<String> {
         s.as_deref().unwrap_or("").split(',').map(str::trim).filter(|x| !x.is_empty()).map(String::from).collect()
     };
@@ -226,6 +240,8 @@ pub struct EntityParams {
     pub name: String,
     /// Most neighbours returned (default 30, at most 200).
     pub limit: Option<usize>,
+    /// The namespace (the default one when left out).
+    pub namespace: Option<String>,
 }
 
 /// An entity of the graph, its neighbours, the triples that name it and the passages
@@ -280,8 +296,13 @@ pub struct PassageRef {
 #[utoipa::path(get, path = "/v1/graph/entity", params(EntityParams),
     responses((status = 200, body = EntityNeighbourhood), (status = 400, body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn entity(State(inspect): Shared, uri: Uri) -> Result<Json<EntityNeighbourhood>, ApiError> {
+pub async fn entity(
+    State(inspect): Shared,
+    Extension(scope): Token,
+    uri: Uri,
+) -> Result<Json<EntityNeighbourhood>, ApiError> {
     let mut query = query_params(&uri)?;
+    let namespace = query.remove("namespace");
     let limit = match query.remove("limit") {
         Some(text) => Some(
             text.parse()
@@ -290,13 +311,13 @@ pub async fn entity(State(inspect): Shared, uri: Uri) -> Result<Json<EntityNeigh
         None => None,
     };
     let name = query.remove("name").ok_or_else(|| ApiError::bad_request("invalid_request", "name: missing"))?;
-    let params = EntityParams { name, limit };
+    let params = EntityParams { name, limit, namespace };
     let wanted = normalize_entity(&params.name);
     if wanted.is_empty() {
         return Err(ApiError::bad_request("invalid_request", "name: empty (after normalisation)"));
     }
     let limit = params.limit.unwrap_or(30).clamp(1, 200);
-    let engine = inspect.app.engine();
+    let engine = inspect.app.served(&scope, params.namespace.as_deref(), Access::Read).await?.engine();
     let ctx = graph_of(&engine)?;
     // A scan of every name: cheap next to a query's walk, and off the async threads.
     inspect.app.on_worker(move |_| neighbourhood(&engine, &ctx, &wanted, limit)).await.map(Json)
@@ -403,6 +424,10 @@ pub struct WalkRequest {
     /// the method's result: where a hop was lost shows as a passage the walk left light.
     #[serde(default)]
     pub include: Vec<String>,
+    /// The namespace (the default one when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
+    pub namespace: Option<String>,
 }
 
 /// The walk a graph method makes for a question: the entities the question links to,
@@ -503,6 +528,7 @@ pub struct Reached {
               (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn walk(
     State(inspect): Shared,
+    Extension(scope): Token,
     ApiJson(request): ApiJson<WalkRequest>,
 ) -> Result<Json<WalkResponse>, ApiError> {
     let s = &inspect.app.settings;
@@ -530,7 +556,7 @@ pub async fn walk(
         ));
     }
     let asked = request.method.clone().unwrap_or_else(|| hoprag::retrieve::ppr::SPEC.name.into());
-    let engine = inspect.app.engine();
+    let engine = inspect.app.served(&scope, request.namespace.as_deref(), Access::Read).await?.engine();
     let include = {
         let by_id: HashMap<&str, usize> =
             engine.index.passages().iter().enumerate().map(|(i, p)| (p.id.as_str(), i)).collect();

@@ -4,14 +4,17 @@
 //! [`Server::router`] inside its own axum app next to its own routes, with an engine it
 //! built in code.
 //!
-//! Routes: `POST /v1/retrieve`, `POST /v1/retrieve/batch`, `GET /v1/methods`; edits
+//! Routes: `POST /v1/retrieve`, `POST /v1/retrieve/batch`, `GET /v1/methods`,
+//! `GET /v1/namespaces`; edits
 //! (`PUT /v1/documents`, `GET` and `DELETE /v1/documents/{id}`, `POST /v1/delete`,
 //! `POST /v1/sync`, `POST /v1/passages`); `GET /health`, `GET /metrics`, `GET /openapi.json` (generated
 //! from the types in [`api`] and the route modules); for looking inside the index,
 //! `GET /v1/index`, `GET /v1/passages`, `GET /v1/graph/entity`, `POST /v1/graph/walk`,
 //! and with a data set (`Server::with_dataset`) `GET /v1/dataset`,
 //! `GET /v1/dataset/question`, `POST /v1/eval`; and a web page at `/` that draws them
-//! (`docs/web.md`). Retrieval is CPU-bound and synchronous, so it runs on
+//! (`docs/web.md`). Every route but `/health` works on one namespace (a `namespace`
+//! field of the body, or `?namespace=`; the default one when left out), if the request's
+//! token opens it ([`auth`]). Retrieval is CPU-bound and synchronous, so it runs on
 //! tokio's blocking pool, at most [`ServeSettings::workers`] at a time; the async
 //! threads only parse, check and wait. An edit writes a new index generation
 //! and then swaps the served engine whole, so a query sees the old index or the new
@@ -28,12 +31,14 @@
 //! ```
 
 pub mod api;
+pub mod auth;
 mod dataset;
 mod edits;
 mod handlers;
 mod inspect;
 mod metrics;
 mod middleware;
+mod namespaces;
 mod settings;
 mod state;
 mod web;
@@ -63,12 +68,23 @@ pub struct Server {
 }
 
 impl Server {
-    /// Checks the settings and prepares the engine (its graph is loaded now). A thread
-    /// then follows the store: every `serve.follow_ms` it asks for the live generation
-    /// and serves a newer one (published by `hoprag add`, or by another server on the
-    /// same database) once it is loaded.
+    /// Serves one engine built in code, as the default namespace (its graph is loaded
+    /// now). A thread then follows the store: every `serve.follow_ms` it asks for the
+    /// live generation and serves a newer one (published by `hoprag add`, or by another
+    /// server on the same database) once it is loaded.
     pub fn new(engine: Engine, settings: ServeSettings) -> Result<Server> {
-        let state = Arc::new(AppState::new(engine, settings)?);
+        Self::following(Arc::new(AppState::new(engine, settings)?))
+    }
+
+    /// Serves every namespace of the store `spec` (a folder or a PostgreSQL URL), each
+    /// opened on first use with `config` and closed when unused beyond
+    /// `serve.max_open_namespaces`; the default namespace is opened now if it holds an
+    /// index. Followed as [`Server::new`]'s engine is.
+    pub fn open(spec: &str, config: hoprag::Config, settings: ServeSettings) -> Result<Server> {
+        Self::following(Arc::new(AppState::open(spec, config, settings)?))
+    }
+
+    fn following(state: Arc<AppState>) -> Result<Server> {
         if state.settings.follow_ms > 0 {
             let weak = Arc::downgrade(&state);
             let every = std::time::Duration::from_millis(state.settings.follow_ms);
@@ -77,12 +93,14 @@ impl Server {
                 .spawn(move || loop {
                     std::thread::sleep(every);
                     let Some(state) = weak.upgrade() else { return };
-                    match state.follow_store() {
-                        Ok(true) => log::info!("serving generation {}", state::generation_name(&state.engine())),
-                        Ok(false) => {}
-                        // The store may be down for a while; requests meanwhile keep the
-                        // generation they have, and the next tick tries again.
-                        Err(e) => log::warn!("checking the store for a new generation: {e}"),
+                    for (namespace, followed) in state.follow_store() {
+                        match followed {
+                            Ok(true) => log::info!("namespace {namespace}: serving a new generation"),
+                            Ok(false) => {}
+                            // The store may be down for a while; requests meanwhile keep
+                            // the generation they have, and the next tick tries again.
+                            Err(e) => log::warn!("namespace {namespace}: checking the store for a new generation: {e}"),
+                        }
                     }
                 })
                 .map_err(|e| hoprag::Error::Other(format!("starting the store follower: {e}")))?;
@@ -96,14 +114,16 @@ impl Server {
     /// matched, and again for each new generation.
     pub fn with_dataset(mut self, path: &Path) -> Result<Server> {
         let data = ServedDataset::load(path)?;
-        let counts = data.resolved(&self.state.engine()).counts;
-        log::info!(
-            "data set {}: {} questions, {} of {} gold passages in the index",
-            path.display(),
-            data.summary().questions,
-            counts.gold - counts.unmatched,
-            counts.gold
-        );
+        if let Some(served) = self.state.namespaces.get_open(&hoprag::store::Namespace::default()) {
+            let counts = data.resolved(&served.engine()).counts;
+            log::info!(
+                "data set {}: {} questions, {} of {} gold passages in the default namespace",
+                path.display(),
+                data.summary().questions,
+                counts.gold - counts.unmatched,
+                counts.gold
+            );
+        }
         self.dataset = Some(Arc::new(data));
         Ok(self)
     }
@@ -124,6 +144,7 @@ impl Server {
             .route("/v1/delete", post(edits::delete_many))
             .route("/v1/sync", post(edits::sync))
             .route("/v1/methods", get(handlers::methods))
+            .route("/v1/namespaces", get(handlers::namespaces))
             .route("/metrics", get(handlers::metrics))
             .route("/openapi.json", get(handlers::openapi))
             .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::require_token));
@@ -204,6 +225,7 @@ pub async fn shutdown_signal() {
         edits::delete_many,
         edits::sync,
         handlers::methods,
+        handlers::namespaces,
         handlers::health,
         handlers::metrics,
         handlers::openapi,

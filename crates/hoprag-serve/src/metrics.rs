@@ -17,7 +17,8 @@ const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 #[derive(Default)]
 pub struct Metrics {
     routes: Mutex<BTreeMap<String, Route>>,
-    retrievals: Mutex<BTreeMap<String, u64>>,
+    /// By namespace and method.
+    retrievals: Mutex<BTreeMap<(String, String), u64>>,
     in_flight: AtomicI64,
 }
 
@@ -30,10 +31,19 @@ struct Route {
     count: u64,
 }
 
-/// What `/metrics` reports besides the request series.
+/// What `/metrics` reports besides the counters, for the token asking.
 pub struct Gauges {
-    pub passages: usize,
+    /// The open namespaces the token may see.
+    pub namespaces: Vec<NamespaceGauge>,
     pub llm: Option<LlmStatsSnapshot>,
+    /// Whether the server's own series (every route's requests) are written: only to a
+    /// token that reads every namespace.
+    pub server_wide: bool,
+}
+
+pub struct NamespaceGauge {
+    pub namespace: String,
+    pub passages: usize,
 }
 
 impl Metrics {
@@ -48,8 +58,9 @@ impl Metrics {
         r.count += 1;
     }
 
-    pub fn record_retrieval(&self, method: &str) {
-        *self.retrievals.lock().unwrap_or_else(PoisonError::into_inner).entry(method.to_string()).or_default() += 1;
+    pub fn record_retrieval(&self, namespace: &impl std::fmt::Display, method: &str) {
+        let key = (namespace.to_string(), method.to_string());
+        *self.retrievals.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default() += 1;
     }
 
     /// Counts a request as in flight until the guard is dropped (also when the client
@@ -59,18 +70,53 @@ impl Metrics {
         InFlight(&self.in_flight)
     }
 
-    /// The exposition, text format 0.0.4.
-    pub fn render(&self, gauges: &Gauges) -> String {
+    /// The exposition, text format 0.0.4: the series of the namespaces `visible` admits,
+    /// and the server's own when `gauges.server_wide`.
+    pub fn render(&self, gauges: &Gauges, visible: &dyn Fn(&str) -> bool) -> String {
         let mut out = String::new();
+        if gauges.server_wide {
+            self.render_routes(&mut out);
+        }
+        head(
+            &mut out,
+            "hoprag_retrievals_total",
+            "counter",
+            "Queries answered, by namespace and method (batch items count one each).",
+        );
+        for ((namespace, method), n) in self.retrievals.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            if visible(namespace) {
+                let _ = writeln!(
+                    out,
+                    "hoprag_retrievals_total{{namespace=\"{}\",method=\"{}\"}} {n}",
+                    esc(namespace),
+                    esc(method)
+                );
+            }
+        }
+        head(&mut out, "hoprag_index_passages", "gauge", "Passages in each open namespace's served index.");
+        for g in &gauges.namespaces {
+            let _ = writeln!(out, "hoprag_index_passages{{namespace=\"{}\"}} {}", esc(&g.namespace), g.passages);
+        }
+        if gauges.server_wide {
+            head(&mut out, "hoprag_namespaces_open", "gauge", "Namespaces open (loaded in memory).");
+            let _ = writeln!(out, "hoprag_namespaces_open {}", gauges.namespaces.len());
+        }
+        if let Some(llm) = &gauges.llm {
+            render_llm(&mut out, llm);
+        }
+        out
+    }
+
+    fn render_routes(&self, out: &mut String) {
         let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
-        head(&mut out, "hoprag_http_requests_total", "counter", "HTTP requests by route and status.");
+        head(out, "hoprag_http_requests_total", "counter", "HTTP requests by route and status.");
         for (route, r) in routes.iter() {
             for (status, n) in &r.by_status {
                 let _ = writeln!(out, "hoprag_http_requests_total{{route=\"{}\",status=\"{status}\"}} {n}", esc(route));
             }
         }
         let name = "hoprag_http_request_duration_seconds";
-        head(&mut out, name, "histogram", "HTTP request latency by route.");
+        head(out, name, "histogram", "HTTP request latency by route.");
         for (route, r) in routes.iter() {
             let route = esc(route);
             let mut cumulative = 0;
@@ -83,23 +129,8 @@ impl Metrics {
             let _ = writeln!(out, "{name}_count{{route=\"{route}\"}} {}", r.count);
         }
         drop(routes);
-        head(&mut out, "hoprag_http_requests_in_flight", "gauge", "HTTP requests being served.");
+        head(out, "hoprag_http_requests_in_flight", "gauge", "HTTP requests being served.");
         let _ = writeln!(out, "hoprag_http_requests_in_flight {}", self.in_flight.load(Ordering::Relaxed));
-        head(
-            &mut out,
-            "hoprag_retrievals_total",
-            "counter",
-            "Queries answered, by method (batch items count one each).",
-        );
-        for (method, n) in self.retrievals.lock().unwrap_or_else(PoisonError::into_inner).iter() {
-            let _ = writeln!(out, "hoprag_retrievals_total{{method=\"{}\"}} {n}", esc(method));
-        }
-        head(&mut out, "hoprag_index_passages", "gauge", "Passages in the served index.");
-        let _ = writeln!(out, "hoprag_index_passages {}", gauges.passages);
-        if let Some(llm) = &gauges.llm {
-            render_llm(&mut out, llm);
-        }
-        out
     }
 }
 
@@ -147,8 +178,14 @@ mod tests {
         m.record("/v1/retrieve", 200, Duration::from_millis(3));
         m.record("/v1/retrieve", 200, Duration::from_millis(40));
         m.record("/v1/retrieve", 400, Duration::from_secs(60));
-        m.record_retrieval("a\"b");
-        let text = m.render(&Gauges { passages: 7, llm: None });
+        m.record_retrieval(&"ns", "a\"b");
+        m.record_retrieval(&"hidden", "dense");
+        let gauges = Gauges {
+            namespaces: vec![NamespaceGauge { namespace: "ns".into(), passages: 7 }],
+            llm: None,
+            server_wide: true,
+        };
+        let text = m.render(&gauges, &|n| n == "ns");
         assert!(text.contains("hoprag_http_requests_total{route=\"/v1/retrieve\",status=\"200\"} 2"), "{text}");
         assert!(text.contains("hoprag_http_requests_total{route=\"/v1/retrieve\",status=\"400\"} 1"));
         let bucket =
@@ -159,8 +196,11 @@ mod tests {
         assert!(text.contains(&format!("{} 2\n", bucket("30"))));
         assert!(text.contains(&format!("{} 3\n", bucket("+Inf"))));
         assert!(text.contains("hoprag_http_request_duration_seconds_count{route=\"/v1/retrieve\"} 3"));
-        assert!(text.contains("hoprag_retrievals_total{method=\"a\\\"b\"} 1"));
-        assert!(text.contains("hoprag_index_passages 7"));
+        assert!(text.contains("hoprag_retrievals_total{namespace=\"ns\",method=\"a\\\"b\"} 1"), "{text}");
+        assert!(text.contains("hoprag_index_passages{namespace=\"ns\"} 7"));
+        assert!(!text.contains("hidden"), "a namespace the token does not open is not shown");
+        let scoped = m.render(&Gauges { server_wide: false, ..gauges }, &|n| n == "ns");
+        assert!(!scoped.contains("hoprag_http_requests_total{"), "route counts are the server's: {scoped}");
         assert!(!text.contains("hoprag_llm"), "no LLM series without an LLM");
     }
 
@@ -175,7 +215,8 @@ mod tests {
             tokens_from_cache: Usage { prompt_tokens: 40, completion_tokens: 8 },
             ..Default::default()
         };
-        let text = Metrics::default().render(&Gauges { passages: 0, llm: Some(llm) });
+        let gauges = Gauges { namespaces: Vec::new(), llm: Some(llm), server_wide: true };
+        let text = Metrics::default().render(&gauges, &|_| true);
         for line in [
             "hoprag_llm_calls_total 5",
             "hoprag_llm_cache_hits_total 2",

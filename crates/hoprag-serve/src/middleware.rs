@@ -12,23 +12,23 @@ use axum::response::{IntoResponse, Response};
 use super::api::ApiError;
 use super::state::AppState;
 
-/// Rejects a request without the server's token (when it has one) with a 401.
-pub async fn require_token(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if state.requires_token() {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim);
-        if !state.token_matches(given) {
-            let message = match given {
-                None => "this route needs `Authorization: Bearer TOKEN`",
-                Some(_) => "wrong token",
-            };
-            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
-        }
-    }
+/// Rejects a request without one of the server's tokens (when it has any) with a 401,
+/// and hands the routes what the token may do (an `Extension<Arc<Scope>>`).
+pub async fn require_token(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let Some(scope) = state.tokens.scope_of(given) else {
+        let message = match given {
+            None => "this route needs `Authorization: Bearer TOKEN`",
+            Some(_) => "wrong token",
+        };
+        return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    };
+    request.extensions_mut().insert(scope);
     next.run(request).await
 }
 

@@ -36,6 +36,12 @@ pub struct ServeSettings {
     pub follow_ms: u64,
     /// Most questions an evaluation run from the web page (`POST /v1/eval`) may take.
     pub max_eval_questions: usize,
+    /// Namespaces kept open (loaded in memory) at once; beyond it the least recently
+    /// used is closed, and opened again on its next request.
+    pub max_open_namespaces: usize,
+    /// Tokens with scopes (namespaces to read, to write), as SHA-256 digests: see
+    /// `docs/serve.md`. Default: `tokens.toml` in the index folder, if there is one.
+    pub tokens_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ServeSettings {
@@ -52,6 +58,8 @@ impl Default for ServeSettings {
             workers: 0,
             follow_ms: 1_000,
             max_eval_questions: 200,
+            max_open_namespaces: 8,
+            tokens_file: None,
         }
     }
 }
@@ -80,6 +88,7 @@ impl ServeSettings {
             ("max_batch", self.max_batch),
             ("timeout_ms", self.timeout_ms as usize),
             ("max_eval_questions", self.max_eval_questions),
+            ("max_open_namespaces", self.max_open_namespaces),
         ] {
             if value == 0 {
                 return bad(field);
@@ -109,6 +118,8 @@ impl fmt::Debug for ServeSettings {
             .field("workers", &self.workers)
             .field("follow_ms", &self.follow_ms)
             .field("max_eval_questions", &self.max_eval_questions)
+            .field("max_open_namespaces", &self.max_open_namespaces)
+            .field("tokens_file", &self.tokens_file)
             .finish()
     }
 }

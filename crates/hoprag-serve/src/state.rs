@@ -1,68 +1,34 @@
-//! What the handlers share: the served engine (swapped whole when passages are
-//! added), the limits, the worker slots and the metrics; and the operations behind
-//! the routes, free of HTTP.
+//! What the handlers share: the namespaces served, the tokens, the limits, the worker
+//! slots and the metrics; and the operations behind the routes, free of HTTP.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
-
 use super::api::{ApiError, RetrieveRequest, RetrieveResponse};
-use super::metrics::{Gauges, Metrics};
+use super::auth::{Access, Scope, Tokens};
+use super::metrics::{Gauges, Metrics, NamespaceGauge};
+use super::namespaces::{Namespaces, Served};
 use super::settings::ServeSettings;
 use hoprag::engine::Engine;
 use hoprag::error::{Error, Result};
 use hoprag::llm::{CountingLlm, LlmStats};
-use hoprag::progress::Silent;
 use hoprag::retrieve::registry::{self, DEFAULT_METHOD, METHODS};
 use hoprag::retrieve::Query;
-use hoprag::store::edit::{EditOptions, EditReport, Request, WalkUpdate};
+use hoprag::store::Namespace;
 
 /// Configuration sections that are fixed when the engine is built (the embedder and
 /// the LLM client), so a request cannot change them.
 const SERVER_WIDE: &[&str] = &["embedder", "llm"];
 
 pub struct AppState {
-    /// Swapped whole, without a lock: see [`AppState::serve_live`].
-    engine: ArcSwap<Engine>,
+    pub namespaces: Namespaces,
     /// One permit per retrieval allowed to run at once.
-    workers: Arc<Semaphore>,
+    workers: Arc<tokio::sync::Semaphore>,
     pub settings: ServeSettings,
     pub metrics: Metrics,
-    llm_stats: Option<Arc<LlmStats>>,
-    /// SHA-256 of the bearer token: comparing digests in constant time leaks neither
-    /// the token's bytes nor its length.
-    token_digest: Option<[u8; 32]>,
+    llm_stats: Arc<LlmStats>,
+    pub tokens: Tokens,
     /// `/openapi.json`, rendered once.
     pub openapi: String,
-    /// This server's edits in flight: the store follower leaves the generations they
-    /// publish to them (each serves its own from memory, [`AppState::serve_edited`])
-    /// rather than loading them from the store a second time meanwhile.
-    editing: std::sync::atomic::AtomicUsize,
-}
-
-/// Counts an edit in flight while it lives.
-struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
-        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        InFlight(count)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-/// What an edit did, and the engine served after it.
-pub struct Edited {
-    pub report: EditReport,
-    pub engine: Arc<Engine>,
 }
 
 /// A request that passed the checks, with the engine configured for it.
@@ -70,59 +36,92 @@ pub struct Checked {
     pub query: String,
     pub method: String,
     pub k: usize,
+    pub namespace: Namespace,
     pub engine: Arc<Engine>,
 }
 
 impl AppState {
-    /// Meters the engine's LLM (if it has one) for `/metrics`, and loads the entity
-    /// graph now rather than on the first request.
+    /// Serves one engine built in code (its default namespace only). Meters the engine's
+    /// LLM for `/metrics`, and loads the entity graph now rather than on the first request.
     pub fn new(engine: Engine, settings: ServeSettings) -> Result<AppState> {
         settings.check()?;
-        let llm_stats = engine.llm().map(|_| Arc::new(LlmStats::new()));
-        let engine = match &llm_stats {
-            Some(stats) => engine.wrap_llm(|inner| Arc::new(CountingLlm { inner, stats: stats.clone() })),
-            None => engine,
-        };
-        preload_graph(&engine)?;
-        let token_digest = settings.token.as_deref().filter(|t| !t.is_empty()).map(|t| Sha256::digest(t).into());
+        let llm_stats = Arc::new(LlmStats::new());
+        let engine = meter(engine, &llm_stats);
+        Self::with(Namespaces::of_engine(engine)?, llm_stats, settings)
+    }
+
+    /// Serves the namespaces of the store `spec` (a folder or a PostgreSQL URL), each
+    /// opened on first use with `config`; the default namespace is opened now if it holds
+    /// an index.
+    pub fn open(spec: &str, config: hoprag::Config, settings: ServeSettings) -> Result<AppState> {
+        settings.check()?;
+        let llm_stats = Arc::new(LlmStats::new());
+        let stats = llm_stats.clone();
+        let namespaces = Namespaces::of_store(
+            spec.to_string(),
+            config,
+            settings.max_open_namespaces,
+            Box::new(move |e| meter(e, &stats)),
+        );
+        match namespaces.get(&Namespace::default()) {
+            Ok(_) | Err(Error::NoNamespace { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Self::with(namespaces, llm_stats, settings)
+    }
+
+    fn with(namespaces: Namespaces, llm_stats: Arc<LlmStats>, settings: ServeSettings) -> Result<AppState> {
+        let tokens = Tokens::new(settings.token.as_deref(), settings.tokens_file.as_deref())?;
         Ok(AppState {
-            engine: ArcSwap::from_pointee(engine),
-            workers: Arc::new(Semaphore::new(settings.worker_count())),
+            namespaces,
+            workers: Arc::new(tokio::sync::Semaphore::new(settings.worker_count())),
             settings,
             metrics: Metrics::default(),
             llm_stats,
-            token_digest,
+            tokens,
             openapi: super::openapi_json(),
-            editing: Default::default(),
         })
     }
 
-    /// The engine now served; a request keeps the one it started with.
-    pub fn engine(&self) -> Arc<Engine> {
-        self.engine.load_full()
-    }
-
-    pub fn requires_token(&self) -> bool {
-        self.token_digest.is_some()
-    }
-
-    /// Whether `given` is the token (always true when none is set).
-    pub fn token_matches(&self, given: Option<&str>) -> bool {
-        use subtle::ConstantTimeEq;
-        match (&self.token_digest, given) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(expected), Some(given)) => {
-                let given: [u8; 32] = Sha256::digest(given).into();
-                expected[..].ct_eq(&given[..]).into()
-            }
+    /// The namespace a request names (the default when it names none), if the request's
+    /// token opens it for `access`: one the token does not open gets the same 404 as one
+    /// that does not exist; one it may read but not write, a 403. Opens the namespace if
+    /// it is not open (on the blocking pool: a load reads files and builds structures).
+    pub async fn served(
+        self: &Arc<Self>,
+        scope: &Scope,
+        name: Option<&str>,
+        access: Access,
+    ) -> Result<Arc<Served>, ApiError> {
+        let namespace = parse_namespace(name)?;
+        if !scope.allows(&namespace, Access::Read) {
+            return Err(no_namespace(&namespace));
         }
+        if !scope.allows(&namespace, access) {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "read_only",
+                format!("this token may read namespace {:?} but not write to it", namespace.as_str()),
+            ));
+        }
+        if let Some(served) = self.namespaces.get_open(&namespace) {
+            return Ok(served);
+        }
+        let state = self.clone();
+        let asked = namespace.clone();
+        let opened = tokio::task::spawn_blocking(move || state.namespaces.get(&asked))
+            .await
+            .map_err(|e| ApiError::internal(format!("opening the namespace failed: {e}")))?;
+        opened.map_err(|e| match e {
+            Error::NoNamespace { .. } => no_namespace(&namespace),
+            e => ApiError::internal(format!("opening namespace {namespace}: {e}")),
+        })
     }
 
     /// Checks a request against the limits and resolves its method and options.
-    pub fn check(&self, request: RetrieveRequest) -> Result<Checked, ApiError> {
+    pub fn check(&self, served: &Served, request: RetrieveRequest) -> Result<Checked, ApiError> {
         let s = &self.settings;
-        let RetrieveRequest { query, method, k, options } = request;
+        let RetrieveRequest { query, method, k, options, namespace: _ } = request;
         if query.trim().is_empty() {
             return Err(ApiError::bad_request("invalid_request", "query is empty"));
         }
@@ -150,7 +149,7 @@ impl AppState {
                 format!("unknown method {method:?}; known: {}", registry::names().join(", ")),
             ));
         }
-        let engine = self.engine();
+        let engine = served.engine();
         let engine = if options.is_empty() {
             engine
         } else {
@@ -170,7 +169,7 @@ impl AppState {
                 .map_err(|e| ApiError::bad_request("invalid_option", option_message(e)))?;
             Arc::new(engine.with_config(config))
         };
-        Ok(Checked { query, method, k, engine })
+        Ok(Checked { query, method, k, namespace: served.namespace.clone(), engine })
     }
 
     /// Runs a checked request: CPU-bound and synchronous, for the blocking pool.
@@ -185,7 +184,7 @@ impl AppState {
         let retrieval = retriever
             .retrieve(&Query::new(c.query.as_str()), c.k)
             .map_err(|e| ApiError::internal(format!("{} failed: {e}", c.method)))?;
-        self.metrics.record_retrieval(&c.method);
+        self.metrics.record_retrieval(&c.namespace, &c.method);
         Ok(RetrieveResponse::new(&c.engine, c.query, c.method, c.k, retrieval))
     }
 
@@ -210,128 +209,62 @@ impl AppState {
         .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
     }
 
-    /// Applies an edit (upsert, delete or sync) to the index on disk, as one new
-    /// generation published atomically with every method's structures brought up to
-    /// date, and then serves it; a dry run or an edit that changes nothing publishes
-    /// nothing. Every edit route comes here. The store orders concurrent writers (no
-    /// lock is held here); readers keep the engine they have. An unknown id to delete is
-    /// a 404 naming it, and nothing changes. Blocking: call it on the blocking pool.
-    pub fn edit(&self, request: Request, options: EditOptions) -> Result<Edited, ApiError> {
-        let engine = self.engine();
-        if let Request::Delete(ids) = &request {
-            let known: HashSet<&str> =
-                engine.index.passages().iter().flat_map(|p| [p.id.as_str(), p.document()]).collect();
-            let unknown: Vec<String> =
-                ids.iter().filter(|id| !known.contains(id.as_str())).take(10).map(|id| format!("{id:?}")).collect();
-            if !unknown.is_empty() {
-                return Err(ApiError::not_found(format!(
-                    "no document or passage has the id {}; nothing was deleted",
-                    unknown.join(", ")
-                )));
-            }
-        }
-        let _in_flight = InFlight::new(&self.editing);
-        // The walk is solved after the new generation is served (see serve_edited).
-        let options = EditOptions { walk: WalkUpdate::Defer, ..options };
-        let started = std::time::Instant::now();
-        let report = engine.edit(&request, &options, &Silent).map_err(|e| match e {
-            // The request's own fault: a refused sync, an id used twice, an id clash.
-            Error::Config(message) => ApiError::bad_request("invalid_request", message),
-            e @ Error::Input { .. } => ApiError::bad_request("invalid_request", e.to_string()),
-            e => ApiError::internal(format!("the edit failed: {e}")),
-        })?;
-        drop(engine);
-        let written = started.elapsed();
-        if report.generation.is_some() {
-            self.serve_edited(&report).map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
-        }
-        log::debug!(
-            "edit: written in {:.1} ms, served after {:.1} ms; {:?}",
-            written.as_secs_f64() * 1e3,
-            started.elapsed().as_secs_f64() * 1e3,
-            report.work
-        );
-        Ok(Edited { report, engine: self.engine() })
+    /// Serves newer generations of every open namespace, published by another process
+    /// (or another server on the same database); says which switched.
+    pub fn follow_store(&self) -> Vec<(Namespace, Result<bool>)> {
+        self.namespaces.opened().into_iter().map(|s| (s.namespace.clone(), s.follow_store())).collect()
     }
 
-    /// Serves the store's live generation if another process (or another server on the
-    /// same database) has published a newer one; says whether it switched.
-    pub fn follow_store(&self) -> Result<bool> {
-        if self.editing.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            return Ok(false);
-        }
-        let engine = self.engine();
-        // A generation that only stored the walk this server solved already holds what it
-        // serves: nothing to load.
-        if engine.store.generation()?.is_none() || hoprag::store::is_live(engine.store.as_ref(), &engine.index)? {
-            return Ok(false);
-        }
-        self.serve_live()
+    /// `/metrics` as `scope` may see it: the series of the namespaces it opens (those
+    /// open now), and the server's own series only for a token that reads every one.
+    pub fn render_metrics(&self, scope: &Scope) -> String {
+        let open: Vec<NamespaceGauge> = self
+            .namespaces
+            .opened()
+            .iter()
+            .filter(|s| scope.allows(&s.namespace, Access::Read))
+            .map(|s| NamespaceGauge { namespace: s.namespace.to_string(), passages: s.engine().index.len() })
+            .collect();
+        let everything = scope.reads_everything();
+        let gauges = Gauges {
+            namespaces: open,
+            llm: (everything && self.metered()).then(|| self.llm_stats.snapshot()),
+            server_wide: everything,
+        };
+        self.metrics
+            .render(&gauges, &|namespace| Namespace::new(namespace).is_ok_and(|n| scope.allows(&n, Access::Read)))
     }
 
-    /// Loads the store's live generation (with its graph) and serves it from now on;
-    /// says whether it switched. No lock is held while loading (the graph's structures
-    /// are built on rayon): the loaded engine replaces the served one only if that is
-    /// still the one it was loaded after, so of two requests that load concurrently the
-    /// later generation is served either way.
-    fn serve_live(&self) -> Result<bool> {
-        self.serve_live_with(None, Engine::prepare)
+    /// Whether an LLM is configured for the engines (its counters are then written, zero
+    /// or not).
+    fn metered(&self) -> bool {
+        self.namespaces.opened().first().is_some_and(|s| s.engine().llm().is_some())
     }
+}
 
-    /// [`AppState::serve_live`] after this server's own edit, published without its walk:
-    /// served with the edit's graph as it is in memory ([`Engine::reload_after`]), the
-    /// walk solved and stored in the background ([`Engine::prepare_walk_in_background`]).
-    pub fn serve_edited(&self, edit: &EditReport) -> Result<bool> {
-        self.serve_live_with(Some(edit), Engine::prepare_walk_in_background)
-    }
+/// The engine with its LLM counted into `stats`.
+fn meter(engine: Engine, stats: &Arc<LlmStats>) -> Engine {
+    engine.wrap_llm(|inner| Arc::new(CountingLlm { inner, stats: stats.clone() }))
+}
 
-    fn serve_live_with(&self, edit: Option<&EditReport>, prepare: fn(&Engine) -> Result<()>) -> Result<bool> {
-        loop {
-            let served = self.engine();
-            if served.store.generation()?.is_none() || hoprag::store::is_live(served.store.as_ref(), &served.index)? {
-                return Ok(false);
-            }
-            let started = std::time::Instant::now();
-            let next = Arc::new(match edit {
-                Some(edit) => served.reload_after(edit)?,
-                None => served.reload()?,
-            });
-            let loaded = started.elapsed();
-            // Warmed before it is served (the old generation answers meanwhile), so that
-            // no request waits for the new one's walk precomputation or triple index.
-            prepare(&next)?;
-            log::debug!(
-                "serving a new generation: loaded in {:.1} ms, prepared in {:.1} ms",
-                loaded.as_secs_f64() * 1e3,
-                (started.elapsed() - loaded).as_secs_f64() * 1e3
-            );
-            let previous = self.engine.compare_and_swap(&served, next);
-            if Arc::ptr_eq(&previous, &served) {
-                served.supersede();
-                return Ok(true);
-            }
-            // Another request swapped first: look again at what is live now.
-        }
+/// A namespace name from a request, checked.
+pub fn parse_namespace(name: Option<&str>) -> Result<Namespace, ApiError> {
+    match name {
+        None => Ok(Namespace::default()),
+        Some(name) => Namespace::new(name).map_err(|e| {
+            ApiError::bad_request("invalid_namespace", e.to_string().trim_start_matches("configuration: ").to_string())
+        }),
     }
+}
 
-    pub fn render_metrics(&self) -> String {
-        let gauges = Gauges { passages: self.engine().index.len(), llm: self.llm_stats.as_ref().map(|s| s.snapshot()) };
-        self.metrics.render(&gauges)
-    }
+/// The 404 of a namespace that does not exist, or that the token does not open: the same
+/// words for both, so that a token cannot tell them apart.
+pub fn no_namespace(namespace: &Namespace) -> ApiError {
+    ApiError::not_found(format!("no namespace {:?} here", namespace.as_str()))
 }
 
 pub fn generation_name(engine: &Engine) -> String {
     engine.index.generation().to_string()
-}
-
-/// Loads the entity graph of an index that has one, so that requests (and engines made
-/// for their options, which share it) never load it themselves, and an engine keeps
-/// working after its generation's files are removed.
-fn preload_graph(engine: &Engine) -> Result<()> {
-    if engine.index.manifest.graph.is_some() {
-        engine.graph()?;
-    }
-    Ok(())
 }
 
 /// `with_settings` errors, without the "configuration:" prefix meant for the CLI.

@@ -143,6 +143,28 @@ impl Engine {
         }
     }
 
+    /// An engine over the live generation of another store (a namespace beside this
+    /// one's) with this engine's configuration and LLM, and its embedder when that index
+    /// was embedded with it (else the one its manifest names, loaded now).
+    pub fn beside(&self, store: Arc<dyn Store>) -> Result<Engine> {
+        let index = Arc::new(store.load()?);
+        let embedder = if index.manifest.embedder.id == self.embedder.id() {
+            self.embedder.clone()
+        } else {
+            load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &self.config.embedder)?
+        };
+        index.check_embedder(embedder.as_ref())?;
+        Ok(Engine {
+            store,
+            index,
+            embedder,
+            config: self.config.clone(),
+            llm: self.llm.clone(),
+            llm_source: self.llm_source.clone(),
+            graph: Lazy::new(),
+        })
+    }
+
     /// The same embedder, configuration and LLM over the store's live generation (a
     /// newer one after passages were added, here or by another process). The graph is
     /// loaded again on first use, from the new generation.

@@ -17,6 +17,9 @@ pub enum Error {
     Input { path: PathBuf, message: String },
     #[error("index {path}: {message}")]
     Index { path: PathBuf, message: String },
+    /// A namespace the store does not hold (see [`crate::store::Namespace`]).
+    #[error("{store}: no namespace {namespace:?} here; create it with `hoprag index --namespace {namespace}`")]
+    NoNamespace { store: String, namespace: String },
     #[error("model: {0}")]
     Model(String),
     #[error("embedding: {0}")]

@@ -104,6 +104,11 @@ impl<T: Send + Sync> Lazy<T> {
 }
 
 impl<T> Lazy<T> {
+    /// Whether a computation is under way now.
+    fn is_running(&self) -> bool {
+        *self.lock()
+    }
+
     fn lock(&self) -> MutexGuard<'_, bool> {
         // The flag is a single bool written in statements that cannot panic.
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
@@ -141,6 +146,28 @@ impl<K: Eq + Hash, V: Clone + Send + Sync> LazyMap<K, V> {
     pub fn get(&self, key: &K) -> Option<V> {
         let entry = self.entries.lock().unwrap_or_else(PoisonError::into_inner).get(key).cloned();
         entry.and_then(|lazy| lazy.get().cloned())
+    }
+
+    /// Forgets the value for `key` (computed again on next use); callers holding it keep
+    /// it.
+    pub fn remove(&self, key: &K) -> Option<V> {
+        let removed = self.entries.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+        removed.and_then(|lazy| lazy.get().cloned())
+    }
+
+    /// Forgets the entry of `key` if no value was computed for it (after a computation
+    /// that failed), so that failed keys take no room.
+    pub fn remove_if_unset(&self, key: &K) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.get(key).is_some_and(|lazy| lazy.get().is_none() && !lazy.is_running()) {
+            entries.remove(key);
+        }
+    }
+
+    /// The values computed so far.
+    pub fn values(&self) -> Vec<V> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.values().filter_map(|lazy| lazy.get().cloned()).collect()
     }
 
     fn entry(&self, key: K) -> Arc<Lazy<V>> {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hoprag::store::edit::{edit, EditOptions, EditReport, Embedders, Request, WalkUpdate};
-use hoprag::store::Store;
+use hoprag::store::{Open, Store};
 
 use super::index::{print_ingest, CorpusArgs};
 use super::Context;
@@ -21,6 +21,8 @@ pub struct EditTarget {
     /// (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
     /// Print what would change; change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -93,6 +95,8 @@ enum Export {
 struct ExportTo {
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
     /// The JSONL file to write (`-`: standard output).
     #[arg(long, value_name = "FILE.jsonl")]
     out: PathBuf,
@@ -139,11 +143,11 @@ pub fn run_sync(ctx: &Context, args: SyncArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_export(ctx: &Context, args: ExportArgs) -> anyhow::Result<()> {
-    let ExportTo { index, out, .. } = match args.what {
+    let ExportTo { index, namespace, out, .. } = match args.what {
         Export::Documents(to) => to,
-        Export::Triples(to) => return export_triples(ctx, &to.index, &to.out),
+        Export::Triples(to) => return export_triples(ctx, &to),
     };
-    let store = super::open_store(&index)?;
+    let store = super::open_store(&index, &namespace, Open::Existing)?;
     let index = store.load()?;
     let mut bytes = Vec::new();
     for p in index.passages() {
@@ -163,7 +167,7 @@ pub fn run_export(ctx: &Context, args: ExportArgs) -> anyhow::Result<()> {
 }
 
 fn run(ctx: &Context, target: &EditTarget, request: Request, source: String) -> anyhow::Result<()> {
-    let store = super::open_store(&target.index)?;
+    let store = super::open_store(&target.index, &target.namespace, Open::Existing)?;
     let manifest = store
         .manifest()?
         .ok_or_else(|| anyhow::anyhow!("{}: no index here; build one with `hoprag index`", store.location()))?;
@@ -220,8 +224,8 @@ fn print_report(ctx: &Context, store: &dyn Store, report: &EditReport) -> anyhow
     Ok(())
 }
 
-fn export_triples(ctx: &Context, index: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
-    let store = super::open_store(index)?;
+fn export_triples(ctx: &Context, to: &ExportTo) -> anyhow::Result<()> {
+    let (out, store) = (&to.out, super::open_store(&to.index, &to.namespace, Open::Existing)?);
     let index = store.load()?;
     let graph = store.load_graph(&index)?.ok_or_else(|| {
         anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location())

@@ -15,6 +15,8 @@ pub struct EvalArgs {
     /// (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
     /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     settings: Vec<String>,
@@ -90,7 +92,7 @@ impl EvalArgs {
 }
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
-    let store = super::open_store(&args.index)?;
+    let store = super::open_store(&args.index, &args.namespace, hoprag::store::Open::Existing)?;
     let mut config = ctx.config_for(store.as_ref(), &args.settings)?;
     if let Some(router) = &args.router {
         config.methods.regime_router.model = Some(router.clone());

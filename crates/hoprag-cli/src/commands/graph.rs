@@ -64,6 +64,8 @@ pub struct GraphArgs {
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     #[command(flatten)]
+    namespace: super::NamespaceArg,
+    #[command(flatten)]
     source: TripleSource,
     /// Print JSON.
     #[arg(long)]
@@ -74,7 +76,11 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
     if !args.source.is_set() {
         anyhow::bail!("say where the triples come from: --triples OPENIE.json or --extract heuristic|llm");
     }
-    let summary = build_and_attach(ctx, super::open_store(&args.index)?.as_ref(), &args.source)?;
+    let summary = build_and_attach(
+        ctx,
+        super::open_store(&args.index, &args.namespace, hoprag::store::Open::Existing)?.as_ref(),
+        &args.source,
+    )?;
     if ctx.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }

@@ -55,6 +55,8 @@ pub struct IndexArgs {
     /// `postgres://USER@HOST:PORT/DB?schema=NAME` (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     out: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
     /// `minilm` (in-process, the default), `mpnet`, `embeddinggemma[:query=qa|retrieval,
     /// title=passage|none,dim=768|512|256|128]` (in-process) or `openai:MODEL` (an OpenAI-compatible
     /// endpoint; env HOPRAG_EMBED_BASE_URL, HOPRAG_EMBED_API_KEY).
@@ -132,7 +134,7 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let hnsw = HnswParams { quantization: args.hnsw_quantization, ..Default::default() };
     let options = BuildOptions { vector_index: args.vector_index, hnsw, overwrite: args.force, ..Default::default() };
     let source = args.corpus.corpus.display().to_string();
-    let store = super::open_store(&args.out)?;
+    let store = super::open_store(&args.out, &args.namespace, hoprag::store::Open::OrCreate)?;
     let stats = build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
         .with_context(|| format!("building the index in {}", store.location()))?;
     if !ctx.json {

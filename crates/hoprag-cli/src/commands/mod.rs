@@ -5,6 +5,7 @@ pub mod eval;
 pub mod graph;
 pub mod index;
 pub mod models;
+pub mod namespaces;
 pub mod query;
 pub mod serve;
 pub mod train_router;
@@ -14,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hoprag::store::Store;
+use hoprag::store::{Namespace, Open, Store};
 use hoprag::Config;
 
 use crate::progress::Bars;
@@ -153,9 +154,30 @@ impl SplitHalf {
     }
 }
 
-/// The store an `--index`/`--store`/`--out` value names: a folder or a PostgreSQL URL.
-pub fn open_store(spec: &Path) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(hoprag::store::open(&spec.to_string_lossy())?)
+/// `--namespace`: which of a store's indexes a command works on.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct NamespaceArg {
+    /// The namespace of the store to work on (letters, digits, '-', '_', '.'; 1-64
+    /// characters). Default: the store's own index.
+    #[arg(long, env = "HOPRAG_NAMESPACE", value_name = "NAME", value_parser = parse_namespace)]
+    pub namespace: Option<Namespace>,
+}
+
+impl NamespaceArg {
+    pub fn get(&self) -> Namespace {
+        self.namespace.clone().unwrap_or_default()
+    }
+}
+
+fn parse_namespace(name: &str) -> Result<Namespace, String> {
+    Namespace::new(name).map_err(|e| e.to_string().trim_start_matches("configuration: ").to_string())
+}
+
+/// Namespace `namespace` of the store an `--index`/`--store`/`--out` value names (a
+/// folder or a PostgreSQL URL). A reader's namespace must exist ([`Open::Existing`]);
+/// a builder's is made by its first write.
+pub fn open_store(spec: &Path, namespace: &NamespaceArg, mode: Open) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(hoprag::store::open_in(&spec.to_string_lossy(), &namespace.get(), mode)?)
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ pub struct QueryArgs {
     /// (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
     /// Override a method parameter, e.g. `phasegraph.fusion.alpha=0.5` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     settings: Vec<String>,
@@ -45,7 +47,7 @@ struct QueryOutput<'a> {
 }
 
 pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
-    let store = super::open_store(&args.index)?;
+    let store = super::open_store(&args.index, &args.namespace, hoprag::store::Open::Existing)?;
     let engine = Engine::open(store.clone(), ctx.config_for(store.as_ref(), &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     super::note_llm(ctx, &engine, [args.method.as_str()]);

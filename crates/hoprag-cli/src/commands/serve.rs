@@ -3,7 +3,6 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
-use hoprag::Engine;
 use hoprag_serve::{shutdown_signal, Server};
 
 use super::Context;
@@ -14,6 +13,11 @@ pub struct ServeArgs {
     /// (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
+    /// A tokens file (TOML; each token's SHA-256 and the namespaces it may read and
+    /// write): see `hoprag token new`. Default `serve.tokens_file`, or `tokens.toml` in
+    /// the index folder.
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<PathBuf>,
     /// Address to listen on (default `serve.addr`, 127.0.0.1:8080); port 0 picks a free one.
     #[arg(long, value_name = "HOST:PORT")]
     addr: Option<String>,
@@ -31,8 +35,15 @@ pub struct ServeArgs {
 }
 
 pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
-    let store = super::open_store(&args.index)?;
+    let spec = args.index.to_string_lossy().to_string();
+    let store = super::open_store(&args.index, &Default::default(), hoprag::store::Open::Existing)?;
     let mut settings = ctx.settings(store.folder(), &args.settings)?;
+    if let Some(file) = args.tokens {
+        settings.serve.tokens_file = Some(file);
+    }
+    if settings.serve.tokens_file.is_none() {
+        settings.serve.tokens_file = hoprag_serve::auth::default_file(store.folder());
+    }
     if let Some(addr) = args.addr {
         settings.serve.addr = addr;
     }
@@ -42,9 +53,15 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(file) = &settings.file {
         ctx.note(format!("configuration: {}", file.display()));
     }
-    let engine = Engine::open(store.clone(), settings.config)?;
-    let passages = engine.index.len();
-    let mut server = Server::new(engine, settings.serve)?;
+    let namespaces = hoprag::store::namespaces(&spec)?;
+    if namespaces.is_empty() {
+        ctx.note(format!(
+            "{}: no index yet in any namespace; build one with `hoprag index --out {} [--namespace NAME]`",
+            store.location(),
+            args.index.display()
+        ));
+    }
+    let mut server = Server::open(&spec, settings.config, settings.serve)?;
     if let Some(path) = &args.dataset {
         server = server.with_dataset(path).with_context(|| format!("--dataset {}", path.display()))?;
     }
@@ -56,12 +73,18 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<()> {
         // On stdout, first and flushed: scripts (and the tests) read the port from it.
         println!("listening on http://{bound}");
         std::io::stdout().flush()?;
-        let auth = if server.settings().token.as_deref().is_some_and(|t| !t.is_empty()) {
-            "bearer token required"
-        } else {
-            "no token"
-        };
-        ctx.note(format!("serving {} ({passages} passages), {auth}; Ctrl-C or SIGTERM stops", store.location()));
+        let auth =
+            match (&server.settings().tokens_file, server.settings().token.as_deref().is_some_and(|t| !t.is_empty())) {
+                (Some(file), _) => format!("tokens of {}", file.display()),
+                (None, true) => "bearer token required".into(),
+                (None, false) => "no token".into(),
+            };
+        let names: Vec<String> = namespaces.iter().map(ToString::to_string).collect();
+        ctx.note(format!(
+            "serving {} (namespaces: {}), {auth}; Ctrl-C or SIGTERM stops",
+            store.location(),
+            if names.is_empty() { "none yet".into() } else { names.join(", ") }
+        ));
         server.run(listener, shutdown_signal()).await?;
         ctx.note("stopped");
         anyhow::Ok(())

@@ -55,7 +55,10 @@ pub fn run(ctx: &Context, args: TrainRouterArgs) -> anyhow::Result<()> {
     };
     let mut loaded = Vec::new();
     for (dir, file) in args.index.iter().zip(&args.dataset) {
-        let engine = Engine::open(super::open_store(dir)?, ctx.config.clone())?;
+        let engine = Engine::open(
+            super::open_store(dir, &Default::default(), hoprag::store::Open::Existing)?,
+            ctx.config.clone(),
+        )?;
         let (_, mut questions) = load_dataset(file)?;
         super::eval::retain_types(ctx, &mut questions, &args.types);
         if let Some(half) = args.split {

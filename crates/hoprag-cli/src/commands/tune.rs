@@ -15,6 +15,8 @@ pub struct TuneArgs {
     /// (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
     /// Override a method parameter, e.g. `phasegraph.dk=20` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     settings: Vec<String>,
@@ -56,7 +58,7 @@ fn parse_axis(s: &str) -> anyhow::Result<(String, Vec<Value>)> {
 }
 
 pub fn run(ctx: &Context, args: TuneArgs) -> anyhow::Result<()> {
-    let store = super::open_store(&args.index)?;
+    let store = super::open_store(&args.index, &args.namespace, hoprag::store::Open::Existing)?;
     let engine = Engine::open(store.clone(), ctx.config_for(store.as_ref(), &args.settings)?)?;
     let (_, questions) = load_dataset(&args.dataset)?;
     let data = resolve_gold(&questions, engine.index.passages());

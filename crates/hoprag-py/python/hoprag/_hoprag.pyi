@@ -42,12 +42,14 @@ class Index:
         graph: bool = True,
         overwrite: bool = False,
         settings: Optional[Dict[str, Any]] = None,
+        namespace: Optional[str] = None,  # one of the store's indexes; None: the default one
     ) -> "Index": ...
     @staticmethod
     def open(
         path: Union[str, "os.PathLike[str]"],  # a folder or a postgres:// URL; an http(s) URL raises UnsupportedError
         embedder: Optional[str] = None,
         settings: Optional[Dict[str, Any]] = None,
+        namespace: Optional[str] = None,  # must exist; None: the default one
     ) -> "Index": ...
     # Edits return the counts: documents_added, documents_replaced, documents_deleted,
     # documents_unchanged, passages_added, passages_removed, passages_total, and

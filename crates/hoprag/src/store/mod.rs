@@ -17,12 +17,14 @@ mod build;
 mod build_graph;
 pub mod edit;
 mod folder;
+mod namespace;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 
 pub use build::{attach_graph, build_index, BuildOptions, BuildStats, GraphAttached};
 pub use build_graph::{build_graph, graph_embedder, triples_without_llm, GraphBuilt};
 pub use folder::{dir_size, FolderStore};
+pub use namespace::{not_found as namespace_not_found, Namespace, NAMESPACES_DIR};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -140,18 +142,57 @@ impl<'a> Change<'a> {
 }
 
 /// The store a `--store` or `--index` value names: a PostgreSQL URL
-/// (`postgres://USER@HOST:PORT/DB?schema=NAME`) or a folder.
+/// (`postgres://USER@HOST:PORT/DB?schema=NAME`) or a folder; its default namespace.
 pub fn open(spec: &str) -> Result<Arc<dyn Store>> {
-    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+    open_in(spec, &Namespace::default(), Open::OrCreate)
+}
+
+/// Whether opening a namespace may create it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    /// A namespace the store does not hold is an [`Error::NoNamespace`] (readers, and
+    /// requests that must not make namespaces appear). The default namespace always
+    /// opens, as a store without an index when it has none.
+    Existing,
+    /// A namespace the store does not hold is made on the first write (builders).
+    OrCreate,
+}
+
+/// Namespace `namespace` of the store `spec` names (see [`open`]).
+pub fn open_in(spec: &str, namespace: &Namespace, mode: Open) -> Result<Arc<dyn Store>> {
+    if is_database(spec) {
         #[cfg(feature = "postgres")]
-        return Ok(Arc::new(postgres::PgStore::connect(spec)?));
+        return Ok(Arc::new(postgres::PgStore::connect_in(spec, namespace, mode)?));
         #[cfg(not(feature = "postgres"))]
-        return Err(Error::Config(format!(
-            "{}: this hoprag was built without PostgreSQL support (feature `postgres`)",
-            redact(spec)
-        )));
+        return Err(no_postgres(spec));
     }
-    Ok(folder(Path::new(spec)))
+    let root = Path::new(spec);
+    let dir = namespace.folder_in(root);
+    if mode == Open::Existing && !namespace.is_default() && !dir.join("CURRENT").is_file() {
+        return Err(namespace::not_found(&root.display().to_string(), namespace));
+    }
+    Ok(folder(&dir))
+}
+
+/// The namespaces of the store `spec` names that hold an index, the default first when
+/// it holds one, the others by name.
+pub fn namespaces(spec: &str) -> Result<Vec<Namespace>> {
+    if is_database(spec) {
+        #[cfg(feature = "postgres")]
+        return postgres::PgStore::namespaces(spec);
+        #[cfg(not(feature = "postgres"))]
+        return Err(no_postgres(spec));
+    }
+    namespace::in_folder(Path::new(spec))
+}
+
+fn is_database(spec: &str) -> bool {
+    spec.starts_with("postgres://") || spec.starts_with("postgresql://")
+}
+
+#[cfg(not(feature = "postgres"))]
+fn no_postgres(spec: &str) -> Error {
+    Error::Config(format!("{}: this hoprag was built without PostgreSQL support (feature `postgres`)", redact(spec)))
 }
 
 /// The folder store at `path`.

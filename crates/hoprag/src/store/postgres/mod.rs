@@ -47,6 +47,7 @@ mod graph;
 mod hnsw;
 mod lexical;
 mod migrate;
+mod namespaces;
 mod parts;
 mod readers;
 mod writer;
@@ -63,7 +64,7 @@ use postgres::types::Type;
 use postgres::{GenericClient, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::{Store, StoreWriter};
+use super::{Namespace, Open, Store, StoreWriter};
 use crate::corpus::{Meta, Passage};
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
@@ -120,14 +121,28 @@ impl PgStore {
     /// checks that pgvector is there (creating the extension if the user may), and
     /// creates or upgrades the schema.
     pub fn connect(url: &str) -> Result<PgStore> {
-        let location = super::redact(url);
-        let (client_url, schema) = split_schema(url).map_err(|m| Error::Config(format!("{location}: {m}")))?;
-        let mut config: postgres::Config =
-            client_url.parse().map_err(|e| Error::Config(format!("{location}: not a PostgreSQL URL: {e}")))?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
+        Self::connect_in(url, &Namespace::default(), Open::OrCreate)
+    }
+
+    /// [`PgStore::connect`] to namespace `namespace` of the store: its own schema beside
+    /// the URL's ([`namespaces`]); the default namespace is the URL's schema itself.
+    pub fn connect_in(url: &str, namespace: &Namespace, mode: Open) -> Result<PgStore> {
+        let mut location = super::redact(url);
+        let (client_url, base) = split_schema(url).map_err(|m| Error::Config(format!("{location}: {m}")))?;
+        let mut config = client_config(&client_url, &location)?;
         let mut client = config.connect(NoTls).map_err(|e| unreachable(&location, &config, &e))?;
+        let schema = namespaces::schema_of(&base, namespace).map_err(|e| Error::Config(format!("{location}: {e}")))?;
+        if !namespace.is_default() {
+            let store = location.clone();
+            location = format!("{location} (namespace {namespace})");
+            match mode {
+                Open::Existing if !namespaces::holds_index(&mut client, &schema, &location)? => {
+                    return Err(super::namespace::not_found(&store, namespace));
+                }
+                Open::Existing => {}
+                Open::OrCreate => namespaces::register(&mut client, &base, namespace, &schema, &location)?,
+            }
+        }
         let vector_schema = ensure_pgvector(&mut client, &location)?;
         migrate::run(&mut client, &schema, &vector_schema, &location)?;
         drop(client);
@@ -152,6 +167,21 @@ impl PgStore {
             .connection_timeout(CHECKOUT_TIMEOUT)
             .build_unchecked(manager);
         Ok(PgStore { pool, schema, location, readers })
+    }
+
+    /// The namespaces of the store `url` names that hold an index, the default first
+    /// when it holds one.
+    pub fn namespaces(url: &str) -> Result<Vec<Namespace>> {
+        let location = super::redact(url);
+        let (client_url, base) = split_schema(url).map_err(|m| Error::Config(format!("{location}: {m}")))?;
+        let config = client_config(&client_url, &location)?;
+        let mut client = config.connect(NoTls).map_err(|e| unreachable(&location, &config, &e))?;
+        let mut names = Vec::new();
+        if namespaces::holds_index(&mut client, &base, &location)? {
+            names.push(Namespace::default());
+        }
+        names.extend(namespaces::listed(&mut client, &base, &location)?);
+        Ok(names)
     }
 
     /// The schema the store's tables live in.
@@ -544,6 +574,16 @@ fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
 }
 
 /// A lowercase SQL identifier that needs no quoting (so it can sit in a search_path).
+/// The client configuration of a URL without its `schema` parameter.
+fn client_config(client_url: &str, location: &str) -> Result<postgres::Config> {
+    let mut config: postgres::Config =
+        client_url.parse().map_err(|e| Error::Config(format!("{location}: not a PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    Ok(config)
+}
+
 fn is_plain_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
