@@ -48,7 +48,7 @@ pub fn to_py(e: hoprag::Error) -> PyErr {
         E::Model(_) => ModelError::new_err(message),
         E::Embedding(_) => EmbeddingError::new_err(message),
         E::Http { .. } => HttpError::new_err(message),
-        E::Config(_) => ConfigError::new_err(message),
+        E::Config(_) | E::Filter(_) => ConfigError::new_err(message),
         E::Unsupported(_) => UnsupportedError::new_err(message),
         E::Other(_) => HopragError::new_err(message),
     }

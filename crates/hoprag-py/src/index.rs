@@ -426,16 +426,18 @@ impl PyIndex {
 
     /// Retrieves the top `k` passages for a query (a list of `Result`s), or for each of a
     /// list of queries (a list of lists), with `method` and its parameters.
-    #[pyo3(signature = (query, method = hoprag::retrieve::DEFAULT_METHOD, k = 5, **params))]
+    #[pyo3(signature = (query, method = hoprag::retrieve::DEFAULT_METHOD, k = 5, filter = None, **params))]
     fn retrieve(
         &self,
         py: Python<'_>,
         query: &Bound<'_, PyAny>,
         method: &str,
         k: usize,
+        filter: Option<&Bound<'_, PyAny>>,
         params: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
         let queries = queries(query)?;
+        let filter = filter.filter(|f| !f.is_none()).map(|f| convert::to_json(f, "filter")).transpose()?;
         let mut settings = Vec::new();
         if let Some(params) = params {
             for (key, value) in params.iter() {
@@ -454,12 +456,16 @@ impl PyIndex {
             .detach(|| -> hoprag::Result<Vec<RetrieveResponse>> {
                 let settings: Vec<(&str, Value)> = settings.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
                 let retriever = engine.retriever_with(&method, &settings)?;
+                let selection = filter.as_ref().map(|f| engine.select(f)).transpose()?;
                 // A single query is embedded by the method, as `hoprag query` does; a batch
                 // is embedded in batches first, then retrieved across rayon's threads.
                 let retrieved: Vec<Retrieval> = if texts.len() == 1 {
-                    vec![retriever.retrieve(&Query::new(texts[0].clone()), k)?]
+                    let query = Query { filter: selection.clone(), ..Query::new(texts[0].clone()) };
+                    vec![retriever.retrieve(&query, k)?]
                 } else {
                     let embedded = engine.embed_queries(&texts, &Silent)?;
+                    let embedded: Vec<Query> =
+                        embedded.into_iter().map(|q| Query { filter: selection.clone(), ..q }).collect();
                     embedded.par_iter().map(|q| retriever.retrieve(q, k)).collect::<hoprag::Result<_>>()?
                 };
                 Ok(texts

@@ -37,6 +37,12 @@ pub struct RetrieveRequest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = Object)]
     pub options: BTreeMap<String, Value>,
+    /// Return only passages whose `meta` matches (MongoDB-style: `{"year": {"$gte":
+    /// 2000}, "source": {"$in": ["a", "b"]}}`; docs/filters.md): the first k of the
+    /// method's order that match, k of them whenever k match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<Value>,
     /// The namespace to work on (letters, digits, `-`, `_`, `.`; 1-64 characters); the
     /// default one when left out. One the token does not open is answered as one that
     /// does not exist (404).

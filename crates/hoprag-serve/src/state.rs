@@ -38,6 +38,8 @@ pub struct Checked {
     pub k: usize,
     pub namespace: Namespace,
     pub engine: Arc<Engine>,
+    /// The passages the request's filter admits.
+    pub filter: Option<Arc<hoprag::filter::Selection>>,
 }
 
 impl AppState {
@@ -121,7 +123,7 @@ impl AppState {
     /// Checks a request against the limits and resolves its method and options.
     pub fn check(&self, served: &Served, request: RetrieveRequest) -> Result<Checked, ApiError> {
         let s = &self.settings;
-        let RetrieveRequest { query, method, k, options, namespace: _ } = request;
+        let RetrieveRequest { query, method, k, options, namespace: _, filter } = request;
         if query.trim().is_empty() {
             return Err(ApiError::bad_request("invalid_request", "query is empty"));
         }
@@ -169,7 +171,13 @@ impl AppState {
                 .map_err(|e| ApiError::bad_request("invalid_option", option_message(e)))?;
             Arc::new(engine.with_config(config))
         };
-        Ok(Checked { query, method, k, namespace: served.namespace.clone(), engine })
+        let filter = match filter {
+            None => None,
+            Some(value) => {
+                Some(engine.select(&value).map_err(|e| ApiError::bad_request("invalid_filter", e.to_string()))?)
+            }
+        };
+        Ok(Checked { query, method, k, namespace: served.namespace.clone(), engine, filter })
     }
 
     /// Runs a checked request: CPU-bound and synchronous, for the blocking pool.
@@ -182,7 +190,7 @@ impl AppState {
             e => ApiError::internal(e.to_string()),
         })?;
         let retrieval = retriever
-            .retrieve(&Query::new(c.query.as_str()), c.k)
+            .retrieve(&Query { filter: c.filter.clone(), ..Query::new(c.query.as_str()) }, c.k)
             .map_err(|e| ApiError::internal(format!("{} failed: {e}", c.method)))?;
         self.metrics.record_retrieval(&c.namespace, &c.method);
         Ok(RetrieveResponse::new(&c.engine, c.query, c.method, c.k, retrieval))

@@ -205,6 +205,21 @@ impl Engine {
         Ok(Engine { graph: Lazy::with_value(Ok(Some(Arc::new(context)))), ..next })
     }
 
+    /// The passages a metadata filter (JSON, [`crate::filter`]) admits, for
+    /// [`Query::filter`]. A malformed filter, or one on a field no passage has, is an
+    /// [`Error::Filter`] naming the place.
+    pub fn select(&self, filter: &serde_json::Value) -> Result<Arc<crate::filter::Selection>> {
+        let filter = crate::filter::Filter::parse(filter).map_err(|e| Error::Filter(e.to_string()))?;
+        let columns = self.index.meta_columns();
+        if let Some(field) = filter.fields().find(|f| !columns.has_field(f)) {
+            return Err(Error::Filter(format!(
+                "filter: no passage of the index has the field {field:?} in its meta (a misspelt field would \
+                 otherwise match nothing, or everything under $ne)"
+            )));
+        }
+        Ok(Arc::new(filter.select(&columns)))
+    }
+
     /// The vector index methods search: the index's own, or an exact scan when the
     /// configuration asks for one.
     pub fn vectors(&self) -> Arc<dyn VectorIndex> {
@@ -217,15 +232,30 @@ impl Engine {
 
     /// The retrieval method `spec` names: a method name, optionally with parameters of
     /// its own section, `name[param=value,...]` (see [`parse_method_spec`]).
+    /// Its ranking is total and takes a query's metadata filter
+    /// ([`crate::retrieve::ordered`]).
     pub fn retriever(&self, spec: &str) -> Result<Box<dyn Retriever>> {
+        Ok(self.ordered(self.bare_retriever(spec)?))
+    }
+
+    /// [`Engine::retriever`] as the method itself ranks, for methods built of others.
+    fn bare_retriever(&self, spec: &str) -> Result<Box<dyn Retriever>> {
         let (name, settings) = parse_method_spec(spec)?;
-        self.retriever_with(name, &settings)
+        self.bare_retriever_with(name, &settings)
+    }
+
+    fn ordered(&self, method: Box<dyn Retriever>) -> Box<dyn Retriever> {
+        Box::new(crate::retrieve::ordered::Ordered::new(method, self.index.len()))
     }
 
     /// The method `name` with `settings` for this retriever only: each a parameter of the
     /// method's own section (`alpha`) or a dotted path (`phasegraph.fusion.alpha`), as in
     /// a spec's brackets (the Python API's keyword arguments).
     pub fn retriever_with(&self, name: &str, settings: &[(&str, serde_json::Value)]) -> Result<Box<dyn Retriever>> {
+        Ok(self.ordered(self.bare_retriever_with(name, settings)?))
+    }
+
+    fn bare_retriever_with(&self, name: &str, settings: &[(&str, serde_json::Value)]) -> Result<Box<dyn Retriever>> {
         if settings.is_empty() {
             return self.method(name);
         }
@@ -515,12 +545,12 @@ impl Resources for Engine {
     }
 
     fn method(&self, spec: &str) -> Result<Box<dyn Retriever>> {
-        self.retriever(spec)
+        self.bare_retriever(spec)
     }
 
     fn method_with(&self, spec: &str, sections: &MethodSections) -> Result<Box<dyn Retriever>> {
         let config = Config { methods: sections.clone(), ..self.config.clone() };
-        self.with_config(config).retriever(spec)
+        self.with_config(config).bare_retriever(spec)
     }
 }
 

@@ -20,6 +20,10 @@ pub enum Error {
     /// A namespace the store does not hold (see [`crate::store::Namespace`]).
     #[error("{store}: no namespace {namespace:?} here; create it with `hoprag index --namespace {namespace}`")]
     NoNamespace { store: String, namespace: String },
+    /// A metadata filter that cannot be used (see [`crate::filter`]); the message names
+    /// the place in the filter.
+    #[error("{0}")]
+    Filter(String),
     #[error("model: {0}")]
     Model(String),
     #[error("embedding: {0}")]

@@ -2,6 +2,7 @@
 //!
 //! The crate is organised by seam, one folder per idea:
 //! - [`corpus`]: passages and the loaders that turn files into them;
+//! - [`filter`]: metadata filters on passages' `meta`, evaluated per passage or column-wise;
 //! - [`dataset`]: questions with gold passages, from the standard benchmark formats;
 //! - [`embed`]: the [`Embedder`](embed::Embedder) trait, the in-process MiniLM model and
 //!   OpenAI-compatible endpoints;
@@ -31,6 +32,7 @@ pub mod engine;
 pub mod error;
 pub mod eval;
 mod files;
+pub mod filter;
 pub mod fusion;
 pub mod graph;
 pub mod http;

@@ -25,6 +25,11 @@ pub struct QueryArgs {
     /// Passages to return.
     #[arg(short, default_value_t = 5)]
     k: usize,
+    /// Return only passages whose `meta` matches this filter (JSON, e.g.
+    /// `{"year": {"$gte": 2000}}`; docs/filters.md): the first k of the method's order
+    /// that match.
+    #[arg(long, value_name = "JSON")]
+    filter: Option<String>,
     /// Include the method's trace (always included with --json).
     #[arg(long)]
     trace: bool,
@@ -51,7 +56,13 @@ pub fn run(ctx: &Context, args: QueryArgs) -> anyhow::Result<()> {
     let engine = Engine::open(store.clone(), ctx.config_for(store.as_ref(), &args.settings)?)?;
     let retriever = engine.retriever(&args.method)?;
     super::note_llm(ctx, &engine, [args.method.as_str()]);
-    let r = retriever.retrieve(&Query::new(&args.question), args.k)?;
+    let mut query = Query::new(&args.question);
+    if let Some(text) = &args.filter {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--filter: not JSON: {e}"))?;
+        query.filter = Some(engine.select(&value)?);
+    }
+    let r = retriever.retrieve(&query, args.k)?;
     let answer = if args.answer {
         let llm = engine
             .llm()

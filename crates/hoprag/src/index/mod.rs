@@ -43,6 +43,9 @@ pub struct Index {
     vectors: Arc<Matrix>,
     lexical: Arc<dyn LexicalIndex>,
     vector: Arc<dyn VectorIndex>,
+    /// The passages' `meta` as typed columns, for metadata filters: built on the first
+    /// filtered query.
+    meta: crate::lazy::Lazy<Arc<crate::filter::MetaColumns>>,
     /// What keeps the generation's files in place while this index is open (the folder
     /// store's shared lock on it): parts such as the graph are read on first use.
     _hold: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -100,8 +103,18 @@ impl Index {
             vectors,
             lexical,
             vector,
+            meta: crate::lazy::Lazy::new(),
             _hold: None,
         })
+    }
+
+    /// The passages' metadata as columns ([`crate::filter`]), built once per generation.
+    pub fn meta_columns(&self) -> Arc<crate::filter::MetaColumns> {
+        self.meta
+            .get_or_compute(|| {
+                Arc::new(crate::filter::MetaColumns::build(self.passages.iter().map(|p| p.meta.as_ref())))
+            })
+            .clone()
     }
 
     /// The store's folder or URL (without password), for messages.

@@ -8,6 +8,7 @@ pub mod dense;
 pub mod fallback;
 pub mod gear;
 pub mod hybrid;
+pub mod ordered;
 pub mod phasegraph;
 pub mod ppr;
 pub mod regime_router;
@@ -88,6 +89,10 @@ pub struct Query {
     /// The question's gold passages, which evaluation attaches for oracle analyses
     /// (e.g. RegimeRouter's oracle router). No other method may read them.
     pub gold: Option<Arc<Gold>>,
+    /// The passages the answer may hold (a metadata filter's); all when `None`. Only
+    /// [`ordered::Ordered`], around every method, reads it: the methods themselves rank
+    /// the whole index.
+    pub filter: Option<Arc<crate::filter::Selection>>,
 }
 
 /// Gold passages of an evaluation question.
@@ -100,7 +105,7 @@ pub struct Gold {
 
 impl Query {
     pub fn new(text: impl Into<String>) -> Self {
-        Query { text: text.into(), embedding: None, graph_embedding: None, gold: None }
+        Query { text: text.into(), embedding: None, graph_embedding: None, gold: None, filter: None }
     }
 
     pub fn with_embedding(text: impl Into<String>, embedding: Vec<f32>) -> Self {

@@ -43,7 +43,9 @@ pub struct GearParams {
     /// The base retriever h_base: `bm25`, `dense` or `hybrid` (the paper's best). The
     /// same kind searches the triple index in tripleLink and passageLink.
     pub base: SearchKind,
-    /// Passages the base retriever returns in `naive_ge` and `sync_ge`; 0 = as many as
+    /// Passages the base retriever returns in `naive_ge` and `sync_ge` (15: the depth
+    /// `hoprag eval` reads, so a query ranks as evaluation measured, and the ranking for
+    /// k is the first k of any deeper one, which metadata filters need); 0 = as many as
     /// the caller asks for (the paper: the evaluated k, so evaluate one cutoff per run
     /// to reproduce its tables).
     pub base_k: usize,
@@ -83,7 +85,7 @@ impl Default for GearParams {
     fn default() -> Self {
         GearParams {
             base: SearchKind::Hybrid,
-            base_k: 0,
+            base_k: 15,
             beam_size: 10,
             length: 2,
             neighbours: 100,
