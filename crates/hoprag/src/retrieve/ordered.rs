@@ -1,14 +1,14 @@
 //! Every method's one total order of the passages, and metadata filters on it.
 //!
-//! A method ranks the passages it finds (BM25 those sharing a term with the question, the
-//! graph methods those their lists reach, each backfilled as it states). [`Ordered`]
-//! wraps every method the registry builds and makes that ranking total: passages the
-//! method does not rank follow it, in index order (by passage id, the canonical order).
-//! A method's ranking for `k` is the first `k` of its ranking for any deeper `k` (the
-//! methods fix their candidate depths for this), so that order does not depend on `k`.
+//! A method ranks the passages it finds (BM25 those sharing a term with the question; the
+//! others every passage, backfilled as each states). A method's ranking for `k` is the
+//! first `k` of its ranking for any deeper `k` (the methods fix their candidate depths for
+//! this), so its order does not depend on `k`; made total, passages the method does not
+//! rank follow in index order (by passage id, the canonical order). [`Ordered`] wraps
+//! every method the registry builds.
 //!
 //! A filtered query (a [`Selection`] on the [`Query`]) returns the first `k` passages of
-//! that order the selection admits, or all of them when fewer match: the method is asked
+//! that total order the selection admits, or all of them when fewer match: the method is asked
 //! for a ranking deep enough to hold `k` of them (from the share of passages that match,
 //! deeper again if that was not enough), which is then filtered. The walk and the fusion
 //! still run over the whole index: the graph is knowledge; the filter decides only what
@@ -89,7 +89,10 @@ impl Ordered {
         let admits = |p: u32| selection.is_none_or(|s| s.contains(p as usize));
         let mut list: Vec<(u32, f32)> =
             retrieval.hits.iter().filter(|h| admits(h.passage)).map(|h| (h.passage, h.score)).collect();
-        if list.len() < k && ranked < asked && ranked < self.passages {
+        // Only under a filter: unfiltered, a method that ranks fewer than k returns them
+        // as they are (BM25 with few matching passages), as it always has; padding with
+        // passages in index order would add arbitrary ones to its answer and its recall.
+        if selection.is_some() && list.len() < k && ranked < asked && ranked < self.passages {
             let seen: std::collections::HashSet<u32> = retrieval.hits.iter().map(|h| h.passage).collect();
             let rest: Vec<(u32, f32)> = (0..self.passages as u32)
                 .filter(|p| admits(*p) && !seen.contains(p))
