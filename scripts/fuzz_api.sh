@@ -10,7 +10,10 @@
 # and body schemas (every error is a JSON `{error: {code, message}}`); requests the
 # schema says are invalid are refused and valid ones accepted. schemathesis is installed
 # into ~/.cache/hoprag-schemathesis (or $HOPRAG_SCHEMATHESIS_VENV) on first use.
-# HOPRAG_BIN picks the binary (default ./target/debug/hoprag, built if missing).
+# HOPRAG_BIN picks the binary (default ./target/debug/hoprag, built if missing);
+# HOPRAG_FUZZ_STORE a store to serve instead of a folder (a PostgreSQL URL with a schema of
+# its own: it is replaced). The store also holds a namespace `fuzz.ns-1`, so that requests
+# naming namespaces reach one that exists as well as ones that do not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,8 +35,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN" index -q --corpus demo/corpus.jsonl --out "$WORK/idx"
-HOPRAG_TOKEN=$TOKEN "$BIN" serve --index "$WORK/idx" --addr 127.0.0.1:0 >"$WORK/out" 2>"$WORK/server.log" &
+STORE=${HOPRAG_FUZZ_STORE:-$WORK/idx}
+"$BIN" index -q --force --corpus demo/corpus.jsonl --out "$STORE"
+"$BIN" index -q --force --corpus demo/corpus.jsonl --out "$STORE" --namespace fuzz.ns-1
+HOPRAG_TOKEN=$TOKEN "$BIN" serve --index "$STORE" --addr 127.0.0.1:0 >"$WORK/out" 2>"$WORK/server.log" &
 SERVER=$!
 for _ in $(seq 100); do grep -q '^listening on' "$WORK/out" 2>/dev/null && break; sleep 0.2; done
 BASE=$(sed -n 's/^listening on //p' "$WORK/out")

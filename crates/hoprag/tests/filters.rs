@@ -17,7 +17,7 @@ use hoprag::embed::{Embedder, EmbedderSettings, EmbedderSpec, TextKind};
 use hoprag::graph::GraphOptions;
 use hoprag::progress::Silent;
 use hoprag::retrieve::{GraphKind, Query, Retriever, METHODS};
-use hoprag::store::{self, BuildOptions, Store};
+use hoprag::store::{self, BuildOptions};
 use hoprag::{Config, Engine};
 
 const PASSAGES: usize = 400;

@@ -63,6 +63,7 @@
     passages: new Map(), // index position -> {idx, id, title, text}
     report: null,
     loadedTrace: null,
+    namespace: null, // the namespace every call works on (null: the default one)
   };
 
   // ---- Messages
@@ -113,6 +114,11 @@
 
   async function api(path, body) {
     if (S.health && S.health.token_required && !token()) await askToken();
+    // Every call names the page's namespace: the server answers only what the token opens.
+    if (S.namespace) {
+      if (body !== undefined) body = { ...body, namespace: S.namespace };
+      else path += (path.includes('?') ? '&' : '?') + 'namespace=' + encodeURIComponent(S.namespace);
+    }
     const headers = { Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const t = token();
@@ -1234,6 +1240,7 @@
     }
     $('#token-button').hidden = !S.health.token_required;
     try {
+      await pickNamespace();
       const [info, methods] = await Promise.all([api('/v1/index'), api('/v1/methods')]);
       S.info = info;
       for (const m of methods.methods) S.descriptions.set(m.name, m.description);
@@ -1246,5 +1253,22 @@
     $('#server').textContent = `${S.info.passages.toLocaleString()} passages · generation ${S.info.generation} · v${S.health.version}`;
     route();
   }
+  // The namespace of the URL (`ns`), if the token opens it; else the default one if it
+  // opens that, else the first it opens. The select shows the token's namespaces only.
+  async function pickNamespace() {
+    const names = (await api('/v1/namespaces')).namespaces.map((n) => n.name);
+    const asked = new URLSearchParams(location.search).get('ns');
+    const pick = names.includes(asked) ? asked : names.includes('default') ? 'default' : names[0];
+    S.namespace = pick && pick !== 'default' ? pick : null;
+    const select = $('#namespace');
+    select.replaceChildren(...names.map((n) => h('option', { value: n, selected: n === pick }, n)));
+    $('#namespace-label').hidden = names.length < 2 && !S.namespace;
+    select.addEventListener('change', () => {
+      const url = new URL(location.href);
+      url.searchParams.set('ns', select.value);
+      location.href = url.toString();
+    });
+  }
+
   start();
 })();

@@ -10,6 +10,7 @@ use super::registry::{GraphUse, LlmUse, MethodSpec, TraceKind};
 use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::embed::{Embedder, TextKind};
 use crate::error::Result;
+use crate::filter::Selection;
 use crate::index::VectorIndex;
 
 pub const SPEC: MethodSpec = MethodSpec {
@@ -19,7 +20,7 @@ pub const SPEC: MethodSpec = MethodSpec {
     graph: GraphUse::No,
     llm: LlmUse::Never,
     trace: TraceKind::Lists,
-    build: |_, r| Ok(Box::new(Dense::new(r.vectors(), r.embedder()))),
+    build: |_, r| Ok(Box::new(Dense::new(r.vectors(), r.embedder()).with_passages(r.index().vectors().clone()))),
 };
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -32,11 +33,19 @@ pub struct DenseParams {
 pub struct Dense {
     vectors: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
+    /// The passage vectors, for filtered queries: scanned exactly over the passages a
+    /// filter admits.
+    passages: Option<Arc<crate::index::Matrix>>,
 }
 
 impl Dense {
     pub fn new(vectors: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> Self {
-        Dense { vectors, embedder }
+        Dense { vectors, embedder, passages: None }
+    }
+
+    /// With the passage vectors, a filtered query scans the admitted passages exactly.
+    pub fn with_passages(self, passages: Arc<crate::index::Matrix>) -> Self {
+        Dense { passages: Some(passages), ..self }
     }
 }
 
@@ -94,5 +103,21 @@ impl Retriever for Dense {
         let q = query_embedding(self.embedder.as_ref(), query, &mut trace)?;
         let list = dense_search(self.vectors.as_ref(), &q, k, &mut trace)?;
         Ok(Retrieval { hits: hits(list), trace })
+    }
+
+    /// Exact search over the admitted passages alone: the first k of exact search's
+    /// order that the filter admits (behind HNSW too, whose deeper lists are approximate),
+    /// for the cost of the admitted rows only.
+    fn retrieve_within(&self, query: &Query, k: usize, selection: &Selection) -> Option<Result<Retrieval>> {
+        let passages = self.passages.as_ref()?;
+        let mut trace = Trace::default();
+        Some(query_embedding(self.embedder.as_ref(), query, &mut trace).and_then(|q| {
+            let list = trace.step("dense within the filter", || {
+                let l = passages.top_of_rows(&q, selection.iter().map(|p| p as crate::PassageIdx), k);
+                let d = json!({"index": "exact", "scanned": selection.count(), "top": list_detail(&l)});
+                Ok((l, d))
+            })?;
+            Ok(Retrieval { hits: hits(list), trace })
+        }))
     }
 }

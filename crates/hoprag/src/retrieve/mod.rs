@@ -199,6 +199,18 @@ pub trait Retriever: Send + Sync {
         Ok(None)
     }
 
+    /// The first `k` passages of this method's order that `selection` admits, where the
+    /// method finds them more directly than by ranking deeper and filtering
+    /// ([`ordered::Ordered`] asks here first); `None` for the general way.
+    fn retrieve_within(
+        &self,
+        _query: &Query,
+        _k: usize,
+        _selection: &crate::filter::Selection,
+    ) -> Option<Result<Retrieval>> {
+        None
+    }
+
     /// Queries worth running at once: a method that waits on an LLM server gains from
     /// more than one per core, one on the in-process model from just one (evaluation
     /// runs this many; `None` = one per core).

@@ -114,6 +114,11 @@ impl Retriever for Ordered {
 
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let whole = unfiltered(query);
+        if let Some(selection) = query.filter.as_deref() {
+            if let Some(direct) = self.inner.retrieve_within(&whole, k, selection) {
+                return direct;
+            }
+        }
         self.run(query, k, |depth| Ok((self.inner.retrieve(&whole, depth)?, ()))).map(|(r, ())| r)
     }
 

@@ -164,6 +164,13 @@ impl Ord for Scored {
     }
 }
 
+/// The `k` best of `scores`, best first, ties by passage.
+pub(crate) fn top_of(scores: impl Iterator<Item = (PassageIdx, f32)>, k: usize) -> Vec<(PassageIdx, f32)> {
+    let mut best = top_k(scores, k);
+    best.sort();
+    best.into_iter().map(|Scored(s, p)| (p, s)).collect()
+}
+
 fn top_k(scores: impl Iterator<Item = (PassageIdx, f32)>, k: usize) -> Vec<Scored> {
     let mut heap = BinaryHeap::with_capacity(k + 1);
     for (i, s) in scores {

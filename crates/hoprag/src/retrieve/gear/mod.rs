@@ -101,12 +101,12 @@ impl Expansion {
         self.graph_embedder.as_deref().unwrap_or(self.embedder.as_ref())
     }
 
-    /// Passages the single-step methods take from the base retriever for a request of k.
-    fn base_k(&self, k: usize) -> usize {
-        if self.params.base_k == 0 {
-            k
-        } else {
-            self.params.base_k
+    /// Passages the single-step methods take from the base retriever for a request of
+    /// k: `base_k`, or where it is 0, the method's own `unset` (`None`: k, the paper's).
+    fn base_k(&self, k: usize, unset: Option<usize>) -> usize {
+        match self.params.base_k {
+            0 => unset.unwrap_or(k),
+            n => n,
         }
     }
 

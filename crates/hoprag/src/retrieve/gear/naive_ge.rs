@@ -40,7 +40,7 @@ impl Retriever for NaiveGe {
         let q = query_embedding(ctx.embedder.as_ref(), query, &mut trace)?;
         let query = Query { embedding: Some(q.clone()), gold: None, ..query.clone() };
         // C'_q = h_base^k(q, C)
-        let base = ctx.base_passages(&query, ctx.base_k(k), &mut trace)?;
+        let base = ctx.base_passages(&query, ctx.base_k(k, Some(super::params::NAIVE_BASE_K)), &mut trace)?;
         // T_q: all triples of C'_q, in the base list's order.
         let initial = trace.step("initial triples", || {
             let t: Vec<u32> =

@@ -37,17 +37,22 @@ pub enum Grounding {
 
 /// GEAR (graph expansion by diverse triple beam search, and the multi-step agent), with
 /// the paper's defaults (appendix B.1, B.2).
+/// `naive_ge`'s base depth when `base_k` is 0: the depth `hoprag eval` reads (15), so that
+/// a query ranks as evaluation measured and the LLM-free method's ranking for k is the
+/// first k of any deeper one (metadata filters rely on that, [`super::super::ordered`]).
+/// `sync_ge` and `gear` keep the paper's base list of k.
+pub const NAIVE_BASE_K: usize = 15;
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GearParams {
     /// The base retriever h_base: `bm25`, `dense` or `hybrid` (the paper's best). The
     /// same kind searches the triple index in tripleLink and passageLink.
     pub base: SearchKind,
-    /// Passages the base retriever returns in `naive_ge` and `sync_ge` (15: the depth
-    /// `hoprag eval` reads, so a query ranks as evaluation measured, and the ranking for
-    /// k is the first k of any deeper one, which metadata filters need); 0 = as many as
+    /// Passages the base retriever returns in `naive_ge` and `sync_ge`; 0 = as many as
     /// the caller asks for (the paper: the evaluated k, so evaluate one cutoff per run
-    /// to reproduce its tables).
+    /// to reproduce its tables), except in `naive_ge`, which then reads
+    /// [`NAIVE_BASE_K`].
     pub base_k: usize,
     /// Beam width b (10).
     pub beam_size: usize,
@@ -85,7 +90,7 @@ impl Default for GearParams {
     fn default() -> Self {
         GearParams {
             base: SearchKind::Hybrid,
-            base_k: 15,
+            base_k: 0,
             beam_size: 10,
             length: 2,
             neighbours: 100,

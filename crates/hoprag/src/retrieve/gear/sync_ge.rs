@@ -135,7 +135,7 @@ impl Retriever for SyncGe {
         let q = query_embedding(self.ctx.embedder.as_ref(), query, &mut trace)?;
         let query = Query { embedding: Some(q.clone()), gold: None, ..query.clone() };
         let (mut fused, _, failure) =
-            sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k), k, &mut trace)?;
+            sync_ge(&self.ctx, self.llm.as_ref(), &query, &q, self.ctx.base_k(k, None), k, &mut trace)?;
         if let Some(reason) = failure {
             // The LLM gave nothing to expand from: the query is answered by the base
             // ranking, and says so.
