@@ -282,7 +282,7 @@ fn every_route_with_auth_limits_passages_and_concurrency() {
     assert_eq!(count("unmatched", 404), Some(1.0));
     let histogram = "hoprag_http_request_duration_seconds_count{route=\"/v1/retrieve\"}";
     assert!(metric(&text, histogram).unwrap() >= retrieve_ok as f64);
-    assert_eq!(metric(&text, "hoprag_index_passages"), Some(61.0));
+    assert_eq!(metric(&text, "hoprag_index_passages{namespace=\"default\"}"), Some(61.0));
 
     // Graceful shutdown: a request in flight when SIGTERM arrives still gets its answer.
     let addr = server.base.trim_start_matches("http://").to_string();

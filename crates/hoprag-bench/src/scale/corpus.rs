@@ -108,7 +108,8 @@ pub fn generate(sources: &Sources, n: usize, seed: u64) -> Generated {
             let text = sources.text(&picked);
             // The index's notion of identical: same title and text.
             if seen.insert(Passage::content_id(title, &text)) {
-                passages.push(Passage::new(format!("scale-{j}"), title.clone(), text));
+                let passage = Passage::new(format!("scale-{j}"), title.clone(), text);
+                passages.push(Passage { meta: Some(super::filtered::meta(j)), ..passage });
                 break;
             }
             tries += 1;

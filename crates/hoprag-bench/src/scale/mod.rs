@@ -15,6 +15,7 @@
 
 mod against;
 mod corpus;
+mod filtered;
 mod words;
 
 use std::path::{Path, PathBuf};
@@ -111,6 +112,10 @@ pub struct ScaleBench {
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Also time each method under metadata filters admitting 10 % and 1 % of the
+    /// passages, beside it unfiltered, on the first N questions (0: off).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub filtered: usize,
 }
 
 fn at_least_1000(s: &str) -> Result<usize, String> {
@@ -247,6 +252,9 @@ struct QueryReport {
     #[serde(default)]
     hnsw_breadths: Vec<Breadth>,
     latency_ms: Vec<Latency>,
+    /// Each method under metadata filters (`--filtered N`).
+    #[serde(default)]
+    filtered: Vec<filtered::FilteredLatency>,
     /// ppr queries for which no entity could be seeded (answered by dense retrieval).
     ppr_dense_fallbacks: usize,
     /// The split walk's precomputation (graph::split_ppr), done after the graph loads.
@@ -536,6 +544,7 @@ fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Resul
         .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
         .args(["--agreement", &args.agreement.to_string()])
         .args(["--questions", &args.questions.to_string()])
+        .args(["--filtered", &args.filtered.to_string()])
         .args(args.split_budget.map(|b| format!("--split-budget={b}")))
         .args((!args.methods.is_empty()).then(|| format!("--methods={}", args.methods.join(","))))
         .stderr(std::process::Stdio::inherit())
@@ -704,6 +713,10 @@ fn measure_queries(
         });
     }
     ctx.progress.finish();
+    let filtered = match args.filtered {
+        0 => Vec::new(),
+        n => filtered::measure(ctx, &engine, &methods, &queries[..n.min(queries.len())], k, repeat)?,
+    };
     let mut agreement = Vec::new();
     if has_graph {
         // Every graph method's walk: `ppr` and `auto` walk with `ppr`'s parameters,
@@ -736,6 +749,7 @@ fn measure_queries(
         hnsw_recall_at_k,
         hnsw_breadths,
         latency_ms,
+        filtered,
         ppr_dense_fallbacks,
         ppr_precompute,
         rss_after_precompute_mb,
@@ -917,6 +931,36 @@ fn print_queries(q: &QueryReport) {
         println!("{} mean ms per step: {}", l.method, steps.join(", "));
     }
     println!("{} of {} questions seeded no entity (ppr answered them by dense)", q.ppr_dense_fallbacks, q.questions);
+    if !q.filtered.is_empty() {
+        println!("under metadata filters (the same questions, one pass each: unfiltered, 10 %, 1 %):");
+        let header: Vec<String> = [
+            "method",
+            "filter",
+            "matching",
+            "unfiltered p50 / p99 ms",
+            "filtered p50 / p99 ms",
+            "p50 ratio",
+            "k returned",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows: Vec<Vec<String>> = q
+            .filtered
+            .iter()
+            .map(|f| {
+                vec![
+                    f.method.clone(),
+                    f.share.clone(),
+                    f.matching.to_string(),
+                    format!("{:.2} / {:.2}", f.unfiltered_ms.p50, f.unfiltered_ms.p99),
+                    format!("{:.2} / {:.2}", f.filtered_ms.p50, f.filtered_ms.p99),
+                    format!("{:.2}x", f.p50_ratio),
+                    f.full_answers.to_string(),
+                ]
+            })
+            .collect();
+        table(&header, &rows);
+    }
 }
 
 /// The methods the benchmark times (`dense` twice: the HNSW and the exact search).
