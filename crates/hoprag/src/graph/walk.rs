@@ -35,6 +35,11 @@ pub enum PassageScoring {
     EntitySum,
 }
 
+/// The deepest ranking the split walk is asked for; deeper ones (metadata filters ask for
+/// rankings deep enough to hold k matches) go to the full walk, which ranks every
+/// passage in one power iteration.
+pub const SPLIT_MAX_DEPTH: usize = 128;
+
 /// What the walk reads of a graph method's parameters.
 #[derive(Debug, Clone, Copy)]
 pub struct WalkParams {
@@ -281,8 +286,10 @@ impl Walker<'_> {
             },
             None => None,
         };
-        // Without passage seeds the split walk reads no dense score.
-        if p.splits() && (dense.is_some() || p.passage_weight == 0.0) {
+        // Without passage seeds the split walk reads no dense score. A deep ranking (a
+        // filtered query's, past SPLIT_MAX_DEPTH) would spend the split walk's budget
+        // proving an order the full walk gives outright.
+        if p.splits() && depth <= SPLIT_MAX_DEPTH && (dense.is_some() || p.passage_weight == 0.0) {
             let split = SplitInput { query, dense, entity_products, entity_seeds: &entity_seeds, depth };
             if let Some((passages, split)) = self.split_walk(&split, log)? {
                 let detail = match explain {
