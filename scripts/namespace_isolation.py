@@ -108,24 +108,28 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--sets", default="musique-dev,2wiki-dev")
     ap.add_argument("--data", default=os.path.join(REPO, "..", "shared", "data"))
+    ap.add_argument("--reuse", action="store_true", help="keep OUT's indexes and runs where they are already made")
     args = ap.parse_args()
     sets = args.sets.split(",")
     out = args.out
-    shutil.rmtree(out, ignore_errors=True)
+    if not args.reuse:
+        shutil.rmtree(out, ignore_errors=True)
     store = os.path.join(out, "store")
     for s in sets:
         corpus = os.path.join(args.data, s, "corpus.json")
-        run([args.bin, "index", "-q", "--corpus", corpus, "--out", os.path.join(out, "separate", s)])
-        run([args.bin, "index", "-q", "--corpus", corpus, "--out", store, "--namespace", s])
+        if not os.path.exists(os.path.join(out, "separate", s, "CURRENT")):
+            run([args.bin, "index", "-q", "--force", "--corpus", corpus, "--out", os.path.join(out, "separate", s)])
+        if not os.path.exists(os.path.join(store, "namespaces", s, "CURRENT")):
+            run([args.bin, "index", "-q", "--force", "--corpus", corpus, "--out", store, "--namespace", s])
     ok = True
     qs = {s: questions(os.path.join(args.data, s, "questions.json")) for s in sets}
     for s in sets:
         dataset = os.path.join(args.data, s, "questions.json")
         common = ["eval", "--dataset", dataset, "--method", ",".join(METHODS), "--k", "2,5,10,15", "-q"]
-        run([args.bin, *common, "--index", os.path.join(out, "separate", s), "--run", os.path.join(out, "cli-separate", s)],
-            stdout=subprocess.DEVNULL)
-        run([args.bin, *common, "--index", store, "--namespace", s, "--run", os.path.join(out, "cli-store", s)],
-            stdout=subprocess.DEVNULL)
+        for side, where in (("cli-separate", ["--index", os.path.join(out, "separate", s)]),
+                            ("cli-store", ["--index", store, "--namespace", s])):
+            if not os.path.exists(os.path.join(out, side, s, "qrels.txt")):
+                run([args.bin, *common, *where, "--run", os.path.join(out, side, s)], stdout=subprocess.DEVNULL)
     print("== CLI: each namespace against its separate index", flush=True)
     ok &= compare(os.path.join(out, "cli-separate"), os.path.join(out, "cli-store"))
 
@@ -133,11 +137,12 @@ def main():
     try:
         for s in sets:
             qrels = os.path.join(out, "cli-separate", s, "qrels.txt")
-            alone = Server(args.bin, os.path.join(out, "separate", s))
-            try:
-                http_runs(alone, None, qs[s], os.path.join(out, "http-separate", s), qrels)
-            finally:
-                alone.stop()
+            if not os.path.exists(os.path.join(out, "http-separate", s, "naive_ge.trec")):
+                alone = Server(args.bin, os.path.join(out, "separate", s))
+                try:
+                    http_runs(alone, None, qs[s], os.path.join(out, "http-separate", s), qrels)
+                finally:
+                    alone.stop()
             http_runs(shared, s, qs[s], os.path.join(out, "http-store", s), qrels)
         print("== HTTP: one server with every namespace against a server per separate index", flush=True)
         ok &= compare(os.path.join(out, "http-separate"), os.path.join(out, "http-store"))
@@ -151,7 +156,8 @@ def main():
         ids = [json.loads(line)["id"] for line in exported]
         random.Random(50).shuffle(ids)
         deleted = shared.post("/v1/delete", {"ids": ids[: max(1, n // 10)], "namespace": first})
-        print(f"== deleted {deleted['counts']} in namespace {first}", flush=True)
+        print(f"== deleted {deleted['documents_deleted']} documents ({deleted['passages_removed']} passages) "
+              f"in namespace {first}; generation {deleted['generation']}", flush=True)
         for s in sets[1:]:
             qrels = os.path.join(out, "cli-separate", s, "qrels.txt")
             http_runs(shared, s, qs[s], os.path.join(out, "http-store-after-edit", s), qrels)

@@ -107,7 +107,7 @@ pub async fn methods(State(state): Shared, Extension(scope): Token, uri: Uri) ->
 #[utoipa::path(get, path = "/health", security(()), responses((status = 200, body = Health)))]
 pub async fn health(State(state): Shared) -> Json<Health> {
     let engine = (!state.tokens.scoped())
-        .then(|| state.namespaces.get_open(&hoprag::store::Namespace::default()))
+        .then(|| state.namespaces.peek(&hoprag::store::Namespace::default()))
         .flatten()
         .map(|s| s.engine());
     Json(Health {
@@ -131,7 +131,7 @@ pub async fn namespaces(State(state): Shared, Extension(scope): Token) -> Result
         .into_iter()
         .filter(|n| scope.allows(n, Access::Read))
         .map(|n| {
-            let open = state.namespaces.get_open(&n);
+            let open = state.namespaces.peek(&n);
             NamespaceInfo {
                 write: scope.allows(&n, Access::Write),
                 passages: open.as_ref().map(|s| s.engine().index.len()),

@@ -114,7 +114,7 @@ impl Server {
     /// matched, and again for each new generation.
     pub fn with_dataset(mut self, path: &Path) -> Result<Server> {
         let data = ServedDataset::load(path)?;
-        if let Some(served) = self.state.namespaces.get_open(&hoprag::store::Namespace::default()) {
+        if let Some(served) = self.state.namespaces.peek(&hoprag::store::Namespace::default()) {
             let counts = data.resolved(&served.engine()).counts;
             log::info!(
                 "data set {}: {} questions, {} of {} gold passages in the default namespace",

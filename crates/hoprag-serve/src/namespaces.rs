@@ -187,9 +187,9 @@ pub struct Namespaces {
     source: Source,
     /// Held only to find, insert or remove an entry, never while opening one.
     open: LazyMap<Namespace, Arc<Served>>,
-    /// An engine whose embedder, configuration and LLM every namespace opened after it
-    /// shares ([`Engine::beside`]); the first namespace opened sets it.
-    template: Mutex<Option<Arc<Engine>>>,
+    /// The embedder, configuration and LLM every namespace opened after the first shares
+    /// ([`Engine::shared`]); the first namespace opened sets it.
+    template: Mutex<Option<hoprag::engine::Shared>>,
     config: hoprag::Config,
     max_open: usize,
     clock: AtomicU64,
@@ -247,14 +247,26 @@ impl Namespaces {
                 return Err(e);
             }
         };
-        served.last_used.store(self.clock.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.touch(&served);
         self.close_beyond_limit(namespace);
         Ok(served)
     }
 
-    /// The namespace if it is open; opens nothing.
+    /// The namespace if it is open, marked as just used; opens nothing.
     pub fn get_open(&self, namespace: &Namespace) -> Option<Arc<Served>> {
+        let served = self.open.get(namespace)?;
+        self.touch(&served);
+        Some(served)
+    }
+
+    /// The namespace if it is open, its place in the order of use left as it is (for
+    /// listings and metrics, which are no use of it).
+    pub fn peek(&self, namespace: &Namespace) -> Option<Arc<Served>> {
         self.open.get(namespace)
+    }
+
+    fn touch(&self, served: &Served) {
+        served.last_used.store(self.clock.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// The namespaces open now, by name.
@@ -283,12 +295,15 @@ impl Namespaces {
         let template = self.template.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let started = std::time::Instant::now();
         let engine = match &template {
-            Some(template) => template.beside(store)?,
+            Some(template) => template.open(store)?,
             None => (self.wrap)(Engine::open(store, self.config.clone())?),
         };
         let served = Arc::new(Served::new(namespace.clone(), engine)?);
         if template.is_none() {
-            self.template.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| served.engine());
+            self.template
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(|| served.engine().shared());
         }
         log::info!(
             "opened namespace {namespace} ({} passages) in {:.0} ms",

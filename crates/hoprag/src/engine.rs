@@ -16,6 +16,40 @@ use crate::store::Store;
 
 pub use crate::retrieve::registry::{parse_method_spec, DEFAULT_METHOD};
 
+/// What engines over several stores share (a server's namespaces): the embedder, the
+/// configuration and the LLM ([`Engine::shared`]); it holds no index, so keeping it keeps
+/// no namespace in memory.
+#[derive(Clone)]
+pub struct Shared {
+    embedder: Arc<dyn Embedder>,
+    config: Config,
+    llm: Option<Arc<dyn Llm>>,
+    llm_source: LlmSource,
+}
+
+impl Shared {
+    /// An engine over the live generation of `store` with these parts, and the embedder
+    /// when that index was embedded with it (else the one its manifest names, loaded now).
+    pub fn open(&self, store: Arc<dyn Store>) -> Result<Engine> {
+        let index = Arc::new(store.load()?);
+        let embedder = if index.manifest.embedder.id == self.embedder.id() {
+            self.embedder.clone()
+        } else {
+            load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &self.config.embedder)?
+        };
+        index.check_embedder(embedder.as_ref())?;
+        Ok(Engine {
+            store,
+            index,
+            embedder,
+            config: self.config.clone(),
+            llm: self.llm.clone(),
+            llm_source: self.llm_source.clone(),
+            graph: Lazy::new(),
+        })
+    }
+}
+
 pub struct Engine {
     /// Where the index is kept: the graph is loaded from it on first use, and newer
     /// generations with [`Engine::reload`].
@@ -143,26 +177,15 @@ impl Engine {
         }
     }
 
-    /// An engine over the live generation of another store (a namespace beside this
-    /// one's) with this engine's configuration and LLM, and its embedder when that index
-    /// was embedded with it (else the one its manifest names, loaded now).
-    pub fn beside(&self, store: Arc<dyn Store>) -> Result<Engine> {
-        let index = Arc::new(store.load()?);
-        let embedder = if index.manifest.embedder.id == self.embedder.id() {
-            self.embedder.clone()
-        } else {
-            load_embedder(&EmbedderSpec::from_id(&index.manifest.embedder.id)?, &self.config.embedder)?
-        };
-        index.check_embedder(embedder.as_ref())?;
-        Ok(Engine {
-            store,
-            index,
-            embedder,
+    /// What an engine over another store (a namespace beside this one's) shares with
+    /// this one: embedder, configuration and LLM, and nothing of the index.
+    pub fn shared(&self) -> Shared {
+        Shared {
+            embedder: self.embedder.clone(),
             config: self.config.clone(),
             llm: self.llm.clone(),
             llm_source: self.llm_source.clone(),
-            graph: Lazy::new(),
-        })
+        }
     }
 
     /// The same embedder, configuration and LLM over the store's live generation (a
