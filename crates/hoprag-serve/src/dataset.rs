@@ -134,6 +134,7 @@ pub struct QuestionParams {
     /// The question's id in the data set.
     pub id: String,
     /// The namespace (the default one when left out).
+    #[param(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
     pub namespace: Option<String>,
 }
 

@@ -93,7 +93,8 @@ pub async fn delete_many(
 #[utoipa::path(delete, path = "/v1/documents/{id}",
     params(("id" = String, Path, min_length = 1, description = "A document's or a passage's id, percent-encoded"),
            ("dry_run" = Option<bool>, Query, description = "Count what would change; write nothing"),
-           ("namespace" = Option<String>, Query, description = "The namespace (the default one when left out)")),
+           ("namespace" = Option<String>, Query, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$",
+            description = "The namespace (the default one when left out)")),
     responses((status = 200, body = EditResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 pub async fn delete_one(
@@ -124,7 +125,8 @@ pub async fn delete_one(
 /// path, as for `DELETE`.
 #[utoipa::path(get, path = "/v1/documents/{id}",
     params(("id" = String, Path, min_length = 1, description = "A document's or a passage's id, percent-encoded"),
-           ("namespace" = Option<String>, Query, description = "The namespace (the default one when left out)")),
+           ("namespace" = Option<String>, Query, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$",
+            description = "The namespace (the default one when left out)")),
     responses((status = 200, body = DocumentResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 pub async fn get_document(

@@ -157,6 +157,7 @@ pub struct LookupParams {
     /// Passage positions in the index (as traces name them), comma-separated.
     pub idx: Option<String>,
     /// The namespace (the default one when left out).
+    #[param(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
     pub namespace: Option<String>,
 }
 
@@ -241,6 +242,7 @@ pub struct EntityParams {
     /// Most neighbours returned (default 30, at most 200).
     pub limit: Option<usize>,
     /// The namespace (the default one when left out).
+    #[param(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$")]
     pub namespace: Option<String>,
 }
 
