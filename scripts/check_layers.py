@@ -48,7 +48,7 @@ LIBRARY_LAYERS = [
     ["error", "simd", "threads", "rank", "text", "progress"],
     ["lazy", "http", "llama", "files"],
     ["models", "corpus"],
-    ["embed", "dataset", "llm", "fusion"],
+    ["embed", "dataset", "llm", "fusion", "filter"],
     ["answer", "index"],
     ["graph"],
     ["store"],

@@ -179,7 +179,7 @@ mod tests {
         m.record("/v1/retrieve", 200, Duration::from_millis(40));
         m.record("/v1/retrieve", 400, Duration::from_secs(60));
         m.record_retrieval(&"ns", "a\"b");
-        m.record_retrieval(&"hidden", "dense");
+        m.record_retrieval(&"hidden", "a method");
         let gauges = Gauges {
             namespaces: vec![NamespaceGauge { namespace: "ns".into(), passages: 7 }],
             llm: None,

@@ -327,10 +327,10 @@ fn synthetic(i: usize) -> Option<Meta> {
     (i % 10 != 9).then(|| {
         meta(json!({
             "year": 1990 + i % 40,
-            "source": if i % 3 == 0 { "wiki" } else { "news" },
+            "source": if i.is_multiple_of(3) { "wiki" } else { "news" },
             "tags": [format!("t{}", i % 7), "all"],
             "date": format!("2020-01-{:02}T12:00:00Z", 1 + i % 28),
-            "meta": {"lang": if i % 2 == 0 { "en" } else { "fr" }},
+            "meta": {"lang": if i.is_multiple_of(2) { "en" } else { "fr" }},
         }))
     })
 }
