@@ -293,12 +293,14 @@ impl utoipa::Modify for Namespaced {
         };
         let missing = error("no such namespace here (or one the token does not open), or no such item in it");
         let read_only = error("the token may read this namespace but not write to it");
+        let malformed = error("a malformed request: a namespace name outside its pattern, among others");
         for (path, item) in openapi.paths.paths.iter_mut() {
             if !path.starts_with("/v1/") || path == "/v1/namespaces" {
                 continue;
             }
             for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
                 operation.responses.responses.entry("404".into()).or_insert_with(|| missing.clone().into());
+                operation.responses.responses.entry("400".into()).or_insert_with(|| malformed.clone().into());
             }
             let writes = ["/v1/passages", "/v1/documents", "/v1/delete", "/v1/sync"];
             let write_ops = match path.as_str() {
