@@ -157,6 +157,18 @@ impl Sink<'_> {
             );
             return Ok(());
         }
+        // PostgreSQL stores no NUL in text or JSON: refused in every store alike, so that an
+        // index moves between stores and a corpus means the same everywhere.
+        let with_nul =
+            [("id", id.as_deref()), ("doc", extra.doc.as_deref()), ("title", Some(&title)), ("text", Some(&text))]
+                .into_iter()
+                .find(|(_, v)| v.is_some_and(|v| v.contains('\0')))
+                .map(|(field, _)| field)
+                .or_else(|| extra.meta.as_ref().filter(|m| json_has_nul(&Value::Object((*m).clone()))).map(|_| "meta"));
+        if let Some(field) = with_nul {
+            self.skip(entry, format!("`{field}` holds a NUL character (U+0000), which no store keeps"));
+            return Ok(());
+        }
         let id = id.unwrap_or_else(|| Passage::content_id(&title, &text));
         let location = self.location(entry);
         self.corpus.push(self.seen, Passage { id, title, text, doc: extra.doc, meta: extra.meta }, location)
@@ -205,6 +217,16 @@ impl Sink<'_> {
                 Ok(())
             }
         }
+    }
+}
+
+/// Whether a JSON value holds a NUL character in a string or a key.
+fn json_has_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(json_has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || json_has_nul(v)),
+        _ => false,
     }
 }
 
@@ -413,6 +435,19 @@ mod tests {
         assert!(c.report.skipped[0].location.ends_with("c.jsonl:2"));
         assert!(c.report.skipped[1].location.ends_with("c.jsonl:5"));
         assert!(c.report.skipped[1].reason.contains("UTF-8"));
+    }
+
+    #[test]
+    fn a_nul_character_is_refused_naming_its_field() {
+        let entries = vec![
+            serde_json::json!({"title": "a", "text": "x\u{0}y"}),
+            serde_json::json!({"text": "fine", "meta": {"k": ["v\u{0}"]}}),
+            serde_json::json!({"text": "kept"}),
+        ];
+        let c = load_entries("passages", &entries, &CorpusOptions::default()).unwrap();
+        let reasons: Vec<&str> = c.report.skipped.iter().map(|s| s.reason.as_str()).collect();
+        assert_eq!(c.passages.len(), 1);
+        assert!(reasons[0].contains("`text` holds a NUL") && reasons[1].contains("`meta` holds a NUL"), "{reasons:?}");
     }
 
     #[test]
