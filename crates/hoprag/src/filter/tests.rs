@@ -380,9 +380,14 @@ fn filter_select_timing() {
         json!({"$or": [{"year": 1990}, {"$not": {"meta.lang": "en"}}]}),
     ] {
         let parsed = Filter::parse(&filter).unwrap();
-        let start = std::time::Instant::now();
-        let count = parsed.select(&columns).count();
-        println!("{filter}: {count} in {:?}", start.elapsed());
+        let mut best = std::time::Duration::MAX;
+        let mut count = 0;
+        for _ in 0..5 {
+            let start = std::time::Instant::now();
+            count = parsed.select(&columns).count();
+            best = best.min(start.elapsed());
+        }
+        println!("{filter}: {count} in {best:?} (best of 5)");
     }
 }
 
@@ -430,7 +435,7 @@ fn random_meta() -> impl Strategy<Value = Option<Meta>> {
 }
 
 fn condition() -> impl Strategy<Value = Value> {
-    let scalars = prop::collection::vec(scalar_value(), 0..4);
+    let scalars = prop::collection::vec(scalar_value(), 0..6);
     let bound = prop_oneof![
         prop::sample::select(vec![json!(0), json!(1.5), json!(2), json!(-1)]),
         prop::sample::select(vec!["2020-01-01", "2020-01-01T00:30:00Z", "2020-06-01T00:00:00+03:00"])
@@ -452,7 +457,7 @@ fn condition() -> impl Strategy<Value = Value> {
 }
 
 fn random_filter() -> impl Strategy<Value = Value> {
-    let path = prop::sample::select(vec!["a", "b", "c", "a.c", "a.d", "b.c", "a.c.d", "zz", "x"]);
+    let path = prop::sample::select(vec!["a", "b", "c", "a.c", "a.d", "b.c", "a.c.d", "zz", "x", "x.y", "a.x.y"]);
     let leaf = prop::collection::vec((path, condition()), 0..3)
         .prop_map(|fields| Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
     leaf.prop_recursive(3, 24, 3, |inner| {
