@@ -38,8 +38,9 @@ pub struct Checked {
     pub k: usize,
     pub namespace: Namespace,
     pub engine: Arc<Engine>,
-    /// The passages the request's filter admits.
-    pub filter: Option<Arc<hoprag::filter::Selection>>,
+    /// The request's metadata filter, applied on the worker: the first filtered query of
+    /// a generation builds its meta columns, which is no work for an async thread.
+    pub filter: Option<serde_json::Value>,
 }
 
 impl AppState {
@@ -171,12 +172,6 @@ impl AppState {
                 .map_err(|e| ApiError::bad_request("invalid_option", option_message(e)))?;
             Arc::new(engine.with_config(config))
         };
-        let filter = match filter {
-            None => None,
-            Some(value) => {
-                Some(engine.select(&value).map_err(|e| ApiError::bad_request("invalid_filter", e.to_string()))?)
-            }
-        };
         Ok(Checked { query, method, k, namespace: served.namespace.clone(), engine, filter })
     }
 
@@ -189,8 +184,14 @@ impl AppState {
             }
             e => ApiError::internal(e.to_string()),
         })?;
+        let filter = match &c.filter {
+            None => None,
+            Some(value) => {
+                Some(c.engine.select(value).map_err(|e| ApiError::bad_request("invalid_filter", e.to_string()))?)
+            }
+        };
         let retrieval = retriever
-            .retrieve(&Query { filter: c.filter.clone(), ..Query::new(c.query.as_str()) }, c.k)
+            .retrieve(&Query { filter, ..Query::new(c.query.as_str()) }, c.k)
             .map_err(|e| ApiError::internal(format!("{} failed: {e}", c.method)))?;
         self.metrics.record_retrieval(&c.namespace, &c.method);
         Ok(RetrieveResponse::new(&c.engine, c.query, c.method, c.k, retrieval))

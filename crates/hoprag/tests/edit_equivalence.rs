@@ -51,7 +51,7 @@ use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestCaseError,
 use serde_json::{json, Value};
 
 use hoprag::corpus::{LoadedCorpus, Meta, Passage};
-use hoprag::embed::{Embedder, EmbedderSettings, EmbedderSpec, TextKind};
+use hoprag::embed::{Embedder, TextKind};
 use hoprag::graph::GraphOptions;
 use hoprag::progress::Silent;
 use hoprag::retrieve::{GraphKind, Query, METHODS};
@@ -117,17 +117,7 @@ impl Embedder for CachingEmbedder {
 }
 
 fn embedder() -> Arc<dyn Embedder> {
-    let required = std::env::var_os("HOPRAG_REQUIRE_MODELS").is_some() || std::env::var_os("CI").is_some();
-    let inner: Arc<dyn Embedder> =
-        match hoprag::embed::load_embedder(&EmbedderSpec::from_id("minilm").unwrap(), &EmbedderSettings::default()) {
-            Ok(e) => e,
-            Err(e) if required => panic!("the tests install minilm: {e}"),
-            Err(e) => {
-                eprintln!("minilm not installed ({e}); using the feature-hashing embedder");
-                Arc::new(common::HashEmbedder::new())
-            }
-        };
-    Arc::new(CachingEmbedder { inner, cache: Mutex::new(HashMap::new()) })
+    Arc::new(CachingEmbedder { inner: common::minilm_or_hashing(), cache: Mutex::new(HashMap::new()) })
 }
 
 // ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use hoprag::corpus::{LoadedCorpus, Passage};
-use hoprag::embed::{Embedder, EmbedderSettings, EmbedderSpec, TextKind};
+use hoprag::embed::TextKind;
 use hoprag::graph::GraphOptions;
 use hoprag::progress::Silent;
 use hoprag::retrieve::{GraphKind, Query, Retriever, METHODS};
@@ -23,18 +23,6 @@ use hoprag::{Config, Engine};
 const PASSAGES: usize = 400;
 const QUESTIONS: usize = 6;
 const K: usize = 10;
-
-fn embedder() -> Arc<dyn Embedder> {
-    let required = std::env::var_os("HOPRAG_REQUIRE_MODELS").is_some();
-    match hoprag::embed::load_embedder(&EmbedderSpec::from_id("minilm").unwrap(), &EmbedderSettings::default()) {
-        Ok(e) => e,
-        Err(e) if required => panic!("the tests install minilm: {e}"),
-        Err(e) => {
-            eprintln!("minilm not installed ({e}); using the feature-hashing embedder");
-            Arc::new(common::HashEmbedder::new())
-        }
-    }
-}
 
 /// A small deterministic generator (the years must be the same on every run).
 fn years(n: usize) -> Vec<i64> {
@@ -91,7 +79,7 @@ fn a_filtered_query_returns_the_first_k_matching_passages_of_the_methods_order()
             passage
         })
         .collect();
-    let embedder = embedder();
+    let embedder = common::minilm_or_hashing();
     let dir = tempfile::tempdir().unwrap();
     let store = store::folder(dir.path());
     let loaded = LoadedCorpus { passages, ..Default::default() };

@@ -105,3 +105,19 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// MiniLM from the model cache, or the feature-hashing embedder where it is not installed
+/// (a failure instead when `HOPRAG_REQUIRE_MODELS` or `CI` is set).
+#[allow(dead_code)]
+pub fn minilm_or_hashing() -> std::sync::Arc<dyn Embedder> {
+    use hoprag::embed::{EmbedderSettings, EmbedderSpec};
+    let required = std::env::var_os("HOPRAG_REQUIRE_MODELS").is_some() || std::env::var_os("CI").is_some();
+    match hoprag::embed::load_embedder(&EmbedderSpec::from_id("minilm").unwrap(), &EmbedderSettings::default()) {
+        Ok(e) => e,
+        Err(e) if required => panic!("the tests install minilm: {e}"),
+        Err(e) => {
+            eprintln!("minilm not installed ({e}); using the feature-hashing embedder");
+            std::sync::Arc::new(HashEmbedder::new())
+        }
+    }
+}
