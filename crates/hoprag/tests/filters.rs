@@ -116,6 +116,8 @@ fn a_filtered_query_returns_the_first_k_matching_passages_of_the_methods_order()
     ];
     let methods = methods();
     assert!(methods.len() >= 8, "{methods:?}");
+    // Filtered walks that ran split (ranking the admitted passages alone), not full.
+    let mut split_walks = 0;
     for (share, filter) in &filters {
         let selection = engine.select(filter).unwrap();
         let matching = selection.count();
@@ -137,12 +139,16 @@ fn a_filtered_query_returns_the_first_k_matching_passages_of_the_methods_order()
                 assert_eq!(top, whole[..top.len()], "{method}: the top {K} are the first {K} of the whole order");
                 let expected: Vec<_> = whole.iter().filter(|id| admits(id)).take(K).cloned().collect();
                 let filtered = Query { filter: Some(selection.clone()), ..q.clone() };
-                let got = ids(&engine, &retriever.retrieve(&filtered, K).unwrap().hits);
+                let retrieval = retriever.retrieve(&filtered, K).unwrap();
+                let split = |s: &hoprag::retrieve::TraceStep| s.name == "ppr" && s.detail["split"] == json!(true);
+                split_walks += retrieval.trace.steps.iter().filter(|s| split(s)).count();
+                let got = ids(&engine, &retrieval.hits);
                 assert_eq!(got, expected, "{method} at {share} on {:?}", q.text);
                 assert_eq!(got.len(), K.min(matching), "{method} at {share}: k of them whenever k match");
             }
         }
     }
+    assert!(split_walks > 0, "no filtered query ran the split walk");
 }
 
 #[test]

@@ -30,6 +30,15 @@ impl Selection {
         selection
     }
 
+    /// The given passages of `len` (those past `len` are left out).
+    pub fn of(len: usize, passages: impl IntoIterator<Item = usize>) -> Selection {
+        let mut selection = Selection::none(len);
+        for i in passages.into_iter().filter(|&i| i < len) {
+            selection.words[i / 64] |= 1 << (i % 64);
+        }
+        selection
+    }
+
     /// The number of passages the selection ranges over (selected or not).
     pub fn universe(&self) -> usize {
         self.len

@@ -52,11 +52,14 @@ impl Default for PprParams {
     }
 }
 
-/// The nodes whose ranking a caller needs: the `n` highest-scoring of `nodes`, in order.
+/// The nodes whose ranking a caller needs: the `n` highest-scoring of `nodes`, in order;
+/// with `within`, of those it admits (by position in `nodes`: a metadata filter's
+/// passages).
 #[derive(Debug, Clone)]
-pub struct Ranked {
+pub struct Ranked<'a> {
     pub nodes: std::ops::Range<usize>,
     pub n: usize,
+    pub within: Option<&'a crate::filter::Selection>,
 }
 
 /// An undirected weighted graph in compressed form, stored for gathering: row `j` lists
@@ -355,7 +358,7 @@ fn settled(scores: &[f64], r: &Ranked, bound: f64) -> bool {
         return r.n == 0;
     }
     let by_score = |a: &usize, b: &usize| crate::rank::desc(slice[*a], slice[*b]).then(a.cmp(b));
-    let mut order: Vec<usize> = (0..slice.len()).collect();
+    let mut order: Vec<usize> = (0..slice.len()).filter(|&i| r.within.is_none_or(|s| s.contains(i))).collect();
     let head = (r.n + 1).min(order.len());
     if head < order.len() {
         order.select_nth_unstable_by(head - 1, by_score);
@@ -414,7 +417,7 @@ mod tests {
         let g = random_graph(500);
         let seeds: Vec<(u32, f64)> = (0..500).map(|i| (i, 1.0 + (i * 31 % 17) as f64)).chain([(3, 400.0)]).collect();
         let exact = g.personalized_pagerank(&seeds, &PprParams { tolerance: 1e-14, ..Default::default() });
-        let ranked = Ranked { nodes: 100..400, n: 15 };
+        let ranked = Ranked { nodes: 100..400, n: 15, within: None };
         let r = g.ranked_pagerank(&seeds, &PprParams::default(), &ranked);
         assert!(r.ranked, "this ranking has no ties, so it is proven");
         assert_eq!(ranking(&r.scores, 100..400, 15), ranking(&exact.scores, 100..400, 15));
@@ -434,7 +437,7 @@ mod tests {
     fn tied_nodes_are_never_proven_apart() {
         // 1 and 2 hang symmetrically off 0: their scores are equal at every iteration.
         let g = PprGraph::from_edges(3, &[(0, 1, 1.0), (0, 2, 1.0)]);
-        let r = g.ranked_pagerank(&[(0, 1.0)], &PprParams::default(), &Ranked { nodes: 1..3, n: 1 });
+        let r = g.ranked_pagerank(&[(0, 1.0)], &PprParams::default(), &Ranked { nodes: 1..3, n: 1, within: None });
         assert!(!r.ranked);
         assert!(r.residual <= PprParams::default().tolerance);
         assert_eq!(r.scores[1], r.scores[2]);

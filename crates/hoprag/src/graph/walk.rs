@@ -21,6 +21,7 @@ use super::split_ppr::{ranked_passages, PassageResponse, SplitQuery, SplitRankin
 use super::GraphContext;
 use crate::corpus::PassageIdx;
 use crate::error::Result;
+use crate::filter::Selection;
 use crate::index::{Extremes, Matrix, Screened};
 
 /// The trace step of the walk itself (split or full), by the algorithm's name.
@@ -115,6 +116,9 @@ pub struct WalkInput<'a> {
     pub entity_products: Option<&'a [f64]>,
     /// Passages to rank.
     pub depth: usize,
+    /// Rank only the passages a metadata filter admits: the first `depth` of them in the
+    /// walk's order over every passage (the walk itself still runs over the whole graph).
+    pub within: Option<&'a Selection>,
     /// Whether to explain the ranking ([`WalkDetail`]); off, nothing is spent on it.
     pub explain: bool,
 }
@@ -275,7 +279,7 @@ impl Walker<'_> {
     /// the passages ranked by their mass. The split walk where it applies and proves its
     /// ranking (or past its budget, ranks by its estimates), else the full walk.
     pub fn rank(&self, input: WalkInput<'_>, log: &mut dyn StepLog) -> Result<Walked> {
-        let WalkInput { entity_seeds, query, dense, entity_products, depth, explain } = input;
+        let WalkInput { entity_seeds, query, dense, entity_products, depth, within, explain } = input;
         let p = &self.params;
         let (mut owned, mut screened) = (None, None);
         let dense = match dense {
@@ -290,7 +294,7 @@ impl Walker<'_> {
         // filtered query's, past SPLIT_MAX_DEPTH) would spend the split walk's budget
         // proving an order the full walk gives outright.
         if p.splits() && depth <= SPLIT_MAX_DEPTH && (dense.is_some() || p.passage_weight == 0.0) {
-            let split = SplitInput { query, dense, entity_products, entity_seeds: &entity_seeds, depth };
+            let split = SplitInput { query, dense, entity_products, entity_seeds: &entity_seeds, depth, within };
             if let Some((passages, split)) = self.split_walk(&split, log)? {
                 let detail = match explain {
                     true => Some(self.explain_split(query, dense, entity_seeds, split, log)?),
@@ -299,7 +303,7 @@ impl Walker<'_> {
                 return Ok(Walked { passages, detail });
             }
         }
-        self.full_walk(entity_seeds, query, dense, depth, explain, log)
+        self.full_walk(entity_seeds, query, dense, (depth, within), explain, log)
     }
 
     /// The lowest and highest dense score over the passages, exactly, from one pass over
@@ -363,6 +367,7 @@ impl Walker<'_> {
             budget: p.ppr.split_budget,
             screened,
             entity_products: input.entity_products,
+            within: input.within,
         };
         step(log, WALK_STEP, || {
             let split = ranked_passages(&self.ctx.ppr, response, &query, input.depth);
@@ -387,7 +392,7 @@ impl Walker<'_> {
         mut seeds: Vec<(u32, f64)>,
         query: &[f32],
         dense: Option<Dense<'_>>,
-        depth: usize,
+        (depth, within): (usize, Option<&Selection>),
         explain: bool,
         log: &mut dyn StepLog,
     ) -> Result<Walked> {
@@ -412,7 +417,7 @@ impl Walker<'_> {
             let r = match p.scoring {
                 // Only the passages' order is used: stop once it is proven.
                 PassageScoring::PassageNode => {
-                    let ranked = Ranked { nodes: e..e + graph_passages, n: depth };
+                    let ranked = Ranked { nodes: e..e + graph_passages, n: depth, within };
                     self.ctx.ppr.ranked_pagerank(&seeds, &p.ppr, &ranked)
                 }
                 PassageScoring::EntitySum => self.ctx.ppr.personalized_pagerank(&seeds, &p.ppr),
@@ -425,7 +430,7 @@ impl Walker<'_> {
                     };
                     (i as PassageIdx, s as f32)
                 })
-                .filter(|x| x.1 > 0.0)
+                .filter(|x| x.1 > 0.0 && within.is_none_or(|s| s.contains(x.0 as usize)))
                 .collect();
             crate::rank::sort_hits(&mut scored);
             scored.truncate(depth);
@@ -488,6 +493,7 @@ struct SplitInput<'a, 'b> {
     entity_products: Option<&'a [f64]>,
     entity_seeds: &'b [(u32, f64)],
     depth: usize,
+    within: Option<&'a Selection>,
 }
 
 /// The split walk's list (as the caller gets it) and its ranking.

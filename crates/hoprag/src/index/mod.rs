@@ -43,6 +43,9 @@ pub struct Index {
     vectors: Arc<Matrix>,
     lexical: Arc<dyn LexicalIndex>,
     vector: Arc<dyn VectorIndex>,
+    /// Exact search over the vectors, screened: the vector index itself where the
+    /// manifest chose exact search, and filtered dense queries' scan behind HNSW too.
+    exact: Arc<ExactIndex>,
     /// The passages' `meta` as typed columns, for metadata filters: built on the first
     /// filtered query.
     meta: crate::lazy::Lazy<Arc<crate::filter::MetaColumns>>,
@@ -88,12 +91,13 @@ impl Index {
             )));
         }
         let vectors = Arc::new(vectors);
+        let exact = Arc::new(ExactIndex::screened(vectors.clone()));
         let vector: Arc<dyn VectorIndex> = match (manifest.vector_index, ann) {
             (VectorIndexKind::Hnsw, Some(ann)) => Rescored::wrap(ann, vectors.clone()),
             (VectorIndexKind::Hnsw, None) => {
                 return Err(err("the manifest names an HNSW index the store lacks".into()))
             }
-            _ => Arc::new(ExactIndex::screened(vectors.clone())),
+            _ => exact.clone(),
         };
         Ok(Index {
             location: location.to_string(),
@@ -103,6 +107,7 @@ impl Index {
             vectors,
             lexical,
             vector,
+            exact,
             meta: crate::lazy::Lazy::new(),
             _hold: None,
         })
@@ -161,6 +166,12 @@ impl Index {
     /// The vector index the manifest chose (exact or HNSW).
     pub fn vector_index(&self) -> Arc<dyn VectorIndex> {
         self.vector.clone()
+    }
+
+    /// The screened exact index over the stored vectors, whatever the manifest chose
+    /// (its int8 screen made on first use and kept).
+    pub fn screened_exact(&self) -> Arc<ExactIndex> {
+        self.exact.clone()
     }
 
     /// An exact index over the stored vectors, whatever the manifest chose.

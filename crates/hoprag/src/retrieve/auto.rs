@@ -13,6 +13,7 @@ use serde_json::json;
 use super::registry::{self, GraphKind, GraphUse, LlmUse, MethodSections, MethodSpec, Resources, TraceKind};
 use super::{dense, ppr, Query, Retrieval, Retriever, TraceStep};
 use crate::error::{Error, Result};
+use crate::filter::Selection;
 use crate::fusion::DenseGuard;
 use crate::graph::walk::WalkExplanation;
 
@@ -166,6 +167,14 @@ impl Retriever for Auto {
         let mut r = self.inner.retrieve(query, k)?;
         self.record_choice(&mut r);
         Ok(r)
+    }
+
+    fn retrieve_within(&self, query: &Query, k: usize, selection: &Selection) -> Option<Result<Retrieval>> {
+        let within = self.inner.retrieve_within(query, k, selection)?;
+        Some(within.map(|mut r| {
+            self.record_choice(&mut r);
+            r
+        }))
     }
 
     /// The chosen method's explanation: the walk `auto` made is its choice's.

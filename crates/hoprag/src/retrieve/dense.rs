@@ -11,7 +11,7 @@ use super::{hits, list_detail, Query, Retrieval, Retriever, Trace};
 use crate::embed::{Embedder, TextKind};
 use crate::error::Result;
 use crate::filter::Selection;
-use crate::index::VectorIndex;
+use crate::index::{ExactIndex, VectorIndex};
 
 pub const SPEC: MethodSpec = MethodSpec {
     name: "dense",
@@ -20,7 +20,7 @@ pub const SPEC: MethodSpec = MethodSpec {
     graph: GraphUse::No,
     llm: LlmUse::Never,
     trace: TraceKind::Lists,
-    build: |_, r| Ok(Box::new(Dense::new(r.vectors(), r.embedder()).with_passages(r.index().vectors().clone()))),
+    build: |_, r| Ok(Box::new(Dense::new(r.vectors(), r.embedder()).with_exact(r.index().screened_exact()))),
 };
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -33,19 +33,20 @@ pub struct DenseParams {
 pub struct Dense {
     vectors: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
-    /// The passage vectors, for filtered queries: scanned exactly over the passages a
-    /// filter admits.
-    passages: Option<Arc<crate::index::Matrix>>,
+    /// Exact search over the passage vectors, for filtered queries: it scans the
+    /// passages a filter admits.
+    exact: Option<Arc<ExactIndex>>,
 }
 
 impl Dense {
     pub fn new(vectors: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> Self {
-        Dense { vectors, embedder, passages: None }
+        Dense { vectors, embedder, exact: None }
     }
 
-    /// With the passage vectors, a filtered query scans the admitted passages exactly.
-    pub fn with_passages(self, passages: Arc<crate::index::Matrix>) -> Self {
-        Dense { passages: Some(passages), ..self }
+    /// With exact search over the passage vectors, a filtered query scans the admitted
+    /// passages exactly.
+    pub fn with_exact(self, exact: Arc<ExactIndex>) -> Self {
+        Dense { exact: Some(exact), ..self }
     }
 }
 
@@ -109,12 +110,13 @@ impl Retriever for Dense {
     /// order that the filter admits (behind HNSW too, whose deeper lists are approximate),
     /// for the cost of the admitted rows only.
     fn retrieve_within(&self, query: &Query, k: usize, selection: &Selection) -> Option<Result<Retrieval>> {
-        let passages = self.passages.as_ref()?;
+        let exact = self.exact.as_ref()?;
         let mut trace = Trace::default();
         Some(query_embedding(self.embedder.as_ref(), query, &mut trace).and_then(|q| {
             let list = trace.step("dense within the filter", || {
-                let l = passages.top_of_rows(&q, selection.iter().map(|p| p as crate::PassageIdx), k);
-                let d = json!({"index": "exact", "scanned": selection.count(), "top": list_detail(&l)});
+                let rows: Vec<crate::PassageIdx> = selection.iter().map(|p| p as crate::PassageIdx).collect();
+                let l = exact.top_of_rows(&q, &rows, k)?;
+                let d = json!({"index": "exact", "scanned": rows.len(), "top": list_detail(&l)});
                 Ok((l, d))
             })?;
             Ok(Retrieval { hits: hits(list), trace })

@@ -123,8 +123,15 @@ impl PhaseGraph {
         let walked = match linked.entity_seeds() {
             Some(entity_seeds) => {
                 let walker = self.graph.walker(&self.passages, p.graph.walk());
-                let input =
-                    WalkInput { entity_seeds, query: &q, dense: None, entity_products: None, depth: p.dk, explain };
+                let input = WalkInput {
+                    entity_seeds,
+                    query: &q,
+                    dense: None,
+                    entity_products: None,
+                    depth: p.dk,
+                    within: None,
+                    explain,
+                };
                 Some(walker.rank(input, &mut trace)?)
             }
             None => None,

@@ -15,6 +15,7 @@ use super::dot_f64;
 use super::push::{push_bound, Push, PUSH_FLOOR, PUSH_START, PUSH_STEP};
 use super::response::{Half, PassageResponse};
 use crate::corpus::PassageIdx;
+use crate::filter::Selection;
 use crate::graph::ppr::PprGraph;
 use crate::index::{Matrix, Screened};
 use crate::rank::NthLargest;
@@ -61,6 +62,10 @@ pub struct SplitQuery<'a> {
     /// [`PassageResponse::entity_products`] for `query`, when the caller took them beside
     /// its other work; taken here when `None`.
     pub entity_products: Option<&'a [f64]>,
+    /// Rank only the passages a metadata filter admits: the best `n` of them, in the
+    /// order of every passage (the bounds are the same; only the passages that compete
+    /// change).
+    pub within: Option<&'a Selection>,
 }
 
 /// Passages the split walk's first pass bounds at a time.
@@ -70,6 +75,12 @@ const FIRST_PASS_ROWS: usize = 4096;
 /// separate them (ties, or scores closer than the push can resolve), or the input is not
 /// one this split covers (the caller then runs the full walk).
 pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQuery, n: usize) -> Option<SplitRanking> {
+    // Without passage seeds the passages the push has not reached compete as one class
+    // (`Unreached`), which a filter would split: the full walk ranks those.
+    if q.within.is_some() && q.passage_weight == 0.0 {
+        return None;
+    }
+    let n = q.within.map_or(n, |s| n.min(s.count()));
     let seeds = SeedMass::of(graph, response, q, n)?;
     // The entity half, pushed until the bounds separate the ranking; its first round on
     // one thread while the other bounds the passages' half.
@@ -310,8 +321,15 @@ impl<'a> Split<'a> {
         let (e, np, d, n) = (self.response.entities, self.response.passages, self.q.damping, self.n);
         let residual = push.residual();
         let degrees = &self.response.steps.degrees;
-        let reached: Vec<usize> =
-            push.touched.iter().map(|&u| u as usize).filter(|u| (e..e + np).contains(u)).map(|u| u - e).collect();
+        let admits = |p: usize| self.q.within.is_none_or(|s| s.contains(p));
+        let reached: Vec<usize> = push
+            .touched
+            .iter()
+            .map(|&u| u as usize)
+            .filter(|u| (e..e + np).contains(u))
+            .map(|u| u - e)
+            .filter(|&p| admits(p))
+            .collect();
         let fresh =
             || (NthLargest::<f64>::new(n), Vec::new(), vec![0f64; FIRST_PASS_ROWS], vec![0f64; FIRST_PASS_ROWS]);
         let (lower, mut in_reach, ..) = (0..np.div_ceil(FIRST_PASS_ROWS))
@@ -334,6 +352,9 @@ impl<'a> Split<'a> {
                     (*lo, *hi) = (part - slack, part + slack);
                 }
                 for (p, (&lo, &hi)) in rows.zip(lows.iter().zip(highs.iter())) {
+                    if !admits(p) {
+                        continue;
+                    }
                     lower.offer(lo);
                     if hi >= *lower.floor() || hi.is_nan() {
                         keep.push(p);

@@ -3,6 +3,7 @@ use super::push::Steps;
 use super::response::{Half, PassageGather};
 use super::solve::EntityWalk;
 use super::*;
+use crate::filter::Selection;
 use crate::graph::ppr::{PprGraph, PprParams, Ranked};
 use crate::index::{Matrix, Screen};
 use crate::rank::range;
@@ -75,6 +76,7 @@ fn split_query<'a>(
         budget: 0,
         screened: None,
         entity_products: None,
+        within: None,
     }
 }
 
@@ -223,11 +225,28 @@ fn split_equals_full(e: u32, p: u32, form: Form, first_stage: bool) {
         }
         assert!(got.bound < 1e-3 * want[0].1, "trial {trial}: bound {}", got.bound);
         // And the ranked walk the method ran before agrees.
-        let ranked =
-            g.ranked_pagerank(&seeds, &PprParams::default(), &Ranked { nodes: e as usize..(e + p) as usize, n: 10 });
+        let ranked = g.ranked_pagerank(
+            &seeds,
+            &PprParams::default(),
+            &Ranked { nodes: e as usize..(e + p) as usize, n: 10, within: None },
+        );
         let mut r: Vec<(usize, f64)> = (0..p as usize).map(|i| (i, ranked.scores[e as usize + i])).collect();
         r.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
         assert_eq!(r[..10].iter().map(|x| x.0).collect::<Vec<_>>(), want_ids);
+        // Within a filter (a third of the passages, a different third each trial): the
+        // first 10 admitted of the full walk's order, from the split walk and from the
+        // ranked walk.
+        let within = Selection::of(p as usize, (0..p as usize).filter(|i| (i + trial as usize) % 3 == 0));
+        let want_within: Vec<usize> = want.iter().map(|x| x.0).filter(|&i| within.contains(i)).take(10).collect();
+        let filtered = SplitQuery { within: Some(&within), ..q };
+        let got_within = ranked_passages(&g, &response, &filtered, 10).expect("no ties here either");
+        assert!(got_within.proven);
+        assert_eq!(got_within.top.iter().map(|x| x.0 as usize).collect::<Vec<_>>(), want_within, "trial {trial}");
+        let nodes = e as usize..(e + p) as usize;
+        let ranked = g.ranked_pagerank(&seeds, &PprParams::default(), &Ranked { nodes, n: 10, within: Some(&within) });
+        let mut r: Vec<(usize, f64)> = within.iter().map(|i| (i, ranked.scores[e as usize + i])).collect();
+        r.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+        assert_eq!(r[..10].iter().map(|x| x.0).collect::<Vec<_>>(), want_within);
         first.get_or_insert((q.entity_seeds.to_vec(), query.clone(), dense.clone(), got));
     }
     // The push state kept between queries starts clean: the first query again, after

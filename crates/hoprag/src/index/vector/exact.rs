@@ -56,6 +56,24 @@ impl ExactIndex {
             .then(|| lazy.get_or_compute(|| Screen::new(&self.matrix)))
     }
 
+    /// The best `k` of `rows` (ascending) by inner product with `query`, best first, ties
+    /// by row: exact search restricted to those rows (a metadata filter's), its scores to
+    /// the bit. A screened index screens them: at a million passages a tenth of them is
+    /// 150 MB of f32 rows, 38 MB of codes.
+    pub fn top_of_rows(&self, query: &[f32], rows: &[PassageIdx], k: usize) -> Result<Vec<(PassageIdx, f32)>> {
+        let dim = self.matrix.dim();
+        if query.len() != dim {
+            return Err(Error::Embedding(format!("query has {} dimensions, index has {dim}", query.len())));
+        }
+        if let Some(top) = self.screen().and_then(|screen| screen.top_of_rows(&self.matrix, query, rows, k)) {
+            return Ok(top);
+        }
+        let scored = rows
+            .par_chunks(ROWS_PER_TASK)
+            .flat_map_iter(|rows| top_of(rows.iter().map(|&p| (p, dot(self.matrix.row(p), query))), k));
+        Ok(top_of(scored.collect::<Vec<_>>().into_iter(), k))
+    }
+
     /// For every row, the other rows scoring at least `min_score` against it, at most
     /// `k`, best first (ties by row): `search(row, k + 1)` for each row, filtered, but as
     /// blocked matrix products, which run an order of magnitude faster than a scan per

@@ -322,17 +322,6 @@ impl Matrix {
         data.extend_from_slice(v);
     }
 
-    /// The `k` of `rows` with the largest inner product with `query`, best first, ties by
-    /// row: exact search's order and scores over those rows alone.
-    pub fn top_of_rows(
-        &self,
-        query: &[f32],
-        rows: impl Iterator<Item = PassageIdx>,
-        k: usize,
-    ) -> Vec<(PassageIdx, f32)> {
-        exact::top_of(rows.map(|p| (p, exact::dot(self.row(p), query))), k)
-    }
-
     /// The inner product of every row with `query`, in row order (one parallel pass;
     /// for methods that need every score, e.g. min-max normalisation over all rows).
     pub fn dots(&self, query: &[f32]) -> Vec<f32> {

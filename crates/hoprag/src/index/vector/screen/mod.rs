@@ -559,6 +559,26 @@ impl Screen {
         out
     }
 
+    /// The best `n` of `rows` (ascending) by inner product with `query`, best first, ties
+    /// by row: what scoring those rows in f32 gives, to the bit ([`super::ExactIndex::top_of_rows`]),
+    /// for a quarter of the bytes read (the int8 codes; a subset's rows are too scattered
+    /// for the 4-bit stage to pay). `None` for a query that is not finite.
+    pub fn top_of_rows(&self, m: &Matrix, query: &[f32], rows: &[u32], n: usize) -> Option<Vec<(u32, f32)>> {
+        assert_eq!(m.rows(), self.rows(), "the screen belongs to another matrix");
+        assert_eq!(query.len(), self.dim, "query dimension");
+        if query.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let intervals = self.intervals_of(rows, &QueryCodes::new(query));
+        let (floor, _) = bounds(&intervals, n);
+        let candidates = positions(&intervals, |&(_, hi)| hi >= floor);
+        let mut scored: Vec<(u32, f32)> =
+            candidates.into_par_iter().map(|i| rows[i as usize]).map(|r| (r, exact::dot(m.row(r), query))).collect();
+        crate::rank::sort_hits(&mut scored);
+        scored.truncate(n);
+        Some(scored)
+    }
+
     /// The intervals of the given rows, in their order.
     fn intervals_of(&self, rows: &[u32], q: &QueryCodes) -> Vec<(f32, f32)> {
         // Rows scattered over the codes: each is a few cache lines read from memory, so

@@ -50,6 +50,27 @@ fn screening_finds_exactly_what_a_full_scan_finds() {
 }
 
 #[test]
+fn screening_a_subset_of_rows_finds_exactly_what_scoring_them_finds() {
+    let m = unit_rows(5001, 100, 9);
+    let screen = Screen::with_first_stage(&m, true);
+    // Subsets from one row to every row, the duplicates (ties) among them.
+    for (share, q) in [(1usize, 0u32), (3, 1), (10, 2), (100, 3), (5001, 4)] {
+        let rows: Vec<u32> = (0..m.rows() as u32).filter(|r| (r * 7 + q) as usize % share == 0).collect();
+        let mut query = m.row(q * 211 + 8).to_vec();
+        query.iter_mut().zip(m.row(q * 13)).for_each(|(a, b)| *a += 0.5 * b);
+        crate::embed::l2_normalize(&mut query);
+        for n in [1, 10, 64, rows.len() + 5] {
+            let mut want: Vec<(u32, f32)> = rows.iter().map(|&r| (r, exact::dot(m.row(r), &query))).collect();
+            crate::rank::sort_hits(&mut want);
+            want.truncate(n);
+            let got = screen.top_of_rows(&m, &query, &rows, n).unwrap();
+            assert_eq!(got, want, "every {share}th row, n {n}");
+        }
+    }
+    assert!(screen.top_of_rows(&m, &[f32::NAN; 100], &[1, 2], 1).is_none());
+}
+
+#[test]
 fn every_first_stage_bound_holds_and_its_probes_bound_the_extremes() {
     let m = unit_rows(3000, 100, 5);
     let screen = Screen::with_first_stage(&m, true);
