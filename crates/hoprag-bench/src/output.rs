@@ -9,6 +9,7 @@ pub fn pct(v: f64) -> String {
     format!("{:.1}", v * 100.0)
 }
 
+#[must_use = "the table is returned, not printed"]
 pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(header);

@@ -9,7 +9,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use hoprag::retrieve::{Query, Retriever};
+use hoprag::graph::walk::WALK_STEP;
+use hoprag::retrieve::{Query, Retrieval, Retriever};
 use hoprag::Engine;
 
 use super::super::{percentiles, Percentiles};
@@ -43,6 +44,34 @@ pub(super) struct FilteredLatency {
     pub p50_ratio: f64,
     /// Queries that returned k passages (every one should: k match).
     pub full_answers: usize,
+    /// How the filtered queries' walks ranked, for the methods that walk: proven by the
+    /// split walk, by its estimates (past its budget), or by the full walk.
+    #[serde(default)]
+    pub walks: Walks,
+}
+
+/// Filtered queries by how their walk ranked the passages.
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+pub(super) struct Walks {
+    pub split_proven: usize,
+    pub split_estimated: usize,
+    pub full: usize,
+}
+
+impl Walks {
+    /// Counts `r`'s walk (its trace's `ppr` step), if it walked.
+    fn count(&mut self, r: &Retrieval) {
+        let Some(walk) = r.trace.steps.iter().find(|s| s.name == WALK_STEP) else { return };
+        match (walk.detail["split"].as_bool(), walk.detail["proven"].as_bool()) {
+            (Some(true), Some(true)) => self.split_proven += 1,
+            (Some(true), _) => self.split_estimated += 1,
+            _ => self.full += 1,
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.split_proven + self.split_estimated + self.full > 0
+    }
 }
 
 /// Times `methods` unfiltered and under each filter, over `queries`, `repeat` passes
@@ -64,7 +93,8 @@ pub(super) fn measure(
     ctx.progress.start("filtered queries", (methods.len() * queries.len() * (repeat + 1) * 3) as u64);
     for (name, method) in methods {
         let mut plain = Vec::new();
-        let mut filtered: Vec<(Vec<f64>, usize, usize)> = vec![(Vec::new(), 0, 0); filters.len()];
+        let mut filtered: Vec<(Vec<f64>, usize, usize, Walks)> =
+            vec![(Vec::new(), 0, 0, Walks::default()); filters.len()];
         for pass in 0..=repeat {
             for q in queries {
                 let start = Instant::now();
@@ -80,6 +110,7 @@ pub(super) fn measure(
                         row.0.push(ms);
                         row.1 = matching;
                         row.2 += usize::from(r.hits.len() == k.min(matching));
+                        row.3.count(&r);
                     }
                 }
                 if pass > 0 {
@@ -89,7 +120,7 @@ pub(super) fn measure(
             }
         }
         let unfiltered_ms = percentiles(plain);
-        for ((share, _), (ms, matching, full)) in filters.iter().zip(filtered) {
+        for ((share, _), (ms, matching, full, walks)) in filters.iter().zip(filtered) {
             let filtered_ms = percentiles(ms);
             out.push(FilteredLatency {
                 method: name.clone(),
@@ -99,6 +130,7 @@ pub(super) fn measure(
                 unfiltered_ms,
                 filtered_ms,
                 full_answers: full,
+                walks,
             });
         }
     }

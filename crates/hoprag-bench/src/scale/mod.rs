@@ -341,6 +341,10 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     }
     if let Some(spec) = &args.index {
         let report = measure_queries(ctx, store::open(spec)?, &inputs, &args)?;
+        if let Some(path) = &args.report {
+            std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
         if ctx.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -941,6 +945,7 @@ fn print_queries(q: &QueryReport) {
             "filtered p50 / p99 ms",
             "p50 ratio",
             "k returned",
+            "walks: split proven / estimated / full",
         ]
         .map(String::from)
         .to_vec();
@@ -956,10 +961,14 @@ fn print_queries(q: &QueryReport) {
                     format!("{:.2} / {:.2}", f.filtered_ms.p50, f.filtered_ms.p99),
                     format!("{:.2}x", f.p50_ratio),
                     f.full_answers.to_string(),
+                    match f.walks.any() {
+                        true => format!("{} / {} / {}", f.walks.split_proven, f.walks.split_estimated, f.walks.full),
+                        false => "-".into(),
+                    },
                 ]
             })
             .collect();
-        table(&header, &rows);
+        println!("{}", table(&header, &rows));
     }
 }
 
