@@ -36,9 +36,10 @@ pub enum PassageScoring {
     EntitySum,
 }
 
-/// The deepest ranking the split walk is asked for; deeper ones (metadata filters ask for
-/// rankings deep enough to hold k matches) go to the full walk, which ranks every
-/// passage in one power iteration.
+/// The deepest ranking the split walk is asked for; deeper ones (a method filtered the
+/// general way asks for a ranking deep enough to hold k matches) go to the full walk,
+/// which ranks every passage in one power iteration. A filtered `ppr` asks for k within
+/// the filter ([`WalkInput::within`]) instead.
 pub const SPLIT_MAX_DEPTH: usize = 128;
 
 /// What the walk reads of a graph method's parameters.

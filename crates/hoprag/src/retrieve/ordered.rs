@@ -8,11 +8,13 @@
 //! every method the registry builds.
 //!
 //! A filtered query (a [`Selection`] on the [`Query`]) returns the first `k` passages of
-//! that total order the selection admits, or all of them when fewer match: the method is asked
-//! for a ranking deep enough to hold `k` of them (from the share of passages that match,
-//! deeper again if that was not enough), which is then filtered. The walk and the fusion
-//! still run over the whole index: the graph is knowledge; the filter decides only what
-//! is returned.
+//! that total order the selection admits, or all of them when fewer match. A method that
+//! finds them directly answers through [`Retriever::retrieve_within`] (dense scans the
+//! admitted rows; the graph walk ranks only the admitted passages); otherwise the method
+//! is asked for a ranking deep enough to hold `k` of them (from the share of passages that
+//! match, deeper again if that was not enough), which is then filtered. The walk and the
+//! fusion still run over the whole index: the graph is knowledge; the filter decides only
+//! what is returned.
 
 use std::time::Instant;
 
