@@ -117,8 +117,18 @@ impl Retriever for Ordered {
     fn retrieve(&self, query: &Query, k: usize) -> Result<Retrieval> {
         let whole = unfiltered(query);
         if let Some(selection) = query.filter.as_deref() {
+            let started = Instant::now();
             if let Some(direct) = self.inner.retrieve_within(&whole, k, selection) {
-                return direct;
+                return direct.map(|mut retrieval| {
+                    retrieval.trace.steps.push(TraceStep {
+                        name: "filter".into(),
+                        micros: started.elapsed().as_micros() as u64,
+                        detail: json!({"matching": selection.count(), "of": self.passages, "within": true,
+                                       "returned": retrieval.hits.len()}),
+                        llm: None,
+                    });
+                    retrieval
+                });
             }
         }
         self.run(query, k, |depth| Ok((self.inner.retrieve(&whole, depth)?, ()))).map(|(r, ())| r)
