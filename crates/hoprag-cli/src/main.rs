@@ -58,6 +58,9 @@ enum Command {
     Query(commands::query::QueryArgs),
     /// Serve an index over HTTP (JSON API): every namespace of the store.
     Serve(commands::serve::ServeArgs),
+    /// Serve an index to an AI agent over MCP on stdin/stdout (read-only unless
+    /// --allow-write): retrieve, explain, get_document, list_methods.
+    Mcp(commands::mcp::McpArgs),
     /// List the namespaces of a store (the indexes it holds).
     Namespaces(commands::namespaces::NamespacesArgs),
     /// Tokens for `hoprag serve`: `hoprag token new --name N --read NS --write NS --tokens FILE`.
@@ -104,7 +107,7 @@ impl Command {
             Command::Embed(_) => false,
             Command::Graph(a) => a.json,
             Command::Query(a) | Command::Answer(a) => a.json,
-            Command::Serve(_) | Command::Token(_) => false,
+            Command::Serve(_) | Command::Token(_) | Command::Mcp(_) => false,
             Command::Namespaces(a) => a.json,
             Command::Config(a) => a.json,
             Command::Eval(a) => a.json_to_stdout(),
@@ -142,6 +145,7 @@ fn main() -> ExitCode {
         Command::Graph(a) => commands::graph::run(&ctx, a),
         Command::Query(a) => commands::query::run(&ctx, a),
         Command::Serve(a) => commands::serve::run(&ctx, a),
+        Command::Mcp(a) => commands::mcp::run(&ctx, a),
         Command::Namespaces(a) => commands::namespaces::run_namespaces(&ctx, a),
         Command::Token(TokenCommand::New(a)) => commands::namespaces::run_token_new(&ctx, a),
         Command::Config(a) => commands::config::run(&ctx, a),

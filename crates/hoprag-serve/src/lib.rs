@@ -11,8 +11,10 @@
 //! from the types in [`api`] and the route modules); for looking inside the index,
 //! `GET /v1/index`, `GET /v1/passages`, `GET /v1/graph/entity`, `POST /v1/graph/walk`,
 //! and with a data set (`Server::with_dataset`) `GET /v1/dataset`,
-//! `GET /v1/dataset/question`, `POST /v1/eval`; and a web page at `/` that draws them
-//! (`docs/web.md`). Every route but `/health` works on one namespace (a `namespace`
+//! `GET /v1/dataset/question`, `POST /v1/eval`; a web page at `/` that draws them
+//! (`docs/web.md`); and the MCP server's streamable HTTP transport at `/mcp`
+//! (`docs/mcp.md`; not in the OpenAPI document: its body is MCP's JSON-RPC; stdio:
+//! [`Server::serve_mcp_stdio`]). Every route but `/health` works on one namespace (a `namespace`
 //! field of the body, or `?namespace=`; the default one when left out), if the request's
 //! token opens it ([`auth`]). Retrieval is CPU-bound and synchronous, so it runs on
 //! tokio's blocking pool, at most [`ServeSettings::workers`] at a time; the async
@@ -36,6 +38,7 @@ mod dataset;
 mod edits;
 mod handlers;
 mod inspect;
+mod mcp;
 mod metrics;
 mod middleware;
 mod namespaces;
@@ -43,6 +46,7 @@ mod settings;
 mod state;
 mod web;
 
+pub use mcp::LocalAccess;
 pub use settings::ServeSettings;
 
 use std::future::Future;
@@ -159,12 +163,13 @@ impl Server {
             .route("/v1/dataset/question", get(dataset::question))
             .route("/v1/eval", post(dataset::run_eval))
             .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::require_token))
-            .with_state(inspect);
+            .with_state(inspect.clone());
         Router::new()
             .route("/health", get(handlers::health))
             .merge(web::router())
             .merge(guarded)
             .merge(inspection)
+            .merge(mcp::router(inspect))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
             .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))

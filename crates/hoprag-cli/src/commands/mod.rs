@@ -4,6 +4,7 @@ pub mod embed;
 pub mod eval;
 pub mod graph;
 pub mod index;
+pub mod mcp;
 pub mod models;
 pub mod namespaces;
 pub mod query;
