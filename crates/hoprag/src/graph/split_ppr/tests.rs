@@ -236,7 +236,7 @@ fn split_equals_full(e: u32, p: u32, form: Form, first_stage: bool) {
         // Within a filter (a third of the passages, a different third each trial): the
         // first 10 admitted of the full walk's order, from the split walk and from the
         // ranked walk.
-        let within = Selection::of(p as usize, (0..p as usize).filter(|i| (i + trial as usize) % 3 == 0));
+        let within = Selection::of(p as usize, (0..p as usize).filter(|i| (i + trial as usize).is_multiple_of(3)));
         let want_within: Vec<usize> = want.iter().map(|x| x.0).filter(|&i| within.contains(i)).take(10).collect();
         let filtered = SplitQuery { within: Some(&within), ..q };
         let got_within = ranked_passages(&g, &response, &filtered, 10).expect("no ties here either");

@@ -55,7 +55,7 @@ fn screening_a_subset_of_rows_finds_exactly_what_scoring_them_finds() {
     let screen = Screen::with_first_stage(&m, true);
     // Subsets from one row to every row, the duplicates (ties) among them.
     for (share, q) in [(1usize, 0u32), (3, 1), (10, 2), (100, 3), (5001, 4)] {
-        let rows: Vec<u32> = (0..m.rows() as u32).filter(|r| (r * 7 + q) as usize % share == 0).collect();
+        let rows: Vec<u32> = (0..m.rows() as u32).filter(|r| ((r * 7 + q) as usize).is_multiple_of(share)).collect();
         let mut query = m.row(q * 211 + 8).to_vec();
         query.iter_mut().zip(m.row(q * 13)).for_each(|(a, b)| *a += 0.5 * b);
         crate::embed::l2_normalize(&mut query);
