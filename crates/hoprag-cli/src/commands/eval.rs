@@ -83,6 +83,12 @@ pub struct EvalArgs {
     /// Write the gold passages as a TREC qrels file (also written by --run).
     #[arg(long, value_name = "OUT.qrels")]
     qrels: Option<PathBuf>,
+    /// Print a short table instead of the full report: each method's R@k and, with
+    /// --baseline, its R@5 against the baseline's (difference, questions won/lost/tied,
+    /// sign test), with a legend. The full report (Full@k, LastHop, per question type,
+    /// Holm-adjusted tests) is the default; --json and --run are unchanged.
+    #[arg(long, conflicts_with_all = ["stages", "flips", "answers"])]
+    brief: bool,
 }
 
 impl EvalArgs {
@@ -108,23 +114,34 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     }
     let resolved = resolve_gold(&questions, engine.index.passages());
     let c = &resolved.counts;
-    ctx.note(format!(
-        "{}: {} questions ({format:?}); {} gold passages: {} by id, {} by title + text, {} by title (no text given), \
-         fallbacks: {} by text alone, {} by title alone; {} not matched (missed), {} duplicates; last hop defined \
-         for {} questions, in the index for {}",
-        args.dataset.display(),
-        resolved.questions.len(),
-        c.gold,
-        c.by_id,
-        c.by_title_and_text,
-        c.by_title_without_text,
-        c.by_text_only,
-        c.by_title_only,
-        c.unmatched,
-        c.duplicate,
-        c.hop_ordered_questions,
-        c.last_hop_matched,
-    ));
+    let gold_note = if args.brief {
+        format!(
+            "{}: {} questions, {} gold passages ({} not in the index)",
+            args.dataset.display(),
+            resolved.questions.len(),
+            c.gold,
+            c.unmatched
+        )
+    } else {
+        format!(
+            "{}: {} questions ({format:?}); {} gold passages: {} by id, {} by title + text, {} by title (no text \
+             given), fallbacks: {} by text alone, {} by title alone; {} not matched (missed), {} duplicates; last hop \
+             defined for {} questions, in the index for {}",
+            args.dataset.display(),
+            resolved.questions.len(),
+            c.gold,
+            c.by_id,
+            c.by_title_and_text,
+            c.by_title_without_text,
+            c.by_text_only,
+            c.by_title_only,
+            c.unmatched,
+            c.duplicate,
+            c.hop_ordered_questions,
+            c.last_hop_matched,
+        )
+    };
+    ctx.note(gold_note);
     let issues: Vec<_> = resolved.unmatched.iter().chain(&resolved.fallback).collect();
     for issue in issues.iter().take(10) {
         ctx.note(format!("  question {}: gold {}: {}", issue.question_id, issue.gold, issue.problem));
@@ -187,7 +204,11 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         }
         None => {}
     }
-    print_report(&report, args.stages);
+    if args.brief {
+        print_brief(&report, engine.index.passages().len());
+    } else {
+        print_report(&report, args.stages);
+    }
     Ok(())
 }
 
@@ -200,6 +221,59 @@ pub fn retain_types(ctx: &Context, questions: &mut Vec<hoprag::dataset::Question
     let before = questions.len();
     questions.retain(|q| q.qtype.as_ref().is_some_and(|t| types.iter().any(|x| x == t)));
     ctx.note(format!("--types {}: {} of {before} questions", types.join(","), questions.len()));
+}
+
+/// The short table of `--brief` (what the quickstart prints): R@k per method, the
+/// default method marked, and each method's R@5 against the baseline with the exact
+/// two-sided sign test, then a legend saying what the columns mean.
+fn print_brief(r: &EvalReport, passages: usize) {
+    let name = |m: &str| if m == hoprag::engine::DEFAULT_METHOD { format!("{m} (default)") } else { m.to_string() };
+    let recall = |m: &hoprag::eval::MethodReport, k: usize| m.recall.get(&k.to_string()).copied();
+    let base = r.baseline.as_ref().and_then(|b| Some((b, r.methods.get(b)?)));
+    let paired_k = r.methods.values().find_map(|m| m.vs_baseline.as_ref()).map(|v| v.k);
+    let mut header: Vec<String> = vec!["method".into()];
+    header.extend(r.ks.iter().map(|k| format!("R@{k}")));
+    if let (Some((b, _)), Some(k)) = (base, paired_k) {
+        header.extend([format!("R@{k} vs {b}"), "won/lost/tied".into(), "sign p".into()]);
+    }
+    header.push("ms/question".into());
+    let rows: Vec<Vec<String>> = r
+        .methods
+        .iter()
+        .map(|(m, report)| {
+            let mut row = vec![name(m)];
+            row.extend(r.ks.iter().map(|&k| recall(report, k).map_or("n/a".into(), pct)));
+            if let (Some((b, base)), Some(k)) = (base, paired_k) {
+                match &report.vs_baseline {
+                    Some(v) => {
+                        let delta = recall(report, k).zip(recall(base, k)).map(|(a, b)| 100.0 * (a - b));
+                        row.push(delta.map_or("n/a".into(), |d| format!("{d:+.1}")));
+                        row.push(format!("{}/{}/{}", v.all.wins, v.all.losses, v.all.ties));
+                        row.push(format!("{:.4}", v.all.sign_p));
+                    }
+                    None if m == b => row.extend(["(baseline)".into(), "-".into(), "-".into()]),
+                    None => row.extend(["-".into(), "-".into(), "-".into()]),
+                }
+            }
+            row.push(format!("{:.2}", report.latency_ms.p50));
+            row
+        })
+        .collect();
+    println!("{} — {} questions, {passages} passages", r.dataset, r.n);
+    println!("{}", table(&header, &rows));
+    println!("R@k: the share of each question's gold passages in the method's top k, averaged over the questions.");
+    if let (Some((b, _)), Some(k)) = (base, paired_k) {
+        println!("R@{k} vs {b}: R@{k} minus {b}'s. won/lost/tied: questions with R@{k} above, below, equal to {b}'s.");
+        println!("sign p: exact two-sided sign test of won against lost: the chance of a split this uneven or more");
+        println!("        if both methods were equally good.");
+    }
+    println!("ms/question: the median. The full report (Full@k, LastHop, by question type): the same without --brief.");
+    if !r.unmatched_gold.is_empty() {
+        println!("note: {} gold passages are not in the index and count as missed", r.unmatched_gold.len());
+    }
+    for (m, report) in r.methods.iter().filter(|(_, m)| m.fallbacks > 0) {
+        println!("note: {m} answered {} of {} questions with its LLM-free fallback ranking", report.fallbacks, r.n);
+    }
 }
 
 fn print_report(r: &EvalReport, stages: bool) {
