@@ -454,3 +454,60 @@ fn bench_host_reports_the_cores_rates_and_each_buffer_size() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("--sizes: 0 MiB"), "{}", stderr(&bad));
 }
+
+/// `index` says where its time went: the passages' embedding, the extraction, the
+/// embedding of entities and facts (texts embedded and per second), the synonym links and
+/// the walk, each part within the whole; `graph` gives the graph's parts under the same
+/// names, and the human summary has them on one line.
+#[test]
+fn index_reports_where_its_time_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let corpus = demo().join("corpus.jsonl");
+    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let built: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let time = &built["time"];
+    let f = |key: &str| time[key].as_f64().unwrap_or_else(|| panic!("time.{key} missing: {time}"));
+    let n = |key: &str| time[key].as_u64().unwrap_or_else(|| panic!("time.{key} missing: {time}"));
+    let parts = [
+        "passages_secs",
+        "extract_secs",
+        "entity_embed_secs",
+        "fact_embed_secs",
+        "synonym_secs",
+        "walk_secs",
+        "other_secs",
+    ];
+    let total = f("total_secs");
+    assert!(parts.iter().all(|p| f(p) >= 0.0 && f(p) <= total), "{time}");
+    let sum: f64 = parts.iter().map(|p| f(p)).sum();
+    assert!((sum - total).abs() <= 1e-6 * total.max(1.0), "the parts add up to the whole: {sum} vs {total}: {time}");
+    let graph = &built["graph"];
+    assert_eq!(n("passages_embedded"), 60);
+    assert_eq!(n("entities_embedded"), graph["stats"]["entities"].as_u64().unwrap(), "a fresh build embeds them all");
+    assert_eq!(n("facts_embedded"), graph["stats"]["facts"].as_u64().unwrap());
+    assert_eq!(n("entities_reused") + n("facts_reused"), 0);
+    for (texts, secs, rate) in [
+        ("passages_embedded", "passages_secs", "passages_per_sec"),
+        ("entities_embedded", "entity_embed_secs", "entities_per_sec"),
+        ("facts_embedded", "fact_embed_secs", "facts_per_sec"),
+    ] {
+        let want = n(texts) as f64 / f(secs);
+        assert!(f(rate) > 0.0 && (f(rate) - want).abs() <= 1e-6 * want, "{rate}: {time}");
+    }
+    // Embedding is most of the graph's build; the build is within the index's whole.
+    let embed = f("entity_embed_secs") + f("fact_embed_secs");
+    assert!(embed <= graph["stats"]["build_secs"].as_f64().unwrap() + 1e-9 && embed <= total, "{time}");
+    assert_eq!(graph["times"]["facts_embedded"], time["facts_embedded"], "graph and index name them alike");
+
+    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line = out.lines().find(|l| l.starts_with("time: ")).unwrap_or_else(|| panic!("no time line: {out}"));
+    for part in
+        ["in all", "embedding passages", "extraction", "embedding entities", "embedding facts", "synonyms", "walk"]
+    {
+        assert!(line.contains(part), "{part} missing from {line}");
+    }
+}

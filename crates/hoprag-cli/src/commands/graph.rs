@@ -5,7 +5,7 @@ use hoprag::embed::EmbedderSpec;
 use hoprag::graph::{extract_llm, Extraction, GraphOptions, LlmExtractOptions, LlmExtractReport};
 use hoprag::index::Index;
 use hoprag::llm::{default_cache_dir, LlmSource};
-use hoprag::store::{build_graph, graph_embedder, triples_without_llm, Store};
+use hoprag::store::{build_graph, graph_embedder, triples_without_llm, GraphBuilt, Store};
 
 use super::Context;
 
@@ -93,6 +93,7 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     let index = store.load()?;
     let config = ctx.config_for(store, &[])?;
     let mut llm_report = None;
+    let extract_started = std::time::Instant::now();
     let (extraction, label): (Extraction, String) = match (&source.triples, source.extract) {
         (Some(path), _) => triples_without_llm(&index, Some(path.as_path()))?,
         (None, Some(Extractor::Heuristic)) => triples_without_llm(&index, None)?,
@@ -105,6 +106,7 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
         }
         (None, None) => anyhow::bail!("no triple source given"),
     };
+    let extract_secs = extract_started.elapsed().as_secs_f64();
     let r = &extraction.report;
     ctx.note(format!(
         "{label}: {} triples; {} malformed triples and {} malformed entities skipped; {} documents matched no passage",
@@ -125,8 +127,9 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     let options = GraphOptions { synonym_threshold, ..config.graph };
     let built = build_graph(store, &index, (extraction, label), embedder.as_ref(), &options, &ctx.progress)?;
     let (s, report) = (&built.stats, &built.extraction);
+    let times = times_json(extract_secs, &built);
     let out = serde_json::json!({"source": built.source, "embedder": built.embedder, "stats": s, "extraction": report,
-                                 "llm": llm_report});
+                                 "llm": llm_report, "times": times});
     if !ctx.json {
         println!(
             "graph: {} entities, {} triples ({} distinct, {} degenerate), {} relation edges, {} synonym links, {} passage-entity \
@@ -143,8 +146,48 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
             s.build_secs,
             s.embed_secs
         );
+        println!("graph time: {}", times_line(&times));
     }
     Ok(out)
+}
+
+/// Where a graph build's time went, as `hoprag graph --json` and `hoprag index --json`
+/// report it: the extraction, the embedding of the entities' labels and of the facts'
+/// texts (texts embedded, reused from the graph before an edit, and per second), the
+/// synonym links and the walk's solve.
+fn times_json(extract_secs: f64, built: &GraphBuilt) -> serde_json::Value {
+    let t = &built.times;
+    serde_json::json!({
+        "extract_secs": extract_secs,
+        "entity_embed_secs": t.entities.secs,
+        "entities_embedded": t.entities.texts,
+        "entities_reused": t.entities.reused,
+        "entities_per_sec": t.entities.texts_per_sec(),
+        "fact_embed_secs": t.facts.secs,
+        "facts_embedded": t.facts.texts,
+        "facts_reused": t.facts.reused,
+        "facts_per_sec": t.facts.texts_per_sec(),
+        "synonym_secs": t.synonym_secs,
+        "walk_secs": built.attached.walk_secs.unwrap_or(0.0),
+    })
+}
+
+/// [`times_json`] on one line, for the human summaries.
+pub fn times_line(t: &serde_json::Value) -> String {
+    let f = |key: &str| t[key].as_f64().unwrap_or(0.0);
+    format!(
+        "extraction {:.1}s, embedding entities {:.1}s ({} texts, {:.0}/s), embedding facts {:.1}s ({} texts, {:.0}/s), \
+         synonyms {:.1}s, walk {:.1}s",
+        f("extract_secs"),
+        f("entity_embed_secs"),
+        t["entities_embedded"],
+        f("entities_per_sec"),
+        f("fact_embed_secs"),
+        t["facts_embedded"],
+        f("facts_per_sec"),
+        f("synonym_secs"),
+        f("walk_secs"),
+    )
 }
 
 /// `--extract llm`: the configured model (flags over env; the local model when no

@@ -128,6 +128,7 @@ fn print_stats(ctx: &Context, location: &str, stats: &BuildStats, report: &Inges
 }
 
 pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     let corpus = args.corpus.load(ctx)?;
     let embedder = load_embedder(&args.embedder, &ctx.config.embedder)?;
     ctx.note(format!("embedding with {} ({} dimensions)", embedder.id(), embedder.dim()));
@@ -156,10 +157,52 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
             stats.total_secs + t.elapsed().as_secs_f64()
         ));
     }
+    let time = time_json(started.elapsed().as_secs_f64(), &stats, &graph);
     if ctx.json {
-        let out =
-            serde_json::json!({"index": store.location(), "stats": stats, "ingest": corpus.report, "graph": graph});
+        let out = serde_json::json!({"index": store.location(), "stats": stats, "ingest": corpus.report, "graph": graph,
+                                     "time": time});
         println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("time: {}", time_line(&time));
     }
     Ok(())
+}
+
+/// Where the whole `hoprag index` went: the passages' embedding (and passages per
+/// second), the graph's parts under the names `hoprag graph --json` gives them
+/// ([`super::graph::times_line`]), and the rest (reading the corpus, loading the models,
+/// the lexical index, writing).
+fn time_json(total_secs: f64, stats: &BuildStats, graph: &serde_json::Value) -> serde_json::Value {
+    let passages_per_sec = if stats.embed_secs > 0.0 { stats.passages_added as f64 / stats.embed_secs } else { 0.0 };
+    let mut time = serde_json::json!({
+        "total_secs": total_secs,
+        "passages_secs": stats.embed_secs,
+        "passages_embedded": stats.passages_added,
+        "passages_per_sec": passages_per_sec,
+    });
+    let mut parts = stats.embed_secs;
+    if let Some(times) = graph["times"].as_object() {
+        for (key, value) in times {
+            if key.ends_with("_secs") {
+                parts += value.as_f64().unwrap_or(0.0);
+            }
+            time[key] = value.clone();
+        }
+    }
+    time["other_secs"] = serde_json::json!((total_secs - parts).max(0.0));
+    time
+}
+
+fn time_line(time: &serde_json::Value) -> String {
+    let f = |key: &str| time[key].as_f64().unwrap_or(0.0);
+    let mut line = format!(
+        "{:.1}s in all: embedding passages {:.1}s ({:.1}/s)",
+        f("total_secs"),
+        f("passages_secs"),
+        f("passages_per_sec")
+    );
+    if time.get("extract_secs").is_some() {
+        line += &format!(", {}", super::graph::times_line(time));
+    }
+    line + &format!(", other {:.1}s", f("other_secs"))
 }

@@ -82,3 +82,39 @@ pub struct GraphStats {
     pub build_secs: f64,
     pub embed_secs: f64,
 }
+
+/// The texts one embedding phase of a build embedded, and its seconds (tokenising and
+/// gathering the vectors included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmbedWork {
+    /// Texts run through the embedder.
+    pub texts: usize,
+    /// Vectors taken instead from the graph an edit started from (the same text, so the
+    /// same vector).
+    pub reused: usize,
+    pub secs: f64,
+}
+
+impl EmbedWork {
+    /// Texts embedded per second (0 when nothing was).
+    pub fn texts_per_sec(&self) -> f64 {
+        if self.texts > 0 && self.secs > 0.0 {
+            self.texts as f64 / self.secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Where the time of one graph build went, for its report. Not stored with the graph:
+/// an edit's build embeds only the texts it brings, so its figures describe the build,
+/// not the graph ([`GraphStats`] is the same however the graph was reached).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct GraphBuildTimes {
+    /// The entities' labels.
+    pub entities: EmbedWork,
+    /// The facts' texts ("subject predicate object"), one per distinct text.
+    pub facts: EmbedWork,
+    /// Linking entities whose vectors are close.
+    pub synonym_secs: f64,
+}

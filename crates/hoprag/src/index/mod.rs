@@ -7,7 +7,7 @@ mod manifest;
 pub mod vector;
 
 pub use lexical::{analyze, analyzer, LexicalIndex, PartedBm25, TantivyBm25};
-pub use manifest::{Counts, EmbedderInfo, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
+pub use manifest::{Counts, EmbedWork, EmbedderInfo, GraphBuildTimes, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
 pub use vector::{
     hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Quantization, Rescored, Screen, Screened,
     VectorIndex, VectorIndexKind,

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::graph::{
     extract_heuristic, import_openie, EntityGraph, ExtractReport, Extraction, GraphOptions, GraphStats,
 };
-use crate::index::Index;
+use crate::index::{GraphBuildTimes, Index};
 use crate::progress::Progress;
 
 /// The triples of `index`'s passages without an LLM: from a HippoRAG OpenIE file (v1 or
@@ -51,6 +51,8 @@ pub struct GraphBuilt {
     /// What the extraction or the import skipped, and why.
     pub extraction: ExtractReport,
     pub stats: GraphStats,
+    /// Where the build's time went (the walk's solve is in `attached`).
+    pub times: GraphBuildTimes,
     pub attached: GraphAttached,
 }
 
@@ -66,7 +68,14 @@ pub fn build_graph(
     progress: &dyn Progress,
 ) -> Result<GraphBuilt> {
     let report = extraction.report.clone();
-    let graph = EntityGraph::build(index.len(), extraction, embedder, options, progress)?;
+    let (graph, times) = EntityGraph::build_timed(index.len(), extraction, embedder, options, progress)?;
     let attached = attach_graph(store, &graph, source.clone())?;
-    Ok(GraphBuilt { source, embedder: embedder.id().to_string(), extraction: report, stats: graph.stats, attached })
+    Ok(GraphBuilt {
+        source,
+        embedder: embedder.id().to_string(),
+        extraction: report,
+        stats: graph.stats,
+        times,
+        attached,
+    })
 }
