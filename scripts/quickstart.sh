@@ -5,7 +5,7 @@
 # indexes a small real multi-hop benchmark shipped in data/2wiki-mini (76 2WikiMultiHopQA
 # questions over their 621 Wikipedia paragraphs) and prints a short table: the default
 # method `auto` against `dense` and `bm25`, R@5 and the sign test against `dense`
-# (about a minute on 2 cores; docs/quickstart.md says what the table means).
+# (about 80 s on 2 cores; docs/quickstart.md says what the table means).
 #
 # Needs a Rust toolchain and python3 (with pip, for the model download). The default build
 # leaves out the in-process LLM runtime (llama.cpp): nothing here runs a local chat model.
@@ -38,7 +38,7 @@ hoprag query --index target/demo-index -k 3 \
   "Who founded the company that built the lighthouse on Varn Island?"
 echo
 echo "Evaluating on a real multi-hop benchmark: data/2wiki-mini, 76 2WikiMultiHopQA questions over" >&2
-echo "their 621 Wikipedia paragraphs (Apache 2.0, data/2wiki-mini/README.md); about a minute on 2 cores." >&2
+echo "their 621 Wikipedia paragraphs (Apache 2.0, data/2wiki-mini/README.md); about 80 s on 2 cores." >&2
 SECONDS=0
 hoprag index --corpus data/2wiki-mini/corpus.json --out target/2wiki-mini-index --force
 echo
