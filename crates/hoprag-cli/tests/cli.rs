@@ -501,6 +501,32 @@ fn index_reports_where_its_time_went() {
     assert!(embed <= graph["stats"]["build_secs"].as_f64().unwrap() + 1e-9 && embed <= total, "{time}");
     assert_eq!(graph["times"]["facts_embedded"], time["facts_embedded"], "graph and index name them alike");
 
+    // The graph built again (another threshold) takes the vectors of the texts the
+    // index's graph has: nothing embedded, and the same vectors, to the bit.
+    let generation = |root: &Path| root.join(std::fs::read_to_string(root.join("CURRENT")).unwrap().trim());
+    let vectors = |root: &Path| {
+        ["entities.f32", "triples.f32"].map(|f| std::fs::read(generation(root).join("graph").join(f)).unwrap())
+    };
+    let first = vectors(&idx);
+    let o = hoprag(&[
+        "graph",
+        "--index",
+        idx.to_str().unwrap(),
+        "--extract",
+        "heuristic",
+        "--synonym-threshold",
+        "0.9",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let again: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let times = &again["times"];
+    assert_eq!((&times["entities_embedded"], &times["facts_embedded"]), (&0.into(), &0.into()), "{times}");
+    assert_eq!(times["entities_reused"], graph["stats"]["entities"]);
+    assert_eq!(times["facts_reused"], graph["stats"]["facts"]);
+    assert!(again["stats"]["synonym_edges"].as_u64() <= graph["stats"]["synonym_edges"].as_u64());
+    assert!(vectors(&idx) == first, "the vectors are the ones embedded before");
+
     let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "--force"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -510,4 +536,6 @@ fn index_reports_where_its_time_went() {
     {
         assert!(line.contains(part), "{part} missing from {line}");
     }
+    // A fresh build embeds every text again, into the same vectors.
+    assert!(vectors(&idx) == first);
 }

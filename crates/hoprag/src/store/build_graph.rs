@@ -59,6 +59,12 @@ pub struct GraphBuilt {
 /// Builds the entity graph of `index`'s passages (the live generation of `store`) from
 /// `extraction`, embeds its entities and facts with `embedder`, and attaches it to a new
 /// generation recorded as built from `source`.
+///
+/// Where the index has a graph already, embedded by the same embedder (a graph built
+/// again with another extractor, other triples or another synonym threshold), the
+/// vectors of the labels and fact texts it has too are taken from it, not embedded
+/// again: a vector is a function of its text, so the graph is the one a build from
+/// nothing gives, to the bit, as after an edit ([`EntityGraph::build_after`]).
 pub fn build_graph(
     store: &dyn Store,
     index: &Index,
@@ -68,7 +74,14 @@ pub fn build_graph(
     progress: &dyn Progress,
 ) -> Result<GraphBuilt> {
     let report = extraction.report.clone();
-    let (graph, times) = EntityGraph::build_timed(index.len(), extraction, embedder, options, progress)?;
+    let info = index.manifest.graph_embedder();
+    let previous = match &index.manifest.graph {
+        Some(_) if info.id == embedder.id() && info.dim == embedder.dim() => store.load_graph(index)?,
+        _ => None,
+    };
+    let (graph, times) =
+        EntityGraph::build_after_timed(index.len(), extraction, embedder, options, previous.as_ref(), progress)?;
+    drop(previous);
     let attached = attach_graph(store, &graph, source.clone())?;
     Ok(GraphBuilt {
         source,
