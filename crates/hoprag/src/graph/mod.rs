@@ -4,6 +4,7 @@
 
 pub mod beam;
 mod build;
+pub mod export;
 mod files;
 mod heuristic;
 pub mod linking;
