@@ -1,4 +1,4 @@
-//! `hoprag add`, `delete`, `sync` and `export documents`: a living corpus. Each edit
+//! `hoprag add`, `delete`, `sync` and `export` (documents, triples, graph): a living corpus. Each edit
 //! publishes one new generation with every method's structures (vectors, BM25
 //! statistics, the entity graph and its walk) brought up to date: the index is then the
 //! one `hoprag index` builds from the same documents.
@@ -76,6 +76,7 @@ impl ExportArgs {
     pub fn json(&self) -> bool {
         match &self.what {
             Export::Documents(to) | Export::Triples(to) => to.json,
+            Export::Graph(to) => to.json,
         }
     }
 }
@@ -88,6 +89,34 @@ enum Export {
     /// The graph's triples as JSONL (`passage`, `doc`, `subject`, `predicate`,
     /// `object`), in passage order.
     Triples(ExportTo),
+    /// The entity graph for graph tools (Gephi, Cytoscape, networkx): entity and passage
+    /// nodes; fact, synonym and passage-entity edges (docs/export.md).
+    Graph(GraphExportTo),
+}
+
+#[derive(Args)]
+struct GraphExportTo {
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
+    index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
+    #[arg(long, value_enum)]
+    format: GraphFormat,
+    /// The file to write (graphml, jsonl; `-`: standard output), or the folder of the CSV
+    /// files (created if missing).
+    #[arg(long, value_name = "PATH")]
+    out: PathBuf,
+    /// Print a JSON summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum GraphFormat {
+    Graphml,
+    Jsonl,
+    /// One file per node kind and per edge kind, in the folder --out.
+    Csv,
 }
 
 /// What every export reads and where it writes.
@@ -146,6 +175,7 @@ pub fn run_export(ctx: &Context, args: ExportArgs) -> anyhow::Result<()> {
     let ExportTo { index, namespace, out, .. } = match args.what {
         Export::Documents(to) => to,
         Export::Triples(to) => return export_triples(ctx, &to),
+        Export::Graph(to) => return export_graph(ctx, &to),
     };
     let store = super::open_store(&index, &namespace, Open::Existing)?;
     let index = store.load()?;
@@ -244,6 +274,45 @@ fn export_triples(ctx: &Context, to: &ExportTo) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else if out.as_os_str() != "-" {
         eprintln!("{} triples written to {}", graph.triples.len(), out.display());
+    }
+    Ok(())
+}
+
+fn export_graph(ctx: &Context, to: &GraphExportTo) -> anyhow::Result<()> {
+    use hoprag::graph::export::{export, Format};
+    let store = super::open_store(&to.index, &to.namespace, Open::Existing)?;
+    let index = store.load()?;
+    let graph = store.load_graph(&index)?.ok_or_else(|| {
+        anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location())
+    })?;
+    let format = match to.format {
+        GraphFormat::Graphml => Format::GraphMl,
+        GraphFormat::Jsonl => Format::Jsonl,
+        GraphFormat::Csv if to.out.as_os_str() == "-" => {
+            anyhow::bail!("--format csv writes a folder: name it with --out")
+        }
+        GraphFormat::Csv => Format::Csv,
+    };
+    let counts = export(&graph, index.passages(), format, &to.out)
+        .with_context(|| format!("exporting the graph of {}", store.location()))?;
+    if ctx.json {
+        let summary = serde_json::json!({"index": store.location(), "out": to.out, "nodes": counts.nodes(),
+            "edges": counts.edges(), "counts": counts, "graph": graph.stats});
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else if to.out.as_os_str() != "-" {
+        eprintln!(
+            "{} nodes ({} entities, {} passages) and {} edges ({} facts, {} synonym links, {} passage-entity links) \
+             written to {}; {} facts have no two distinct entities and no edge",
+            counts.nodes(),
+            counts.entity_nodes,
+            counts.passage_nodes,
+            counts.edges(),
+            counts.fact_edges,
+            counts.synonym_edges,
+            counts.passage_entity_edges,
+            to.out.display(),
+            counts.facts_without_edge
+        );
     }
     Ok(())
 }
