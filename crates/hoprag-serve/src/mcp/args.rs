@@ -178,7 +178,7 @@ mod tests {
         let e = parse::<RetrieveArgs>(object(serde_json::json!({"k": 2}))).unwrap_err();
         assert!(e.message.contains("missing field `query`"), "{}", e.message);
         let e = parse::<UpsertArgs>(object(serde_json::json!({"passages": [{"text": "t", "body": 1}]}))).unwrap_err();
-        assert!(e.message.starts_with("passages[0]: unknown field `body`"), "{}", e.message);
+        assert!(e.message.starts_with("passages[0].body: unknown field `body`"), "{}", e.message);
     }
 
     #[test]
