@@ -27,7 +27,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    numpy pytest pandas langchain-core llama-index-core mcp
+    numpy pytest pandas langchain-core llama-index-core mcp networkx
 
 # HOPRAG_CARGO_FEATURES: the features scripts/test.sh builds with, so that this build is
 # the same one.
