@@ -293,11 +293,14 @@ impl Output {
         }
         let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(target, e))?;
+        let prefix = format!(".{name}.");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // A temporary file is private (0600); the export is an ordinary file, whose
+        // permissions the umask decides.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let temp = builder.tempfile_in(dir).map_err(|e| Error::io(target, e))?;
         let (file, temp) = temp.into_parts();
         let sink = file.try_clone().map_err(|e| Error::io(&*temp, e))?;
         Ok(Output {

@@ -140,3 +140,16 @@ fn an_export_replaces_the_file_whole() {
     export(&graph, &passages, Format::GraphMl, &out).unwrap();
     assert!(fs::read_to_string(&out).unwrap().starts_with("<?xml"));
 }
+
+#[cfg(unix)]
+#[test]
+fn an_export_has_the_permissions_of_an_ordinary_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let (graph, passages) = small_graph();
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ordinary) = (dir.path().join("graph.jsonl"), dir.path().join("ordinary"));
+    export(&graph, &passages, Format::Jsonl, &out).unwrap();
+    fs::write(&ordinary, "").unwrap();
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out), mode(&ordinary));
+}
