@@ -96,10 +96,12 @@ enum Export {
 
 #[derive(Args)]
 struct GraphExportTo {
+    /// The index: a folder, or a PostgreSQL URL (`--store` is the same flag).
     #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
     index: PathBuf,
     #[command(flatten)]
     namespace: super::NamespaceArg,
+    /// The format (the schema of each: docs/export.md).
     #[arg(long, value_enum)]
     format: GraphFormat,
     /// The file to write (graphml, jsonl; `-`: standard output), or the folder of the CSV
@@ -113,7 +115,9 @@ struct GraphExportTo {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum GraphFormat {
+    /// One GraphML file: nodes and edges with a `kind` attribute.
     Graphml,
+    /// One JSON object a line, nodes then edges, each with `type` and `kind`.
     Jsonl,
     /// One file per node kind and per edge kind, in the folder --out.
     Csv,
