@@ -73,7 +73,7 @@ pub fn build_graph(
     options: &GraphOptions,
     progress: &dyn Progress,
 ) -> Result<GraphBuilt> {
-    let report = extraction.report.clone();
+    let mut report = extraction.report.clone();
     let info = index.manifest.graph_embedder();
     let previous = match &index.manifest.graph {
         Some(_) if info.id == embedder.id() && info.dim == embedder.dim() => store.load_graph(index)?,
@@ -82,6 +82,8 @@ pub fn build_graph(
     let (graph, times) =
         EntityGraph::build_after_timed(index.len(), extraction, embedder, options, previous.as_ref(), progress)?;
     drop(previous);
+    // The extractor's count, and the triples the build found no two entities for.
+    report.degenerate_triples += graph.triple_entities.iter().filter(|ends| ends.is_none()).count();
     let attached = attach_graph(store, &graph, source.clone())?;
     Ok(GraphBuilt {
         source,
