@@ -2,8 +2,8 @@
 //! shared between generations by hard links (they are never changed once written).
 
 use std::fs;
-use std::io::Write;
-use std::path::Path;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -35,4 +35,58 @@ pub(crate) fn link_tree(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A file written as a stream and published whole: a temporary file beside the target,
+/// renamed over it by [`Output::commit`] (a process killed before leaves the old file,
+/// and a temporary one it left behind, `.NAME.*.tmp`), or standard output (`-`).
+/// [`write_file`] takes the whole content at once; this one streams (the exports).
+pub struct Output {
+    writer: BufWriter<Box<dyn Write>>,
+    pending: Option<Pending>,
+}
+
+struct Pending {
+    file: fs::File,
+    temp: tempfile::TempPath,
+    target: PathBuf,
+}
+
+impl Output {
+    pub fn create(target: &Path) -> Result<Output> {
+        if target.as_os_str() == "-" {
+            let stdout: Box<dyn Write> = Box::new(std::io::stdout());
+            return Ok(Output { writer: BufWriter::with_capacity(1 << 20, stdout), pending: None });
+        }
+        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let prefix = format!(".{name}.");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // A temporary file is private (0600); the export is an ordinary file, whose
+        // permissions the umask decides.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let temp = builder.tempfile_in(dir).map_err(|e| Error::io(target, e))?;
+        let (file, temp) = temp.into_parts();
+        let sink = file.try_clone().map_err(|e| Error::io(&*temp, e))?;
+        Ok(Output {
+            writer: BufWriter::with_capacity(1 << 20, Box::new(sink)),
+            pending: Some(Pending { file, temp, target: target.to_path_buf() }),
+        })
+    }
+
+    pub fn writer(&mut self) -> &mut BufWriter<Box<dyn Write>> {
+        &mut self.writer
+    }
+
+    /// Flushes, syncs and renames the file over its target.
+    pub fn commit(mut self) -> Result<()> {
+        let Some(Pending { file, temp, target }) = self.pending.take() else {
+            return self.writer.flush().map_err(|e| Error::io("-", e));
+        };
+        self.writer.flush().map_err(|e| Error::io(&target, e))?;
+        file.sync_all().map_err(|e| Error::io(&target, e))?;
+        temp.persist(&target).map_err(|e| Error::io(&target, e.error))
+    }
 }

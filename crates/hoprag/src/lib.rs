@@ -31,7 +31,7 @@ pub mod embed;
 pub mod engine;
 pub mod error;
 pub mod eval;
-mod files;
+pub mod files;
 pub mod filter;
 pub mod fusion;
 pub mod graph;

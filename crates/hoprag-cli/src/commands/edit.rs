@@ -324,13 +324,8 @@ fn export_graph(ctx: &Context, to: &GraphExportTo) -> anyhow::Result<()> {
 /// Writes `bytes` to `out` (`-`: standard output), beside the target and renamed over
 /// it: never a half-written file.
 fn write_out(out: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if out.as_os_str() == "-" {
-        std::io::stdout().lock().write_all(bytes)?;
-        return Ok(());
-    }
-    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing {}", out.display()))?;
-    tmp.write_all(bytes)?;
-    tmp.persist(out).with_context(|| format!("writing {}", out.display()))?;
+    let mut output = hoprag::files::Output::create(out)?;
+    output.writer().write_all(bytes).with_context(|| format!("writing {}", out.display()))?;
+    output.commit()?;
     Ok(())
 }

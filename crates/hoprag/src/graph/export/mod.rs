@@ -21,11 +21,11 @@ mod csv;
 mod graphml;
 mod jsonl;
 
-use std::fs;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
+
+pub(crate) use crate::files::Output;
 
 use super::{EdgeKind, EntityGraph};
 use crate::corpus::{Passage, PassageIdx};
@@ -268,60 +268,6 @@ fn walk_facts(
     }
     counts.fact_pairs = pairs.len();
     Ok(())
-}
-
-/// Where an export's bytes go: a temporary file beside the target, renamed over it by
-/// [`Output::commit`] (a process killed before leaves the old file, and a temporary one
-/// it left behind, `.NAME.*.tmp`), or standard output (`-`). The library's
-/// `files::write_file` takes the whole content at once; this one streams.
-pub(crate) struct Output {
-    writer: BufWriter<Box<dyn Write>>,
-    pending: Option<Pending>,
-}
-
-struct Pending {
-    file: fs::File,
-    temp: tempfile::TempPath,
-    target: PathBuf,
-}
-
-impl Output {
-    pub(crate) fn create(target: &Path) -> Result<Output> {
-        if target.as_os_str() == "-" {
-            let stdout: Box<dyn Write> = Box::new(std::io::stdout());
-            return Ok(Output { writer: BufWriter::with_capacity(1 << 20, stdout), pending: None });
-        }
-        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let prefix = format!(".{name}.");
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".tmp");
-        // A temporary file is private (0600); the export is an ordinary file, whose
-        // permissions the umask decides.
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let temp = builder.tempfile_in(dir).map_err(|e| Error::io(target, e))?;
-        let (file, temp) = temp.into_parts();
-        let sink = file.try_clone().map_err(|e| Error::io(&*temp, e))?;
-        Ok(Output {
-            writer: BufWriter::with_capacity(1 << 20, Box::new(sink)),
-            pending: Some(Pending { file, temp, target: target.to_path_buf() }),
-        })
-    }
-
-    pub(crate) fn writer(&mut self) -> &mut BufWriter<Box<dyn Write>> {
-        &mut self.writer
-    }
-
-    /// Flushes, syncs and renames the file over its target.
-    pub(crate) fn commit(mut self) -> Result<()> {
-        let Some(Pending { file, temp, target }) = self.pending.take() else {
-            return self.writer.flush().map_err(|e| Error::io("-", e));
-        };
-        self.writer.flush().map_err(|e| Error::io(&target, e))?;
-        file.sync_all().map_err(|e| Error::io(&target, e))?;
-        temp.persist(&target).map_err(|e| Error::io(&target, e.error))
-    }
 }
 
 #[cfg(test)]

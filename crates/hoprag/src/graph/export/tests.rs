@@ -1,5 +1,7 @@
 use super::*;
 use crate::graph::{Extraction, GraphOptions, Name, Triple};
+use std::fs;
+use std::io::Write;
 
 #[test]
 fn xml_text_is_escaped_and_forbidden_characters_are_dropped() {
