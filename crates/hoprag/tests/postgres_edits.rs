@@ -104,7 +104,7 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
     let e = HashEmbedder::new();
     let passages = documents("p", 20, 30);
     assert!(passages.iter().any(|p| p.doc.is_some()) && passages.iter().any(|p| p.meta.is_some()));
-    let options = GraphOptions { synonym_threshold: 0.7, synonym_neighbours: 20 };
+    let options = GraphOptions { synonym_threshold: 0.7, synonym_neighbours: 20, ..Default::default() };
     for store in [folder.as_ref(), pgs.as_ref()] {
         build_index(store, &corpus(passages.clone()), vec!["p".into()], &e, &exact(), &Silent).unwrap();
         let index = store.load().unwrap();
