@@ -165,6 +165,8 @@ impl Config {
                 return Err(Error::Config(format!("{path}: must be positive, got {}", get(&v, path).unwrap())));
             }
         }
+        // Everywhere but an evaluation, which takes it out of the settings first.
+        self.llm.refuse_simulated_judge()?;
         if let Some(gamma) = self.methods.gear.gamma {
             if !(gamma.is_finite() && gamma > 0.0) {
                 return Err(Error::Config(format!("gear.gamma: must be positive, got {gamma}")));

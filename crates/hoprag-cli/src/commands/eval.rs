@@ -99,11 +99,14 @@ impl EvalArgs {
 
 pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     let store = super::open_store(&args.index, &args.namespace, hoprag::store::Open::Existing)?;
-    let mut config = ctx.config_for(store.as_ref(), &args.settings)?;
+    // The simulated judge needs this evaluation's gold, so it is taken out of the
+    // settings here (the configuration check refuses it everywhere else) and built below.
+    let (settings, simulated_judge) = take_simulated_judge(&args.settings)?;
+    let mut config = ctx.config_for(store.as_ref(), &settings)?;
     if let Some(router) = &args.router {
         config.methods.regime_router.model = Some(router.clone());
     }
-    let engine = Engine::open(store, config)?;
+    let mut engine = Engine::open(store, config)?;
     let (format, mut questions) = load_dataset(&args.dataset)?;
     retain_types(ctx, &mut questions, &args.types);
     if let Some(half) = args.split {
@@ -149,7 +152,28 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     if issues.len() > 10 {
         ctx.note(format!("  ... and {} more (--json lists them all)", issues.len() - 10));
     }
+    let mut simulated = Vec::new();
+    if !engine.config.llm.recorded.as_os_str().is_empty() {
+        simulated.push(format!(
+            "RECORDED reader: triple-reading stages answered from {} (other LLM stages fail and fall back)",
+            engine.config.llm.recorded.display()
+        ));
+    }
+    if let Some(p) = simulated_judge {
+        let judge = hoprag::eval::simulated_judge(&engine, &resolved, p)?;
+        simulated.push(format!(
+            "SIMULATED judge, accuracy {p}: BridgeRAG's judge knows the gold passages and is right about each candidate \
+             with probability {p} ({}); not a model",
+            hoprag::llm::Llm::id(&judge)
+        ));
+        engine = engine.with_llm(std::sync::Arc::new(judge));
+    }
+    let simulated = (!simulated.is_empty()).then(|| simulated.join("; "));
+    if let Some(s) = &simulated {
+        ctx.note(s.clone());
+    }
     let options = EvalOptions {
+        simulated,
         traces: args.traces,
         answer_k: args.answers,
         ..EvalOptions::new(args.k.clone(), args.baseline.clone(), args.dataset.display().to_string())
@@ -212,6 +236,25 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `settings` without `llm.simulated_judge=P`, and P (a number in [0, 1]) if it was there.
+fn take_simulated_judge(settings: &[String]) -> anyhow::Result<(Vec<String>, Option<f64>)> {
+    let mut rest = Vec::with_capacity(settings.len());
+    let mut p = None;
+    for s in settings {
+        match s.split_once('=') {
+            Some((key, value)) if key.trim() == "llm.simulated_judge" => {
+                let v: f64 = value.trim().parse().map_err(|_| {
+                    anyhow::anyhow!("llm.simulated_judge={value}: expected the judge's accuracy, a number in [0, 1]")
+                })?;
+                anyhow::ensure!((0.0..=1.0).contains(&v), "llm.simulated_judge={value}: must be between 0 and 1");
+                p = Some(v);
+            }
+            _ => rest.push(s.clone()),
+        }
+    }
+    Ok((rest, p))
+}
+
 /// Keeps the questions whose type is one of `types` (all of them when `types` is empty)
 /// and says how many; a question without a type is dropped by a filter.
 pub fn retain_types(ctx: &Context, questions: &mut Vec<hoprag::dataset::Question>, types: &[String]) {
@@ -259,6 +302,9 @@ fn print_brief(r: &EvalReport, passages: usize) {
             row
         })
         .collect();
+    if let Some(s) = &r.simulated {
+        println!("{s}");
+    }
     println!("{} — {} questions, {passages} passages", r.dataset, r.n);
     println!("{}", table(&header, &rows));
     println!("R@k: the share of each question's gold passages in the method's top k, averaged over the questions.");
@@ -297,8 +343,30 @@ fn print_report(r: &EvalReport, stages: bool) {
         })
         .collect();
     let last_hop_n = r.methods.values().next().map_or(0, |m| m.last_hop_n);
+    if let Some(s) = &r.simulated {
+        println!("{s}");
+    }
     println!("{} — {} questions ({} with hop order, where LastHop is defined)", r.dataset, r.n, last_hop_n);
     println!("{}", table(&header, &rows));
+    for (name, a) in r.methods.iter().filter_map(|(n, m)| Some((n, m.judge_agreement?))) {
+        let share = |x: usize, n: usize| {
+            if n == 0 {
+                "n/a".to_string()
+            } else {
+                format!("{:.1}% of {n}", 100.0 * x as f64 / n as f64)
+            }
+        };
+        println!(
+            "{name}: judge agrees with the gold on {} verdicts (gold candidates {}, others {}; balanced {}); {} judge \
+             calls, {} candidates without a score (read as 0)",
+            share(a.gold_agree + a.other_agree, a.gold + a.other),
+            share(a.gold_agree, a.gold),
+            share(a.other_agree, a.other),
+            a.balanced().map_or("n/a".into(), |b| format!("{:.1}%", 100.0 * b)),
+            a.calls,
+            a.missing
+        );
+    }
 
     if let Some(base) = &r.baseline {
         let p = |x: f64| format!("{x:.4}");

@@ -150,6 +150,7 @@ mod tests {
             per_query,
             vs_baseline: None,
             qa: None,
+            judge_agreement: None,
         }
     }
 
@@ -183,6 +184,7 @@ mod tests {
             baseline: None,
             methods,
             flips: vec![],
+            simulated: None,
         };
         let f = flips(&report, "b", "c", 5).unwrap();
         assert_eq!((f.all.n, f.all.flips, f.all.productive, f.all.harmful), (5, 3, 1, 1));

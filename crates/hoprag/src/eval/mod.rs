@@ -2,6 +2,7 @@
 //! breakdowns by question type, and report formats (table, JSON, TREC run).
 
 pub mod flips;
+mod judge;
 mod metrics;
 pub mod protocol;
 mod report;
@@ -11,6 +12,7 @@ mod trec;
 pub mod tune;
 
 pub use flips::{flips, FlipReport, FlipRow};
+pub use judge::{simulated_judge, JudgeAgreement};
 pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
 pub use report::{
     EvalReport, Latency, LlmCost, McNemar, MethodReport, Paired, PerQuery, QaReport, QaScore, StageReport, TypeReport,

@@ -34,6 +34,10 @@ pub struct EvalReport {
     /// Top-1 flips between pairs of methods, when asked for (see [`super::flips`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flips: Vec<super::FlipReport>,
+    /// What answered in place of a model, when something did (a simulated judge that
+    /// knows the gold, a recorded reader): reports made so say it in their header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,6 +68,9 @@ pub struct MethodReport {
     pub per_query: Vec<PerQuery>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_baseline: Option<VsBaseline>,
+    /// How often BridgeRAG's judge agreed with the gold (methods that judged a pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_agreement: Option<super::JudgeAgreement>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

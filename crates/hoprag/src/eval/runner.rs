@@ -38,11 +38,14 @@ pub struct EvalOptions {
     /// LLM and score EM and F1, for questions with reference answers.
     #[serde(default)]
     pub answer_k: Option<usize>,
+    /// Put in the report's header (see [`EvalReport::simulated`]).
+    #[serde(default)]
+    pub simulated: Option<String>,
 }
 
 impl EvalOptions {
     pub fn new(ks: Vec<usize>, baseline: Option<String>, dataset: impl Into<String>) -> Self {
-        EvalOptions { ks, baseline, dataset: dataset.into(), traces: false, answer_k: None }
+        EvalOptions { ks, baseline, dataset: dataset.into(), traces: false, answer_k: None, simulated: None }
     }
 }
 
@@ -164,7 +167,7 @@ pub fn evaluate_queries(
     let mut report_methods = IndexMap::new();
     for (name, run) in &runs {
         let m = &metrics[name.as_str()];
-        let per_query = data
+        let per_query: Vec<PerQuery> = data
             .questions
             .iter()
             .zip(&run.ranked)
@@ -220,6 +223,11 @@ pub fn evaluate_queries(
                 llm: LlmCost::of(&run.traces),
                 stages: stages(&run.traces),
                 qa: qa.get(name).map(|(report, _)| report.clone()),
+                judge_agreement: super::JudgeAgreement::of(
+                    &per_query,
+                    &run.traces,
+                    f64::from(engine.config.methods.bridge_rag.judge_max),
+                ),
                 per_query,
                 vs_baseline,
             },
@@ -237,6 +245,7 @@ pub fn evaluate_queries(
         baseline: options.baseline.clone(),
         methods: report_methods,
         flips: Vec::new(),
+        simulated: options.simulated.clone(),
     })
 }
 

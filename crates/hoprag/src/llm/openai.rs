@@ -36,6 +36,15 @@ pub struct OpenAiChatConfig {
     /// endpoint): a registry name (`hoprag models`) or a path to a `.gguf` file; env
     /// `HOPRAG_LLM_LOCAL`. See [`crate::llm::from_config`].
     pub local: String,
+    /// A HippoRAG OpenIE file whose recorded triples answer the triple-reading stages
+    /// instead of any model ([`crate::llm::RecordedReader`]); empty: none.
+    pub recorded: std::path::PathBuf,
+    /// BridgeRAG's judge simulated at this accuracy from the evaluation's gold
+    /// ([`crate::llm::SimulatedJudge`]). Only `hoprag eval` and Python's `evaluate` take
+    /// it (out of the settings, before the configuration is checked); everywhere else
+    /// it is refused ([`OpenAiChatConfig::refuse_simulated_judge`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated_judge: Option<f64>,
 }
 
 impl Default for OpenAiChatConfig {
@@ -49,6 +58,8 @@ impl Default for OpenAiChatConfig {
             max_concurrency: 8,
             json_mode: true,
             local: super::local::DEFAULT_LOCAL_MODEL.into(),
+            recorded: std::path::PathBuf::new(),
+            simulated_judge: None,
         }
     }
 }
@@ -64,11 +75,26 @@ impl fmt::Debug for OpenAiChatConfig {
             .field("max_concurrency", &self.max_concurrency)
             .field("json_mode", &self.json_mode)
             .field("local", &self.local)
+            .field("recorded", &self.recorded)
+            .field("simulated_judge", &self.simulated_judge)
             .finish()
     }
 }
 
 impl OpenAiChatConfig {
+    /// Fails, naming the setting, when `simulated_judge` is set: a judge that knows the
+    /// gold passages must never answer a real query, nor be mistaken for a model.
+    pub fn refuse_simulated_judge(&self) -> Result<()> {
+        match self.simulated_judge {
+            None => Ok(()),
+            Some(_) => Err(Error::Config(
+                "llm.simulated_judge: a simulated judge knows the evaluation's gold passages, so only `hoprag eval` \
+                 and Python's `evaluate` take it; remove it from this configuration"
+                    .into(),
+            )),
+        }
+    }
+
     /// Applies the environment: `HOPRAG_LLM_BASE_URL`, `HOPRAG_LLM_MODEL` and
     /// `HOPRAG_LLM_API_KEY` and `HOPRAG_LLM_LOCAL` override the configured values (a
     /// configuration file); the generic `OPENAI_API_KEY` only supplies a key where none

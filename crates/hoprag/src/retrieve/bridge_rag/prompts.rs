@@ -160,6 +160,78 @@ pub fn judge_request(
         .with_schema(judge_schema(candidates.len(), max))
 }
 
+/// A judge call as [`judge_request`] wrote it, read back: the question, each candidate as
+/// the prompt shows it ("title: text", cut) in pool order, and the top of the scale.
+/// For backends that answer the judge without a model (the simulated judge of
+/// [`crate::llm::SimulatedJudge`]); `None` for any other request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeCall {
+    pub question: String,
+    pub candidates: Vec<String>,
+    pub max: u32,
+}
+
+/// Reads a judge request back (see [`JudgeCall`]). Recognised by its system message, so a
+/// prompt of another stage is never mistaken for one.
+pub fn parse_judge_request(request: &ChatRequest) -> Option<JudgeCall> {
+    let [system, user] = request.messages.as_slice() else { return None };
+    if system.content != JUDGE_BRIDGE_SYSTEM && system.content != JUDGE_PLAIN_SYSTEM {
+        return None;
+    }
+    let user = user.content.as_str();
+    let question = user.strip_prefix("Question: ")?.split_once("\n\n")?.0.to_string();
+    let (_, list) = user.rsplit_once("Candidates:\n")?;
+    // The list ends at the blank line before the criterion, which says how many
+    // candidates there are. Entries start "[i] " on a new line; they are split from the
+    // last one back, so that a "\n[2] " inside the text of candidate 1 is not taken for
+    // the start of candidate 2 (the same inside a later candidate's text would be: no
+    // passage of the shared data sets holds one).
+    let (list, criterion) = list.rsplit_once("\n\n")?;
+    let max = criterion.strip_prefix("Rate each candidate from 0 to ")?.split_once(' ')?.0.parse().ok()?;
+    let n: usize = criterion.rsplit_once("covering all ")?.1.split_once(' ')?.0.parse().ok()?;
+    let mut candidates = Vec::with_capacity(n);
+    let mut rest = list;
+    for i in (2..=n).rev() {
+        let head = format!("\n[{i}] ");
+        let at = rest.rfind(&head)?;
+        candidates.push(rest[at + head.len()..].to_string());
+        rest = &rest[..at];
+    }
+    candidates.push(rest.strip_prefix("[1] ")?.to_string());
+    candidates.reverse();
+    (n > 0).then_some(JudgeCall { question, candidates, max })
+}
+
+/// The prompt's form of a passage, for matching candidates against known passages.
+pub fn prompt_form(title: &str, text: &str) -> String {
+    passage_block(&PromptPassage { title: title.to_string(), text: text.to_string() })
+}
+
+#[cfg(test)]
+mod parse_back_tests {
+    use super::*;
+
+    #[test]
+    fn judge_requests_read_back_as_written() {
+        let bridge = PromptPassage { title: "B".into(), text: "bridge text".into() };
+        let candidates = vec![
+            PromptPassage { title: "Alpha".into(), text: "one\n[2] looks like a header but is text".into() },
+            PromptPassage { title: "".into(), text: "untitled".into() },
+            PromptPassage { title: "Gamma".into(), text: "three…".into() },
+        ];
+        for context in [JudgeContext::QuestionOnly, JudgeContext::Bridge { bridge: &bridge, e1: "x", e2: "y" }] {
+            let request = judge_request("Who? Really.", context, &candidates, 10, 300);
+            let call = parse_judge_request(&request).unwrap();
+            assert_eq!(call.question, "Who? Really.");
+            assert_eq!(call.max, 10);
+            let want: Vec<String> = candidates.iter().map(|c| prompt_form(&c.title, &c.text)).collect();
+            assert_eq!(call.candidates, want);
+        }
+        let svo = svo_request("Who?", &bridge, 3, 100);
+        assert_eq!(parse_judge_request(&svo), None);
+    }
+}
+
 #[cfg(all(test, feature = "local-llm"))] // llama.cpp's converter
 mod tests {
     use super::*;

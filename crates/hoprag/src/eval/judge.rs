@@ -1,0 +1,98 @@
+//! BridgeRAG's judge measured against the gold: how often its verdict on a pool
+//! candidate agrees with whether the candidate is a gold passage of the question, with
+//! the binarisation the simulated judge uses (relevant: a score of at least half the
+//! scale), so that a real model's accuracy can be placed on the curve of
+//! [`crate::llm::SimulatedJudge`] runs.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::report::PerQuery;
+use crate::dataset::ResolvedDataset;
+use crate::engine::Engine;
+use crate::llm::SimulatedJudge;
+use crate::retrieve::Trace;
+
+/// Agreement of a judge's verdicts with the gold, over every candidate it judged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeAgreement {
+    /// Judge calls made (queries whose pool was judged).
+    pub calls: usize,
+    /// Candidates judged that are gold passages, and how many of them the judge called
+    /// relevant.
+    pub gold: usize,
+    pub gold_agree: usize,
+    /// Candidates judged that are not, and how many of them it called irrelevant.
+    pub other: usize,
+    pub other_agree: usize,
+    /// Candidates the answer gave no score for (they score 0, "irrelevant", as the
+    /// method ranks them); included above.
+    pub missing: usize,
+}
+
+impl JudgeAgreement {
+    /// The share of verdicts that agree with the gold (what the simulated judge's p is).
+    pub fn accuracy(&self) -> Option<f64> {
+        let n = self.gold + self.other;
+        (n > 0).then(|| (self.gold_agree + self.other_agree) as f64 / n as f64)
+    }
+
+    /// The mean of the accuracies on gold and on other candidates: a judge that calls
+    /// everything irrelevant scores 0.5 here, however few gold candidates the pools hold.
+    pub fn balanced(&self) -> Option<f64> {
+        (self.gold > 0 && self.other > 0)
+            .then(|| 0.5 * (self.gold_agree as f64 / self.gold as f64 + self.other_agree as f64 / self.other as f64))
+    }
+
+    /// From the decision records in the traces of a BridgeRAG method (`None` when no
+    /// query's pool was judged), with the judge's scale topping at `max`.
+    pub fn of(per_query: &[PerQuery], traces: &[Trace], max: f64) -> Option<Self> {
+        let mut a = JudgeAgreement::default();
+        for (q, trace) in per_query.iter().zip(traces) {
+            let gold: HashSet<&str> = q.gold.iter().map(String::as_str).collect();
+            let detail = |name: &str| trace.steps.iter().find(|s| s.name == name).map(|s| &s.detail);
+            let Some(pool) = detail("decision record").and_then(|d| d.get("pool")).and_then(Value::as_array) else {
+                continue;
+            };
+            let scores: Vec<(&str, f64)> =
+                pool.iter().filter_map(|c| Some((c.get("id")?.as_str()?, c.get("judge")?.as_f64()?))).collect();
+            if scores.is_empty() {
+                continue;
+            }
+            a.calls += 1;
+            a.missing += detail("judge").and_then(|d| d.get("missing")).and_then(Value::as_u64).unwrap_or(0) as usize;
+            for (id, score) in scores {
+                let relevant = 2.0 * score >= max;
+                if gold.contains(id) {
+                    a.gold += 1;
+                    a.gold_agree += usize::from(relevant);
+                } else {
+                    a.other += 1;
+                    a.other_agree += usize::from(!relevant);
+                }
+            }
+        }
+        (a.calls > 0).then_some(a)
+    }
+}
+
+/// The simulated judge of accuracy `p` for the questions of `data` on `engine`'s index,
+/// its other requests passed to the recorded reader when `llm.recorded` is set (and to
+/// nothing else: the stages neither serves take their LLM-free fallback).
+pub fn simulated_judge(engine: &Engine, data: &ResolvedDataset, p: f64) -> crate::Result<SimulatedJudge> {
+    let gold = data.questions.iter().map(|q| {
+        let passages = q
+            .gold
+            .iter()
+            .map(|&i| {
+                let passage = engine.index.passage(i);
+                (passage.title.clone(), passage.text.clone())
+            })
+            .collect();
+        (q.text.clone(), passages)
+    });
+    let rest = if engine.config.llm.recorded.as_os_str().is_empty() { None } else { engine.llm().cloned() };
+    SimulatedJudge::new(p, crate::llm::SIMULATED_JUDGE_SEED, gold, rest)
+}
