@@ -42,6 +42,7 @@ fn config(base_url: &str) -> OpenAiChatConfig {
         max_concurrency: 4,
         json_mode: true,
         local: String::new(),
+        ..OpenAiChatConfig::default()
     }
 }
 

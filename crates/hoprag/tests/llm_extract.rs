@@ -104,6 +104,7 @@ fn config(base_url: &str) -> OpenAiChatConfig {
         max_concurrency: 3,
         json_mode: true,
         local: String::new(),
+        ..OpenAiChatConfig::default()
     }
 }
 
