@@ -127,7 +127,9 @@ fn main() -> ExitCode {
     }
     // The server logs one line per request unless RUST_LOG says otherwise.
     let default_log = if matches!(cli.command, Command::Serve(_)) { "warn,hoprag_serve=info" } else { "warn" };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_log)).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_log))
+        .format_timestamp_millis()
+        .init();
     let ctx = match commands::Context::new(cli.command.json(), cli.quiet, cli.model_dir, cli.config) {
         Ok(ctx) => ctx,
         Err(e) => {

@@ -207,7 +207,7 @@ fn a_killed_edit_leaves_the_old_generation_or_the_new_one() {
         let left: Vec<String> = std::fs::read_dir(idx)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(".tmp-"))
+            .filter(|n| n.starts_with(".tmp-") || n.starts_with(".stage-"))
             .collect();
         assert!(left.is_empty(), "round {round}: {left:?}");
         // The index answers every method after the kill.

@@ -218,14 +218,10 @@ impl Engine {
         if let Some(context) = published.context.as_ref().filter(|c| Arc::ptr_eq(&c.linker.graph, graph)) {
             return Ok(Engine { graph: Lazy::with_value(Ok(Some(context.clone()))), ..next });
         }
-        let context = edited_context(
-            graph.clone(),
-            self.loaded_graph().as_deref(),
-            next.graph_embedder()?,
-            next.embedder.as_ref(),
-            next.llm.clone(),
-        )?;
-        Ok(Engine { graph: Lazy::with_value(Ok(Some(Arc::new(context)))), ..next })
+        let previous = self.loaded_graph();
+        let context = edited_context(graph.clone(), previous.as_deref(), next.graph_embedder()?, next.llm.clone());
+        let context = served_after(Arc::new(context), previous, &next.embedder);
+        Ok(Engine { graph: Lazy::with_value(Ok(Some(context))), ..next })
     }
 
     /// The passages a metadata filter (JSON, [`crate::filter`]) admits, for
@@ -330,7 +326,8 @@ impl Engine {
 
     /// As [`Engine::prepare`], for a generation an edit just published without its walk
     /// ([`crate::store::edit::WalkUpdate::Defer`]), so that it is served at once: the
-    /// graph and GEAR's triple index are loaded now; the passage seeds' walk is solved on
+    /// graph is loaded now, GEAR's triple index now unless the edit is building it
+    /// behind the generation ([`GraphContext::index_triples_after`]); the passage seeds' walk is solved on
     /// a thread of its own, graph queries meanwhile running the full walk (the same
     /// rankings, slower), and then stored with the generation (see
     /// [`crate::store::edit::store_walk`]), so that the next process to open it reads it.
@@ -339,7 +336,11 @@ impl Engine {
             return Ok(());
         }
         let graph = self.graph()?;
-        graph.triple_index(graph.embedder.as_deref().unwrap_or(self.embedder.as_ref()))?;
+        // An edit's triple index is built behind the served generation; the first GEAR
+        // query waits for it rather than every query for the edit.
+        if !graph.triple_index_started() {
+            graph.triple_index(graph.embedder.as_deref().unwrap_or(self.embedder.as_ref()))?;
+        }
         let ppr = &self.config.methods.ppr.ppr;
         if !ppr.split || graph.graph().walk.as_ref().is_some_and(|w| w.damping() == ppr.damping) {
             return self.prepare();
@@ -439,19 +440,18 @@ impl Engine {
         // The new graph's query structures are built on a thread of their own while the
         // generation is written (no lock of ours is held while waiting for them), and
         // handed to `reload_after` with the graph.
-        type Building = std::thread::JoinHandle<Result<GraphContext>>;
+        type Building = std::thread::JoinHandle<GraphContext>;
         let building: std::sync::Mutex<Option<(Arc<EntityGraph>, Building)>> = Default::default();
         let on_graph = |graph: &Arc<EntityGraph>| {
             if previous.is_none() {
                 return;
             }
-            let (graph, previous, index_embedder, llm) =
-                (graph.clone(), previous.clone(), self.embedder.clone(), self.llm.clone());
+            let (graph, previous, llm) = (graph.clone(), previous.clone(), self.llm.clone());
             let build = {
                 let graph = graph.clone();
                 move || {
                     let own = previous.as_ref().and_then(|p| p.embedder.clone());
-                    edited_context(graph, previous.as_deref(), own, index_embedder.as_ref(), llm)
+                    edited_context(graph, previous.as_deref(), own, llm)
                 }
             };
             match std::thread::Builder::new().name("hoprag-edit-context".into()).spawn(build) {
@@ -470,14 +470,12 @@ impl Engine {
         )?;
         let built = building.into_inner().unwrap_or_else(|e| e.into_inner());
         if let (Some(published), Some((graph, handle))) = (report.published.as_mut(), built) {
-            let joined =
-                handle.join().map_err(|_| Error::Other("building the edited graph's structures panicked".into()));
-            match joined.and_then(|r| r) {
+            match handle.join() {
                 Ok(context) if published.graph.as_ref().is_some_and(|g| Arc::ptr_eq(g, &graph)) => {
-                    published.context = Some(Arc::new(context));
+                    published.context = Some(served_after(Arc::new(context), previous, &self.embedder));
                 }
                 Ok(_) => {}
-                Err(e) => log::warn!("building the edited graph's structures: {e}; built when served"),
+                Err(_) => log::warn!("building the edited graph's structures panicked; built when served"),
             }
         }
         Ok(report)
@@ -579,16 +577,30 @@ impl Resources for Engine {
 
 /// The query structures of an edited graph as [`Engine::graph`] sets them up, built from
 /// `previous`'s ([`GraphContext::after`]): the engine's LLM, and the graph's own embedder
-/// (`None`: the index's, `index_embedder`, which also counts GEAR's tokens).
+/// (`None`: the index's).
 fn edited_context(
     graph: Arc<EntityGraph>,
     previous: Option<&GraphContext>,
     own_embedder: Option<Arc<dyn Embedder>>,
-    index_embedder: &dyn Embedder,
     llm: Option<Arc<dyn Llm>>,
-) -> Result<GraphContext> {
-    let mut context = GraphContext::after(graph, previous, own_embedder.as_deref().unwrap_or(index_embedder))?;
+) -> GraphContext {
+    let mut context = GraphContext::after(graph, previous);
     context.linker.set_llm(llm);
     context.embedder = own_embedder;
-    Ok(context)
+    context
+}
+
+/// `context`, served from now on, with GEAR's triple index built behind it from
+/// `previous`'s ([`GraphContext::index_triples_after`]) by the embedder that counts its
+/// tokens: the graph's own, else the index's.
+fn served_after(
+    context: Arc<GraphContext>,
+    previous: Option<Arc<GraphContext>>,
+    index_embedder: &Arc<dyn Embedder>,
+) -> Arc<GraphContext> {
+    if let Some(previous) = previous {
+        let embedder = context.embedder.clone().unwrap_or_else(|| index_embedder.clone());
+        context.index_triples_after(previous, embedder);
+    }
+    context
 }

@@ -52,6 +52,21 @@ impl<T: Send + Sync> Lazy<T> {
         self.value.get()
     }
 
+    /// The value, waiting for it while another caller computes it; `None` if nobody
+    /// has computed it or is computing it (or the computation failed).
+    pub fn get_or_wait(&self) -> Option<&T> {
+        let mut running = self.lock();
+        loop {
+            if let Some(value) = self.value.get() {
+                return Some(value);
+            }
+            if !*running {
+                return None;
+            }
+            running = self.finished.wait(running).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
     /// Takes the value out, leaving it to be computed again.
     pub fn take(&mut self) -> Option<T> {
         self.value.take()
@@ -105,7 +120,7 @@ impl<T: Send + Sync> Lazy<T> {
 
 impl<T> Lazy<T> {
     /// Whether a computation is under way now.
-    fn is_running(&self) -> bool {
+    pub fn is_running(&self) -> bool {
         *self.lock()
     }
 

@@ -315,6 +315,9 @@ pub struct GraphContext {
     pub ppr: ppr::PprGraph,
     /// GEAR's triple index, built when a method first asks for it.
     triples: Lazy<std::sync::Arc<TripleIndex>>,
+    /// Set once [`GraphContext::index_triples_after`] builds the triple index behind the
+    /// served context.
+    triples_behind: std::sync::atomic::AtomicBool,
     /// The walk of the passage seeds (split_ppr), computed when `ppr` first needs it.
     passage_response: LazyMap<PassageResponseKey, PassageResponseState>,
     /// Set while the passage seeds' walk is solved on a thread of its own (a server's
@@ -338,33 +341,61 @@ impl GraphContext {
     }
 
     fn with_linker(graph: std::sync::Arc<EntityGraph>, previous: Option<&linking::Linker>) -> Self {
-        let ppr = ppr::PprGraph::from_entity_graph(&graph);
+        // The linker and the walk's adjacency are independent: built side by side, an
+        // edit's context is ready in the time of the longer one.
+        let (linker, ppr) = std::thread::scope(|scope| {
+            let ppr = scope.spawn(|| ppr::PprGraph::from_entity_graph(&graph));
+            let linker = linking::Linker::after(graph.clone(), previous);
+            (linker, ppr.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
         GraphContext {
-            linker: linking::Linker::after(graph, previous),
+            linker,
             embedder: None,
             ppr,
             triples: Default::default(),
+            triples_behind: Default::default(),
             passage_response: Default::default(),
             walk_in_background: Default::default(),
             superseded: Default::default(),
         }
     }
 
-    /// A context for `graph`, an edit's result of `previous`'s graph, with GEAR's triple
-    /// index built now if `previous` had built one, reusing what depends on a row's
-    /// values or a triple's text alone (int8 codes, token counts): the same context
-    /// [`GraphContext::new`] gives, ready.
-    pub fn after(
-        graph: std::sync::Arc<EntityGraph>,
-        previous: Option<&GraphContext>,
-        embedder: &dyn crate::embed::Embedder,
-    ) -> crate::Result<Self> {
-        let mut context = GraphContext::with_linker(graph, previous.map(|p| &p.linker));
-        if let Some(old) = previous.and_then(|p| p.triples.get().map(|t| (&**t, p.graph()))) {
-            let index = TripleIndex::build_after(context.graph(), embedder, Some(old))?;
-            context.triples = Lazy::with_value(std::sync::Arc::new(index));
+    /// A context for `graph`, an edit's result of `previous`'s graph, reusing what
+    /// depends on a row's values alone (the linker's int8 codes): the same context
+    /// [`GraphContext::new`] gives. GEAR's triple index is left to
+    /// [`GraphContext::index_triples_after`].
+    pub fn after(graph: std::sync::Arc<EntityGraph>, previous: Option<&GraphContext>) -> Self {
+        GraphContext::with_linker(graph, previous.map(|p| &p.linker))
+    }
+
+    /// Builds GEAR's triple index on a thread of its own if `previous` (the context this
+    /// one's graph was edited from) had built one, reusing its token counts: an edit is
+    /// served without waiting for it, and a query that needs it meanwhile waits for this
+    /// build rather than starting its own ([`crate::lazy`]). The index is the one
+    /// [`GraphContext::triple_index`] would build.
+    pub fn index_triples_after(
+        self: &std::sync::Arc<Self>,
+        previous: std::sync::Arc<GraphContext>,
+        embedder: std::sync::Arc<dyn crate::embed::Embedder>,
+    ) {
+        if previous.triples.get().is_none() && !previous.triples.is_running() {
+            return;
         }
-        Ok(context)
+        self.triples_behind.store(true, std::sync::atomic::Ordering::Release);
+        let this = self.clone();
+        let build = move || {
+            // The previous index may itself still be building (edits back to back).
+            let old = previous.triples.get_or_wait().map(|t| (&**t, previous.graph()));
+            let built = this.triples.get_or_try_compute(|| {
+                TripleIndex::build_after(this.graph(), embedder.as_ref(), old).map(std::sync::Arc::new)
+            });
+            if let Err(e) = built {
+                log::warn!("GEAR's triple index of the edited graph: {e}; built when first asked for");
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("hoprag-triple-index".into()).spawn(build) {
+            log::warn!("no thread for the edited graph's triple index ({e}); built when first asked for");
+        }
     }
 
     /// The passage seeds' walk for `passages`, assembled on first use from the solution
@@ -435,6 +466,11 @@ impl GraphContext {
 
     pub fn graph(&self) -> &EntityGraph {
         &self.linker.graph
+    }
+
+    /// Whether GEAR's triple index is built, or being built behind the served context.
+    pub fn triple_index_started(&self) -> bool {
+        self.triples.get().is_some() || self.triples_behind.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The triple index, built on first use (callers meanwhile wait for it rather than

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Change, Store, StoreWriter, WriteTimes};
+use super::{Change, PassagesPart, Staged, Store, StoreWriter, WriteTimes};
 use crate::corpus::Passage;
 use crate::error::{Error, Result};
 use crate::files::{link_tree, write_file};
@@ -37,7 +37,7 @@ use crate::graph::EntityGraph;
 use crate::index::{
     HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, TantivyBm25, VectorIndex, VectorIndexKind,
 };
-use crate::progress::Progress;
+use crate::progress::{Progress, Silent};
 
 const CURRENT: &str = "CURRENT";
 const LOCK: &str = "LOCK";
@@ -48,6 +48,9 @@ const LEXICAL: &str = "lexical";
 const HNSW: &str = "hnsw.usearch";
 const GRAPH: &str = "graph";
 const READERS: &str = "readers.lock";
+/// The prefix of a generation staged ahead of its commit ([`Store::stage`]); its
+/// `readers.lock` is held exclusively by the stager until it is published or dropped.
+const STAGE: &str = ".stage-";
 
 pub struct FolderStore {
     root: PathBuf,
@@ -163,8 +166,15 @@ impl Store for FolderStore {
         lock.lock().map_err(|e| Error::io(&path, e))?;
         // A writer killed mid-write leaves its temporary folder: only the lock's holder
         // writes one, so any left now is such a remnant.
+        // A staged generation is written without the lock: it is a remnant only when
+        // nobody holds its `readers.lock` (one without it yet is being created).
         for entry in fs::read_dir(&self.root).map_err(|e| Error::io(&self.root, e))?.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let remnant = name.starts_with(".tmp-")
+                || (name.starts_with(STAGE)
+                    && entry.path().join(READERS).is_file()
+                    && matches!(unused(&entry.path()), Ok(Some(_))));
+            if remnant {
                 if let Err(e) = fs::remove_dir_all(entry.path()) {
                     log::warn!("could not remove {}: {e}", entry.path().display());
                 }
@@ -175,6 +185,23 @@ impl Store for FolderStore {
             None => None,
         };
         Ok(Box::new(FolderWriter { store: self, base, _lock: lock }))
+    }
+
+    fn stage(&self, base: &Index, part: PassagesPart<'_>) -> Result<Option<Staged>> {
+        let base = self.root.join(base.generation());
+        if base.file_name().is_none_or(|n| n.to_string_lossy().starts_with('.')) || !base.join(MANIFEST).is_file() {
+            // Not a generation of this folder: written at the commit, from the writer's base.
+            return Ok(None);
+        }
+        let tmp =
+            tempfile::Builder::new().prefix(STAGE).tempdir_in(&self.root).map_err(|e| Error::io(&self.root, e))?;
+        let path = tmp.path().join(READERS);
+        let lock = fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+        lock.lock().map_err(|e| Error::io(&path, e))?;
+        let mut times = WriteTimes::default();
+        let PassagesPart { manifest, passages, vectors, kept } = part;
+        write_passages_part(tmp.path(), Some(&base), manifest, passages, vectors, Some(kept), &Silent, &mut times)?;
+        Ok(Some(Staged { dir: tmp, lock: Some(lock), times }))
     }
 
     fn size_bytes(&self) -> Result<u64> {
@@ -200,66 +227,40 @@ impl StoreWriter for FolderWriter<'_> {
 
     fn commit(self: Box<Self>, change: Change<'_>, progress: &dyn Progress) -> Result<WriteTimes> {
         let root = &self.store.root;
-        let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))?;
-        let dir = tmp.path().to_path_buf();
         let mut times = WriteTimes::default();
         let base = self.base.as_ref().map(|(_, g)| g.as_path());
         let base_dir = || base.ok_or_else(|| super::no_index(&self.store.location));
-        match change {
-            Change::Replace { manifest, passages, vectors, graph, walk, kept } => {
+        let manifest = change.manifest().clone();
+        let mut staged_lock = None;
+        let tmp = match change {
+            Change::Replace { staged: Some(staged), graph, walk, .. } => {
+                // The passages' part is written: the graph's files join it.
+                let Staged { dir: tmp, lock, times: staged_times } = staged;
+                times = staged_times;
+                staged_lock = lock;
+                timed(&mut times.write_secs, || write_graph_part(tmp.path(), base, graph, walk))?;
+                tmp
+            }
+            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: None } => {
+                let tmp = temporary(root)?;
+                let dir = tmp.path();
                 std::thread::scope(|scope| {
                     // The graph's files (hundreds of MB of vectors) are written while the
                     // lexical index is built: one is mostly copying, the other computing.
-                    let graph_dir = dir.join(GRAPH);
-                    // An edit's graph extends its base's vector files.
-                    let graph_base = base.map(|b| b.join(GRAPH)).filter(|b| b.is_dir());
-                    let graph_files = graph.map(|graph| {
-                        scope.spawn(move || {
-                            match graph_base {
-                                Some(b) => graph.save_after(&graph_dir, &b)?,
-                                None => graph.save(&graph_dir)?,
-                            }
-                            walk.map_or(Ok(()), |w| EntityGraph::save_walk(&graph_dir, w))
-                        })
-                    });
-                    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
-                    timed(&mut times.lexical_secs, || {
-                        // An edit indexes the texts it brings; its base's parts are linked.
-                        let base = base.map(|b| b.join(LEXICAL)).filter(|b| PartedBm25::is_in(b));
-                        let advance = |n: usize| progress.advance(n as u64);
-                        let r = match (base, kept) {
-                            (Some(base), Some(kept)) => {
-                                progress.start("lexical index", 0);
-                                PartedBm25::create_after(&dir.join(LEXICAL), &base, &texts, kept, &advance)
-                            }
-                            _ => {
-                                progress.start("lexical index", texts.len() as u64);
-                                PartedBm25::create(&dir.join(LEXICAL), &texts, &advance)
-                            }
-                        };
-                        progress.finish();
-                        r
-                    })?;
-                    if manifest.vector_index == VectorIndexKind::Hnsw {
-                        timed(&mut times.vector_secs, || {
-                            progress.start("hnsw graph", 0);
-                            let r = HnswIndex::build(vectors, manifest.hnsw)?.save(&dir.join(HNSW));
-                            progress.finish();
-                            r
-                        })?;
-                    }
-                    timed(&mut times.write_secs, || {
-                        write_passages(&dir.join(PASSAGES), passages)?;
-                        write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)?;
-                        match graph_files.map(|h| h.join()) {
-                            Some(Ok(written)) => written,
-                            Some(Err(_)) => Err(Error::Other("writing the graph's files panicked".into())),
-                            None => Ok(()),
-                        }
+                    let graph_files =
+                        graph.map(|graph| scope.spawn(move || write_graph_part(dir, base, Some(graph), walk)));
+                    write_passages_part(dir, base, manifest, passages, vectors, kept, progress, &mut times)?;
+                    timed(&mut times.write_secs, || match graph_files.map(|h| h.join()) {
+                        Some(Ok(written)) => written,
+                        Some(Err(_)) => Err(Error::Other("writing the graph's files panicked".into())),
+                        None => Ok(()),
                     })
                 })?;
+                tmp
             }
             Change::Graph { graph, walk, .. } => {
+                let tmp = temporary(root)?;
+                let dir = tmp.path();
                 let old = base_dir()?;
                 timed(&mut times.write_secs, || {
                     for entry in fs::read_dir(old).map_err(|e| Error::io(old, e))? {
@@ -278,14 +279,82 @@ impl StoreWriter for FolderWriter<'_> {
                     graph.save(&dir.join(GRAPH))?;
                     walk.map_or(Ok(()), |w| EntityGraph::save_walk(&dir.join(GRAPH), w))
                 })?;
+                tmp
             }
-        }
+        };
         timed(&mut times.write_secs, || {
-            write_json(&dir.join(MANIFEST), change.manifest())?;
+            write_json(&tmp.path().join(MANIFEST), &manifest)?;
             publish(root, tmp)
         })?;
+        // Readers of the new generation waited on its lock only until now.
+        drop(staged_lock);
         Ok(times)
     }
+}
+
+fn temporary(root: &Path) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))
+}
+
+/// Writes the passages' part of a generation into `dir`: the lexical index (an edit's
+/// indexes only the passages it brings, linking its base's parts), the approximate vector
+/// index where the manifest keeps one, the passages and their vectors.
+#[allow(clippy::too_many_arguments)]
+fn write_passages_part(
+    dir: &Path,
+    base: Option<&Path>,
+    manifest: &Manifest,
+    passages: &[Passage],
+    vectors: &Matrix,
+    kept: Option<&[Option<crate::corpus::PassageIdx>]>,
+    progress: &dyn Progress,
+    times: &mut WriteTimes,
+) -> Result<()> {
+    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+    timed(&mut times.lexical_secs, || {
+        let base = base.map(|b| b.join(LEXICAL)).filter(|b| PartedBm25::is_in(b));
+        let advance = |n: usize| progress.advance(n as u64);
+        let r = match (base, kept) {
+            (Some(base), Some(kept)) => {
+                progress.start("lexical index", 0);
+                PartedBm25::create_after(&dir.join(LEXICAL), &base, &texts, kept, &advance)
+            }
+            _ => {
+                progress.start("lexical index", texts.len() as u64);
+                PartedBm25::create(&dir.join(LEXICAL), &texts, &advance)
+            }
+        };
+        progress.finish();
+        r
+    })?;
+    if manifest.vector_index == VectorIndexKind::Hnsw {
+        timed(&mut times.vector_secs, || {
+            progress.start("hnsw graph", 0);
+            let r = HnswIndex::build(vectors, manifest.hnsw)?.save(&dir.join(HNSW));
+            progress.finish();
+            r
+        })?;
+    }
+    timed(&mut times.write_secs, || {
+        write_passages(&dir.join(PASSAGES), passages)?;
+        write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
+    })
+}
+
+/// Writes the graph's files into `dir`: an edit's graph extends its base's vector files.
+fn write_graph_part(
+    dir: &Path,
+    base: Option<&Path>,
+    graph: Option<&EntityGraph>,
+    walk: Option<&crate::graph::split_ppr::Solved>,
+) -> Result<()> {
+    let Some(graph) = graph else { return Ok(()) };
+    let graph_dir = dir.join(GRAPH);
+    match base.map(|b| b.join(GRAPH)).filter(|b| b.is_dir()) {
+        Some(b) => graph.save_after(&graph_dir, &b)?,
+        None => graph.save(&graph_dir)?,
+    }
+    walk.map_or(Ok(()), |w| EntityGraph::save_walk(&graph_dir, w))
 }
 
 fn timed<T>(acc: &mut f64, f: impl FnOnce() -> T) -> T {

@@ -78,6 +78,17 @@ pub trait Store: Send + Sync {
     /// or is dropped (a dropped writer changes nothing).
     fn writer(&self) -> Result<Box<dyn StoreWriter + '_>>;
 
+    /// Writes the passages' part of an edit's [`Change::Replace`] of generation `base`
+    /// (passages, vectors, lexical index, approximate vector index) ahead of the writer's
+    /// lock, while the caller derives the rest (the entity graph); `None` where the store
+    /// writes everything in its commit (a database, in one transaction). What is staged
+    /// stays private until a commit of the same change publishes it, and is removed when
+    /// dropped unpublished (another writer published first: the edit is computed again).
+    fn stage(&self, base: &Index, part: PassagesPart<'_>) -> Result<Option<Staged>> {
+        let _ = (base, part);
+        Ok(None)
+    }
+
     /// Bytes the live generation takes in the store.
     fn size_bytes(&self) -> Result<u64>;
 
@@ -106,6 +117,25 @@ pub struct WriteTimes {
     pub write_secs: f64,
 }
 
+/// The passages' part of a [`Change::Replace`], as [`Store::stage`] writes it.
+#[derive(Clone, Copy)]
+pub struct PassagesPart<'a> {
+    /// The base's manifest: which vector index the generation keeps, and its settings.
+    pub manifest: &'a Manifest,
+    pub passages: &'a [Passage],
+    pub vectors: &'a Matrix,
+    pub kept: &'a [Option<crate::corpus::PassageIdx>],
+}
+
+/// A generation's files written ahead of its commit ([`Store::stage`]), with that work's
+/// times.
+pub struct Staged {
+    pub(crate) dir: tempfile::TempDir,
+    /// Held while the staged generation is unpublished (the folder store's own lock).
+    pub(crate) lock: Option<std::fs::File>,
+    pub times: WriteTimes,
+}
+
 /// What a new generation changes relative to the writer's base.
 pub enum Change<'a> {
     /// A whole generation, replacing whatever the store held: a new index, or the one an
@@ -120,6 +150,9 @@ pub enum Change<'a> {
         /// For each passage, the base's passage of the same indexed text, where the change
         /// knows it (an edit): an index kept in parts indexes only the others.
         kept: Option<&'a [Option<crate::corpus::PassageIdx>]>,
+        /// The passages' part, already written by [`Store::stage`] from this change's
+        /// passages, vectors and `kept`.
+        staged: Option<Staged>,
     },
     /// The base's passages with this entity graph attached, replacing any other.
     /// The graph, with its passage seeds' walk where one was solved.
@@ -130,7 +163,7 @@ impl<'a> Change<'a> {
     /// A [`Change::Replace`] of passages and their vectors alone, with nothing carried
     /// from the base (a fresh build).
     pub fn passages(manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix) -> Self {
-        Change::Replace { manifest, passages, vectors, graph: None, walk: None, kept: None }
+        Change::Replace { manifest, passages, vectors, graph: None, walk: None, kept: None, staged: None }
     }
 
     /// The manifest of the generation the change makes.

@@ -43,15 +43,6 @@ pub struct EditWork {
     pub total_secs: f64,
 }
 
-/// The parts of a new generation.
-pub(super) struct Derived {
-    pub vectors: Matrix,
-    /// With its walk, when solved ([`WalkUpdate::Solve`]).
-    pub graph: Option<Arc<EntityGraph>>,
-    /// The graph's source as the manifest records it.
-    pub graph_source: Option<String>,
-}
-
 /// Vectors computed during an edit, kept across its retries (a retry happens when another
 /// writer published while this one computed): nothing is embedded twice.
 #[derive(Default)]
@@ -72,45 +63,58 @@ pub enum WalkUpdate {
     Defer,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn derive(
+/// Each passage's vector: the stored one of its `kept` passage of the old generation
+/// (the same title and text, so the same indexed text), else embedded (a vector is a
+/// function of the indexed text alone).
+pub(super) fn vectors(
     old: &Index,
-    old_graph: Option<&EntityGraph>,
+    passages: &[Passage],
+    kept: &[Option<PassageIdx>],
+    embedder: &dyn Embedder,
+    fresh: &Fresh,
+    work: &mut EditWork,
+    progress: &dyn Progress,
+) -> Result<Matrix> {
+    let t = Instant::now();
+    let vectors = passage_vectors(old, passages, kept, embedder, fresh, work, progress)?;
+    work.embed_secs += t.elapsed().as_secs_f64();
+    Ok(vectors)
+}
+
+/// The entity graph of `passages` (with `vectors`, their vectors) as a fresh build makes
+/// it, from `old_graph` (the old generation's), and the source the manifest records.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn graph(
+    old: &Index,
+    old_graph: &EntityGraph,
     graph_source: Option<&str>,
     passages: &[Passage],
-    embedder: &dyn Embedder,
+    vectors: &Matrix,
     graph_embedder: &dyn Embedder,
     walk: WalkUpdate,
     fresh: &Fresh,
     work: &mut EditWork,
     progress: &dyn Progress,
-) -> Result<Derived> {
-    let t = Instant::now();
-    let vectors = passage_vectors(old, passages, embedder, fresh, work, progress)?;
-    work.embed_secs += t.elapsed().as_secs_f64();
-    let Some(old_graph) = old_graph else {
-        return Ok(Derived { vectors, graph: None, graph_source: None });
-    };
+) -> Result<(Arc<EntityGraph>, String)> {
     let t = Instant::now();
     let source = graph_source.unwrap_or("heuristic");
     let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
     log::debug!("edit: extraction {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
     let cached = CachedEmbedder::new(graph_embedder, &fresh.graph);
-    let graph =
+    let mut graph =
         EntityGraph::build_after(passages.len(), extraction, &cached, &old_graph.options, Some(old_graph), progress)?;
     work.graph_texts_embedded += cached.embedded();
     work.graph_secs += t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let mut graph = graph;
     graph.walk = match walk {
         WalkUpdate::Solve => {
             let ppr = PprGraph::from_entity_graph(&graph);
-            Solved::solve(&ppr, graph.entities.len(), &vectors, PprParams::default().damping).map(Arc::new)
+            Solved::solve(&ppr, graph.entities.len(), vectors, PprParams::default().damping).map(Arc::new)
         }
         WalkUpdate::Defer => None,
     };
     work.walk_secs += t.elapsed().as_secs_f64();
-    Ok(Derived { vectors, graph: Some(Arc::new(graph)), graph_source: Some(source) })
+    Ok((Arc::new(graph), source))
 }
 
 /// For each passage, a passage of `old` with the same title and text, each used once.
@@ -122,22 +126,21 @@ pub(super) fn kept_passages(old: &[Passage], passages: &[Passage]) -> Vec<Option
     passages.iter().map(|p| of_content.get_mut(&(p.title.as_str(), p.text.as_str())).and_then(Vec::pop)).collect()
 }
 
-/// Each passage's vector: the stored one for a text the old generation has, else embedded.
 fn passage_vectors(
     old: &Index,
     passages: &[Passage],
+    kept: &[Option<PassageIdx>],
     embedder: &dyn Embedder,
     fresh: &Fresh,
     work: &mut EditWork,
     progress: &dyn Progress,
 ) -> Result<Matrix> {
-    let stored: HashMap<String, PassageIdx> =
-        old.passages().iter().enumerate().map(|(i, p)| (p.index_text(), i as PassageIdx)).collect();
-    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+    // Only the passages the old generation lacks have their text built: an edit's few.
+    let texts: Vec<Option<String>> =
+        passages.iter().zip(kept).map(|(p, k)| k.is_none().then(|| p.index_text())).collect();
     let missing: Vec<String> = {
         let known = fresh.passages.lock().expect("no panics under the lock");
-        let mut m: Vec<String> =
-            texts.iter().filter(|t| !stored.contains_key(*t) && !known.contains_key(*t)).cloned().collect();
+        let mut m: Vec<String> = texts.iter().flatten().filter(|t| !known.contains_key(*t)).cloned().collect();
         m.sort_unstable();
         m.dedup();
         m
@@ -153,10 +156,10 @@ fn passage_vectors(
     let known = fresh.passages.lock().expect("no panics under the lock");
     let dim = embedder.dim();
     let mut m = Matrix::from_flat(dim, Vec::with_capacity(texts.len() * dim));
-    for text in &texts {
-        match stored.get(text) {
-            Some(&row) => m.push(old.vectors().row(row)),
-            None => m.push(&known[text]),
+    for (text, k) in texts.iter().zip(kept) {
+        match k {
+            Some(row) => m.push(old.vectors().row(*row)),
+            None => m.push(&known[text.as_deref().expect("built for every passage not kept")]),
         }
     }
     Ok(m)

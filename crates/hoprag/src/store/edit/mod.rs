@@ -27,7 +27,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::build::unix_now;
-use super::{Change, Store};
+use super::{Change, PassagesPart, Store};
 use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
 use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
@@ -164,20 +164,44 @@ pub fn edit_from(
             None if old.manifest.graph.is_some() => store.load_graph(&old)?.map(Arc::new),
             None => None,
         };
-        let derived = derive::derive(
+        let kept = derive::kept_passages(old.passages(), &plan.passages);
+        let vectors = derive::vectors(
             &old,
-            old_graph.as_deref(),
-            old.manifest.graph.as_ref().map(|g| g.source.as_str()),
             &plan.passages,
+            &kept,
             embedders.passages.as_ref(),
-            embedders.graph.as_ref(),
-            options.walk,
             &fresh,
             &mut report.work,
             progress,
         )?;
+        // The passages' part of the generation is written (where the store can, ahead of
+        // its lock) while the graph is derived: neither reads what the other makes.
+        let part = PassagesPart { manifest: &old.manifest, passages: &plan.passages, vectors: &vectors, kept: &kept };
+        let (staged, graph) = std::thread::scope(|scope| {
+            let staging = scope.spawn(|| Ok::<_, Error>((store.stage(&old, part)?, checksum(&plan.passages))));
+            let graph = old_graph
+                .as_deref()
+                .map(|old_graph| {
+                    derive::graph(
+                        &old,
+                        old_graph,
+                        old.manifest.graph.as_ref().map(|g| g.source.as_str()),
+                        &plan.passages,
+                        &vectors,
+                        embedders.graph.as_ref(),
+                        options.walk,
+                        &fresh,
+                        &mut report.work,
+                        progress,
+                    )
+                })
+                .transpose();
+            let staged = staging.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (staged, graph)
+        });
+        let ((staged, corpus_checksum), graph) = (staged?, graph?);
         drop(old_graph);
-        if let Some(graph) = &derived.graph {
+        if let Some((graph, _)) = &graph {
             // Before the writer's lock is taken: what the caller starts here runs while the
             // generation is written.
             on_graph(graph);
@@ -193,25 +217,25 @@ pub fn edit_from(
             log::info!("{}: another writer published during the edit; computing it again", store.location());
             continue;
         }
-        let manifest = manifest_after(&old.manifest, &plan, &derived, options, old.location())?;
-        let kept = derive::kept_passages(old.passages(), &plan.passages);
+        let manifest = manifest_after(&old.manifest, &plan, corpus_checksum, graph.as_ref(), options, old.location())?;
         drop(old);
+        let (graph, _) = graph.unzip();
         let times = writer.commit(
             Change::Replace {
                 manifest: &manifest,
                 passages: &plan.passages,
-                vectors: &derived.vectors,
-                graph: derived.graph.as_deref(),
-                walk: derived.graph.as_ref().and_then(|g| g.walk.as_deref()),
+                vectors: &vectors,
+                graph: graph.as_deref(),
+                walk: graph.as_ref().and_then(|g| g.walk.as_deref()),
                 kept: Some(&kept),
+                staged,
             },
             progress,
         )?;
         report.work.lexical_secs += times.lexical_secs;
         report.work.write_secs += times.write_secs + times.vector_secs;
         report.generation = store.generation()?;
-        report.published =
-            report.generation.clone().map(|generation| Published { generation, graph: derived.graph, context: None });
+        report.published = report.generation.clone().map(|generation| Published { generation, graph, context: None });
         report.work.total_secs = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -237,18 +261,19 @@ pub fn store_walk(store: &dyn Store, index: &Index, graph: &EntityGraph, walk: &
 fn manifest_after(
     old: &Manifest,
     plan: &Plan,
-    derived: &derive::Derived,
+    corpus_checksum: String,
+    graph: Option<&(Arc<EntityGraph>, String)>,
     options: &EditOptions,
     location: &str,
 ) -> Result<Manifest> {
     let mut m = old.clone();
-    m.corpus_checksum = checksum(&plan.passages);
+    m.corpus_checksum = corpus_checksum;
     m.counts.passages = plan.passages.len();
     m.sources.push(options.source.clone());
     m.updated_at = unix_now();
-    m.graph = match (&old.graph, &derived.graph) {
-        (Some(info), Some(graph)) => Some(GraphInfo {
-            source: derived.graph_source.clone().unwrap_or_else(|| info.source.clone()),
+    m.graph = match (&old.graph, graph) {
+        (Some(info), Some((graph, source))) => Some(GraphInfo {
+            source: source.clone(),
             passages: plan.passages.len(),
             stats: graph.stats.clone(),
             embedder: info.embedder.clone(),
