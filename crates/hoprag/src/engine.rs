@@ -9,7 +9,7 @@ use crate::graph::linking::NO_LLM_FOR_NER;
 use crate::graph::{EntityGraph, GraphContext};
 use crate::index::{Index, VectorIndex};
 use crate::lazy::Lazy;
-use crate::llm::{self, Llm, LlmSource};
+use crate::llm::{Llm, LlmSource};
 use crate::retrieve::registry::{self, MethodSections, Resources};
 use crate::retrieve::{GraphKind, Query, Retriever};
 use crate::store::Store;
@@ -97,7 +97,7 @@ impl Engine {
     ) -> Result<Engine> {
         index.check_embedder(embedder.as_ref())?;
         config.validate()?;
-        let (llm, llm_source) = llm::from_config(&config.llm)?;
+        let (llm, llm_source) = crate::retrieve::gear::llm_from_config(&config.llm)?;
         Ok(Engine { store, index, embedder, config, llm: Some(llm), llm_source, graph: Lazy::new() })
     }
 

@@ -212,7 +212,7 @@ fn llm_extraction(
     if let Some(local) = &source.llm_local {
         config.local = local.clone();
     }
-    let (llm, from) = hoprag::llm::from_config(&config)?;
+    let (llm, from) = hoprag::retrieve::gear::llm_from_config(&config)?;
     from.check()?;
     let options = match &from {
         LlmSource::Endpoint { .. } => LlmExtractOptions { concurrency: config.max_concurrency, ..Default::default() },

@@ -2,7 +2,7 @@
 //! candidate agrees with whether the candidate is a gold passage of the question, with
 //! the binarisation the simulated judge uses (relevant: a score of at least half the
 //! scale), so that a real model's accuracy can be placed on the curve of
-//! [`crate::llm::SimulatedJudge`] runs.
+//! [`super::SimulatedJudge`] runs.
 
 use std::collections::HashSet;
 
@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::report::PerQuery;
+use super::SimulatedJudge;
 use crate::dataset::ResolvedDataset;
 use crate::engine::Engine;
-use crate::llm::SimulatedJudge;
 use crate::retrieve::Trace;
 
 /// Agreement of a judge's verdicts with the gold, over every candidate it judged.
@@ -94,5 +94,5 @@ pub fn simulated_judge(engine: &Engine, data: &ResolvedDataset, p: f64) -> crate
         (q.text.clone(), passages)
     });
     let rest = if engine.config.llm.recorded.as_os_str().is_empty() { None } else { engine.llm().cloned() };
-    SimulatedJudge::new(p, crate::llm::SIMULATED_JUDGE_SEED, gold, rest)
+    SimulatedJudge::new(p, super::SIMULATED_JUDGE_SEED, gold, rest)
 }

@@ -7,6 +7,7 @@ mod metrics;
 pub mod protocol;
 mod report;
 mod runner;
+mod simulated_judge;
 pub mod stats;
 mod trec;
 pub mod tune;
@@ -19,4 +20,5 @@ pub use report::{
     VsBaseline,
 };
 pub use runner::{evaluate, evaluate_queries, EvalOptions};
+pub use simulated_judge::{SimulatedJudge, DEFAULT_SEED as SIMULATED_JUDGE_SEED};
 pub use trec::{run_tag, unmatched_doc, write_qrels, write_run, write_runs};

@@ -27,16 +27,12 @@ mod json;
 mod limit;
 pub mod local;
 mod openai;
-mod recorded;
-mod simulated_judge;
 mod stats;
 
 pub use cache::{cache_key, default_cache_dir, CachedLlm};
 pub use json::{field, has_any_key, parse_expecting, parse_lenient, ParseFailure};
 pub use local::{LazyLocalLlm, LocalLlm, LocalModel};
 pub use openai::{OpenAiChat, OpenAiChatConfig};
-pub use recorded::{RecordedCounts, RecordedReader};
-pub use simulated_judge::{SimulatedJudge, DEFAULT_SEED as SIMULATED_JUDGE_SEED};
 pub use stats::{CountingLlm, LlmStats, LlmStatsSnapshot, Meter};
 
 use std::ops::{Add, AddAssign};
@@ -279,16 +275,11 @@ impl std::fmt::Display for LlmSource {
 /// `HOPRAG_LLM_LOCAL`; Qwen2.5-Coder 0.5B by default), which is loaded on its first call. Nothing is
 /// contacted or loaded here.
 ///
-/// With `llm.recorded` set, the recorded reader of that file instead ([`RecordedReader`]),
-/// not cached (its answers are looked up). `llm.simulated_judge` is refused: it needs the
+/// `llm.recorded` is not read here: see `retrieve::gear::llm_from_config`, which serves
+/// it (the recorded reader answers GEAR's read in its shape). `llm.simulated_judge` is refused: it needs the
 /// gold of an evaluation, which only `hoprag eval` and Python's `evaluate` have.
 pub fn from_config(config: &OpenAiChatConfig) -> Result<(Arc<dyn Llm>, LlmSource)> {
     config.refuse_simulated_judge()?;
-    if !config.recorded.as_os_str().is_empty() {
-        let reader = RecordedReader::open(&config.recorded)?;
-        let id = reader.id().to_string();
-        return Ok((Arc::new(reader), LlmSource::Given(id)));
-    }
     fn cached<L: Llm + 'static>(inner: L, fallback: impl FnOnce() -> Result<Arc<dyn Llm>>) -> Result<Arc<dyn Llm>> {
         match CachedLlm::in_default_dir(inner) {
             Ok(cached) => Ok(Arc::new(cached)),

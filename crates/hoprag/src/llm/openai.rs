@@ -37,10 +37,10 @@ pub struct OpenAiChatConfig {
     /// `HOPRAG_LLM_LOCAL`. See [`crate::llm::from_config`].
     pub local: String,
     /// A HippoRAG OpenIE file whose recorded triples answer the triple-reading stages
-    /// instead of any model ([`crate::llm::RecordedReader`]); empty: none.
+    /// instead of any model (`retrieve::gear::RecordedReader`); empty: none.
     pub recorded: std::path::PathBuf,
     /// BridgeRAG's judge simulated at this accuracy from the evaluation's gold
-    /// ([`crate::llm::SimulatedJudge`]). Only `hoprag eval` and Python's `evaluate` take
+    /// (`eval::SimulatedJudge`). Only `hoprag eval` and Python's `evaluate` take
     /// it (out of the settings, before the configuration is checked); everywhere else
     /// it is refused ([`OpenAiChatConfig::refuse_simulated_judge`]).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -163,7 +163,7 @@ pub fn judge_request(
 /// A judge call as [`judge_request`] wrote it, read back: the question, each candidate as
 /// the prompt shows it ("title: text", cut) in pool order, and the top of the scale.
 /// For backends that answer the judge without a model (the simulated judge of
-/// [`crate::llm::SimulatedJudge`]); `None` for any other request.
+/// [`crate::eval::SimulatedJudge`]); `None` for any other request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JudgeCall {
     pub question: String,

@@ -15,12 +15,14 @@ mod agent;
 mod naive_ge;
 mod params;
 pub mod prompts;
+mod recorded;
 pub mod stages;
 mod sync_ge;
 
 pub use agent::{Gear, GEAR};
 pub use naive_ge::{NaiveGe, NAIVE_GE};
 pub use params::{GearParams, Grounding, SequenceScoring};
+pub use recorded::{llm_from_config, RecordedCounts, RecordedReader};
 pub use sync_ge::{SyncGe, SYNC_GE};
 
 use std::sync::Arc;

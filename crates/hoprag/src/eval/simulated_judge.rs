@@ -11,7 +11,7 @@
 //!
 //! It answers nothing but BridgeRAG's judge prompts: every other request fails (counted
 //! by the meter like any failed call) and is passed to `rest` when one is given (the
-//! recorded reader, [`super::RecordedReader`]), so the stages neither serves take their
+//! recorded reader, [`crate::retrieve::gear::RecordedReader`]), so the stages neither serves take their
 //! LLM-free fallback. Its answers are computed, not generated, so it never goes behind
 //! the response cache. Knowing the gold, it must never answer a real query: the setting
 //! `llm.simulated_judge` is refused by every configuration check
@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::error::{Error, Result};
+use crate::llm::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::retrieve::bridge_rag::prompts::{parse_judge_request, prompt_form};
 
 /// The seed of the draws unless one is given: fixed, so reports repeat.

@@ -26,10 +26,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{json, Value};
 
-use super::{ChatRequest, ChatResponse, Llm, Usage};
+use super::prompts::READ_SCHEMA;
 use crate::error::{Error, Result};
-use crate::retrieve::gear::prompts::READ_SCHEMA;
+use crate::llm::{ChatRequest, ChatResponse, Llm, LlmSource, OpenAiChatConfig, Usage};
 use crate::text::normalize_whitespace;
+
+/// The chat model `config` selects ([`crate::llm::from_config`]), or with `llm.recorded`
+/// set the recorded reader of that file, not cached (its answers are looked up).
+pub fn llm_from_config(config: &OpenAiChatConfig) -> Result<(std::sync::Arc<dyn Llm>, LlmSource)> {
+    config.refuse_simulated_judge()?;
+    if !config.recorded.as_os_str().is_empty() {
+        let reader = RecordedReader::open(&config.recorded)?;
+        let id = reader.id().to_string();
+        return Ok((std::sync::Arc::new(reader), LlmSource::Given(id)));
+    }
+    crate::llm::from_config(config)
+}
 
 /// At most this many triples in a read answer: the read schema's `maxItems`.
 const MAX_READ_TRIPLES: usize = 30;
