@@ -115,6 +115,7 @@ pub struct GraphBuildTimes {
     pub entities: EmbedWork,
     /// The facts' texts ("subject predicate object"), one per distinct text.
     pub facts: EmbedWork,
-    /// Linking entities whose vectors are close.
+    /// Linking entities whose vectors are close: what that search added after the facts'
+    /// vectors were made (it runs beside them).
     pub synonym_secs: f64,
 }
