@@ -63,24 +63,6 @@ pub enum WalkUpdate {
     Defer,
 }
 
-/// Each passage's vector: the stored one of its `kept` passage of the old generation
-/// (the same title and text, so the same indexed text), else embedded (a vector is a
-/// function of the indexed text alone).
-pub(super) fn vectors(
-    old: &Index,
-    passages: &[Passage],
-    kept: &[Option<PassageIdx>],
-    embedder: &dyn Embedder,
-    fresh: &Fresh,
-    work: &mut EditWork,
-    progress: &dyn Progress,
-) -> Result<Matrix> {
-    let t = Instant::now();
-    let vectors = passage_vectors(old, passages, kept, embedder, fresh, work, progress)?;
-    work.embed_secs += t.elapsed().as_secs_f64();
-    Ok(vectors)
-}
-
 /// The entity graph of `passages` (with `vectors`, their vectors) as a fresh build makes
 /// it, from `old_graph` (the old generation's), and the source the manifest records.
 #[allow(clippy::too_many_arguments)]
@@ -126,7 +108,10 @@ pub(super) fn kept_passages(old: &[Passage], passages: &[Passage]) -> Vec<Option
     passages.iter().map(|p| of_content.get_mut(&(p.title.as_str(), p.text.as_str())).and_then(Vec::pop)).collect()
 }
 
-fn passage_vectors(
+/// Each passage's vector: the stored one of its `kept` passage of the old generation
+/// (the same title and text, so the same indexed text), else embedded (a vector is a
+/// function of the indexed text alone).
+pub(super) fn vectors(
     old: &Index,
     passages: &[Passage],
     kept: &[Option<PassageIdx>],
@@ -135,6 +120,7 @@ fn passage_vectors(
     work: &mut EditWork,
     progress: &dyn Progress,
 ) -> Result<Matrix> {
+    let started = Instant::now();
     // Only the passages the old generation lacks have their text built: an edit's few.
     let texts: Vec<Option<String>> =
         passages.iter().zip(kept).map(|(p, k)| k.is_none().then(|| p.index_text())).collect();
@@ -162,6 +148,7 @@ fn passage_vectors(
             None => m.push(&known[text.as_deref().expect("built for every passage not kept")]),
         }
     }
+    work.embed_secs += started.elapsed().as_secs_f64();
     Ok(m)
 }
 
