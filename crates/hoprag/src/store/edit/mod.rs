@@ -177,28 +177,31 @@ pub fn edit_from(
         // The passages' part of the generation is written (where the store can, ahead of
         // its lock) while the graph is derived: neither reads what the other makes.
         let part = PassagesPart { manifest: &old.manifest, passages: &plan.passages, vectors: &vectors, kept: &kept };
-        let (staged, graph) = std::thread::scope(|scope| {
-            let staging = scope.spawn(|| Ok::<_, Error>((store.stage(&old, part)?, checksum(&plan.passages))));
-            let graph = old_graph
-                .as_deref()
-                .map(|old_graph| {
-                    derive::graph(
-                        &old,
-                        old_graph,
-                        old.manifest.graph.as_ref().map(|g| g.source.as_str()),
-                        &plan.passages,
-                        &vectors,
-                        embedders.graph.as_ref(),
-                        options.walk,
-                        &fresh,
-                        &mut report.work,
-                        progress,
-                    )
-                })
-                .transpose();
-            let staged = staging.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (staged, graph)
-        });
+        // `rayon::join`, not a thread of its own: the staging's work (the lexical index,
+        // an HNSW graph's inserts) stays in the caller's pool, so a one-thread pool builds
+        // the same HNSW graph as the store that stages nothing.
+        let (graph, staged) = rayon::join(
+            || {
+                old_graph
+                    .as_deref()
+                    .map(|old_graph| {
+                        derive::graph(
+                            &old,
+                            old_graph,
+                            old.manifest.graph.as_ref().map(|g| g.source.as_str()),
+                            &plan.passages,
+                            &vectors,
+                            embedders.graph.as_ref(),
+                            options.walk,
+                            &fresh,
+                            &mut report.work,
+                            progress,
+                        )
+                    })
+                    .transpose()
+            },
+            || Ok::<_, Error>((store.stage(&old, part)?, checksum(&plan.passages))),
+        );
         let ((staged, corpus_checksum), graph) = (staged?, graph?);
         drop(old_graph);
         if let Some((graph, _)) = &graph {
