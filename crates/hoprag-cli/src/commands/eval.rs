@@ -152,23 +152,11 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
     if issues.len() > 10 {
         ctx.note(format!("  ... and {} more (--json lists them all)", issues.len() - 10));
     }
-    let mut simulated = Vec::new();
-    if !engine.config.llm.recorded.as_os_str().is_empty() {
-        simulated.push(format!(
-            "RECORDED reader: triple-reading stages answered from {} (other LLM stages fail and fall back)",
-            engine.config.llm.recorded.display()
-        ));
-    }
-    if let Some(p) = simulated_judge {
-        let judge = hoprag::eval::simulated_judge(&engine, &resolved, p)?;
-        simulated.push(format!(
-            "SIMULATED judge, accuracy {p}: BridgeRAG's judge knows the gold passages and is right about each candidate \
-             with probability {p} ({}); not a model",
-            hoprag::llm::Llm::id(&judge)
-        ));
+    let judge = simulated_judge.map(|p| hoprag::eval::simulated_judge(&engine, &resolved, p)).transpose()?;
+    let simulated = hoprag::eval::simulation_note(&engine, judge.as_ref());
+    if let Some(judge) = judge {
         engine = engine.with_llm(std::sync::Arc::new(judge));
     }
-    let simulated = (!simulated.is_empty()).then(|| simulated.join("; "));
     if let Some(s) = &simulated {
         ctx.note(s.clone());
     }

@@ -66,12 +66,18 @@ def evaluate(
     ks: Iterable[int] = DEFAULT_KS,
     baseline: Optional[str] = "dense",
     limit: Optional[int] = None,
+    simulated_judge: Optional[float] = None,
 ) -> Report:
     """Evaluates ``methods`` on the questions of ``dataset`` against ``index``: the
     report ``hoprag eval --json`` writes (R@k, Full@k, LastHop@k, latency, paired tests
-    against ``baseline``), as a :class:`Report`."""
+    against ``baseline``), as a :class:`Report`.
+
+    ``simulated_judge`` (an accuracy in [0, 1]) is ``hoprag eval --set
+    llm.simulated_judge=P``: BridgeRAG's judge is replaced by one that knows this
+    evaluation's gold passages and is right about each candidate with that probability
+    (docs/bridgerag.md); the report's header says so. No other call accepts it."""
     if not isinstance(index, Index):
         raise TypeError(f"index: expected hoprag.Index, found {type(index).__name__}")
     if isinstance(methods, str):
         methods = [m for m in methods.split(",") if m.strip()]
-    return Report(_evaluate(index, os.fspath(dataset), list(methods), list(ks), baseline, limit))
+    return Report(_evaluate(index, os.fspath(dataset), list(methods), list(ks), baseline, limit, simulated_judge))

@@ -68,3 +68,28 @@ def test_retrieve_matches_cli_query(musique_index, musique, cli, method):
             assert [r.text for r in got] == [p["text"] for p in expected["passages"]]
         # The decision record is the CLI's: the same steps (timings aside).
         assert [s["name"] for s in single[0].trace["steps"]] == [s["name"] for s in expected["trace"]["steps"]]
+
+
+def test_simulated_judge_only_in_evaluate(musique_index, musique, cli):
+    """`evaluate(simulated_judge=P)` is `hoprag eval --set llm.simulated_judge=P`: the
+    same judge, verdicts and header; opening an index with the setting is refused."""
+    questions = musique / "questions.json"
+    report = hoprag.evaluate(
+        musique_index, questions, methods="dense,bridge_rag", ks=[5], limit=8, simulated_judge=0.8
+    )
+    cli_report = run_cli(
+        cli, "eval", "--index", str(musique_index.path), "--dataset", str(questions), "--method",
+        "dense,bridge_rag", "--k", "5", "--limit", "8", "--set", "llm.simulated_judge=0.8", "--json",
+    )
+    assert report.data["simulated"].startswith("SIMULATED judge, accuracy 0.8")
+    assert report.data["simulated"] == cli_report["simulated"]
+    agreement = report.data["methods"]["bridge_rag"]["judge_agreement"]
+    assert agreement == cli_report["methods"]["bridge_rag"]["judge_agreement"]
+    assert agreement["gold"] > 0 and agreement["other"] > 0, agreement
+    for m in ("dense", "bridge_rag"):
+        assert report.recall(m, 5) == cli_report["methods"][m]["recall"]["5"], m
+    # Without the gold, nothing else may build it.
+    with pytest.raises(hoprag.ConfigError, match="llm.simulated_judge"):
+        hoprag.Index.open(musique_index.path, settings={"llm.simulated_judge": 0.8})
+    with pytest.raises(hoprag.ConfigError, match="simulated_judge"):
+        hoprag.evaluate(musique_index, questions, methods="bridge_rag", ks=[5], limit=1, simulated_judge=1.5)

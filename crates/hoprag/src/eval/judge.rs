@@ -96,3 +96,19 @@ pub fn simulated_judge(engine: &Engine, data: &ResolvedDataset, p: f64) -> crate
     let rest = if engine.config.llm.recorded.as_os_str().is_empty() { None } else { engine.llm().cloned() };
     SimulatedJudge::new(p, super::SIMULATED_JUDGE_SEED, gold, rest)
 }
+
+/// What answered in place of a model in an evaluation on `engine` with `judge`, for the
+/// report's header ([`super::EvalOptions::simulated`]): the recorded reader where
+/// `llm.recorded` is set, the simulated judge where one is given; `None` when a model (or
+/// nothing) answered.
+pub fn simulation_note(engine: &Engine, judge: Option<&SimulatedJudge>) -> Option<String> {
+    let recorded = &engine.config.llm.recorded;
+    let reader = (!recorded.as_os_str().is_empty()).then(|| {
+        format!(
+            "RECORDED reader: triple-reading stages answered from {} (other LLM stages fail and fall back)",
+            recorded.display()
+        )
+    });
+    let notes: Vec<String> = reader.into_iter().chain(judge.map(SimulatedJudge::header)).collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
+}

@@ -13,7 +13,7 @@ mod trec;
 pub mod tune;
 
 pub use flips::{flips, FlipReport, FlipRow};
-pub use judge::{simulated_judge, JudgeAgreement};
+pub use judge::{simulated_judge, simulation_note, JudgeAgreement};
 pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
 pub use report::{
     EvalReport, Latency, LlmCost, McNemar, MethodReport, Paired, PerQuery, QaReport, QaScore, StageReport, TypeReport,

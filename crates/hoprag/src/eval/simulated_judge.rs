@@ -65,6 +65,16 @@ impl SimulatedJudge {
         Ok(SimulatedJudge { p, seed, id, gold: map, rest, judged: AtomicU64::new(0), refused: AtomicU64::new(0) })
     }
 
+    /// What a report made with this judge says in its header.
+    pub fn header(&self) -> String {
+        format!(
+            "SIMULATED judge, accuracy {p}: BridgeRAG's judge knows the gold passages and is right about each \
+             candidate with probability {p} ({}); not a model",
+            self.id,
+            p = self.p
+        )
+    }
+
     /// Candidates judged so far, and requests that were no judge call.
     pub fn counts(&self) -> (u64, u64) {
         (self.judged.load(Ordering::Relaxed), self.refused.load(Ordering::Relaxed))
