@@ -34,6 +34,11 @@ pub struct EvalArgs {
     /// top-5, scored on their hop-2 gold passage alone (LastHop@k = R@k on hop 2).
     #[arg(long)]
     hop1_correct: bool,
+    /// Ask the LLM for BridgeRAG's judge only: its SVO and entity stages take their
+    /// LLM-free fallback, as under `--set llm.simulated_judge=P`, so the model judges the
+    /// pools of that curve and its judge agreement places it on it (docs/bridgerag.md).
+    #[arg(long)]
+    judge_only: bool,
     /// Cutoffs.
     #[arg(long, value_delimiter = ',', default_values_t = [2usize, 5, 10, 15])]
     k: Vec<usize>,
@@ -153,10 +158,18 @@ pub fn run(ctx: &Context, args: EvalArgs) -> anyhow::Result<()> {
         ctx.note(format!("  ... and {} more (--json lists them all)", issues.len() - 10));
     }
     let judge = simulated_judge.map(|p| hoprag::eval::simulated_judge(&engine, &resolved, p)).transpose()?;
-    let simulated = hoprag::eval::simulation_note(&engine, judge.as_ref());
+    let mut stand_in = judge.as_ref().map(|j| j.header());
     if let Some(judge) = judge {
         engine = engine.with_llm(std::sync::Arc::new(judge));
+    } else if args.judge_only {
+        anyhow::ensure!(engine.llm().is_some(), "--judge-only: no LLM is configured to judge");
+        engine = engine.wrap_llm(|model| {
+            let only = hoprag::eval::JudgeOnly::new(model);
+            stand_in = Some(only.header());
+            std::sync::Arc::new(only)
+        });
     }
+    let simulated = hoprag::eval::simulation_note(&engine, stand_in);
     if let Some(s) = &simulated {
         ctx.note(s.clone());
     }

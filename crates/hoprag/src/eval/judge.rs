@@ -97,11 +97,12 @@ pub fn simulated_judge(engine: &Engine, data: &ResolvedDataset, p: f64) -> crate
     SimulatedJudge::new(p, super::SIMULATED_JUDGE_SEED, gold, rest)
 }
 
-/// What answered in place of a model in an evaluation on `engine` with `judge`, for the
-/// report's header ([`super::EvalOptions::simulated`]): the recorded reader where
-/// `llm.recorded` is set, the simulated judge where one is given; `None` when a model (or
-/// nothing) answered.
-pub fn simulation_note(engine: &Engine, judge: Option<&SimulatedJudge>) -> Option<String> {
+/// What answered in place of a model in an evaluation on `engine`, for the report's
+/// header ([`super::EvalOptions::simulated`]): the recorded reader where `llm.recorded`
+/// is set, then `judge`, the header of what stands in for BridgeRAG's judge
+/// ([`SimulatedJudge::header`], [`super::JudgeOnly::header`]); `None` when a model (or
+/// nothing) answered as configured.
+pub fn simulation_note(engine: &Engine, judge: Option<String>) -> Option<String> {
     let recorded = &engine.config.llm.recorded;
     let reader = (!recorded.as_os_str().is_empty()).then(|| {
         format!(
@@ -109,6 +110,6 @@ pub fn simulation_note(engine: &Engine, judge: Option<&SimulatedJudge>) -> Optio
             recorded.display()
         )
     });
-    let notes: Vec<String> = reader.into_iter().chain(judge.map(SimulatedJudge::header)).collect();
+    let notes: Vec<String> = reader.into_iter().chain(judge).collect();
     (!notes.is_empty()).then(|| notes.join("; "))
 }

@@ -3,6 +3,7 @@
 
 pub mod flips;
 mod judge;
+mod judge_only;
 mod metrics;
 pub mod protocol;
 mod report;
@@ -14,6 +15,7 @@ pub mod tune;
 
 pub use flips::{flips, FlipReport, FlipRow};
 pub use judge::{simulated_judge, simulation_note, JudgeAgreement};
+pub use judge_only::JudgeOnly;
 pub use metrics::{answer_f1, exact_match, normalize_answer, QueryMetrics, RankMetrics};
 pub use report::{
     EvalReport, Latency, LlmCost, McNemar, MethodReport, Paired, PerQuery, QaReport, QaScore, StageReport, TypeReport,
