@@ -113,6 +113,7 @@ def main():
             "acknowledged_ms": {"p50": quantile(acknowledged, 0.5), "p99": quantile(acknowledged, 0.99),
                                 "mean": statistics.mean(acknowledged)},
             "by_kind_ms": times,
+            "acknowledged_each_ms": [round(t, 1) for t in acknowledged],
             "not_visible": misses,
         }
         print(json.dumps(report, indent=2))

@@ -39,7 +39,8 @@ pub fn evaluate<'py>(
             let options = EvalOptions::new(ks, baseline, dataset.display().to_string());
             // The judge needs this evaluation's gold: the opened index's engine, with it.
             let judge = simulated_judge.map(|p| simulated_judge_for(&engine, &resolved, p)).transpose()?;
-            let options = EvalOptions { simulated: simulation_note(&engine, judge.as_ref().map(|j| j.header())), ..options };
+            let options =
+                EvalOptions { simulated: simulation_note(&engine, judge.as_ref().map(|j| j.header())), ..options };
             let engine = match judge {
                 Some(judge) => {
                     std::sync::Arc::new(engine.with_config(engine.config.clone()).with_llm(std::sync::Arc::new(judge)))

@@ -188,14 +188,12 @@ static POOL: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new())
 
 impl Buffer {
     const POOLED_FROM: usize = 32 << 20;
-    const POOL_BYTES: usize = 512 << 20;
+    const POOL_BYTES: usize = 1 << 30;
 
     fn with_capacity(floats: usize) -> Self {
         if floats * 4 >= Self::POOLED_FROM {
             let mut pool = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            // The smallest that holds it, if it wastes at most a quarter.
-            let fits = |v: &Vec<f32>| v.capacity() >= floats && v.capacity() - floats <= v.capacity() / 4;
-            let best = pool.iter().enumerate().filter(|(_, v)| fits(v)).min_by_key(|(_, v)| v.capacity());
+            let best = pool.iter().enumerate().filter(|(_, v)| Self::fits(v, floats)).min_by_key(|(_, v)| v.capacity());
             if let Some((i, _)) = best {
                 let mut v = pool.swap_remove(i);
                 v.clear();
@@ -205,6 +203,38 @@ impl Buffer {
         let v = Vec::with_capacity(floats);
         advise_huge_pages(&v);
         Buffer(v)
+    }
+
+    /// Whether a matrix of `floats` values takes `v`: it holds them and wastes at most a
+    /// quarter.
+    fn fits(v: &Vec<f32>, floats: usize) -> bool {
+        v.capacity() >= floats && v.capacity() - floats <= v.capacity() / 4
+    }
+
+    /// Puts in the pool buffers, their pages faulted in, until `count` of them wait there
+    /// that a matrix of `floats` values (or up to a sixteenth more) takes, or the pool has
+    /// no room: until a generation made in memory is dropped, the pool holds nothing for
+    /// the next edit, which would fault in hundreds of MB (the first edits of a server).
+    fn keep_ready(floats: usize, count: usize) {
+        let room = floats + floats / 16;
+        if room * 4 < Self::POOLED_FROM {
+            return;
+        }
+        loop {
+            {
+                let pool = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let held: usize = pool.iter().map(|v| v.capacity() * 4).sum();
+                let waiting = pool.iter().filter(|v| Self::fits(v, floats)).count();
+                if waiting >= count || held + room * 4 > Self::POOL_BYTES {
+                    return;
+                }
+            }
+            let mut v = Vec::with_capacity(room);
+            advise_huge_pages(&v);
+            v.resize(room, 0.0);
+            v.clear();
+            drop(Buffer(v));
+        }
     }
 }
 
@@ -248,6 +278,14 @@ impl Default for Rows {
 impl Matrix {
     pub fn new(dim: usize) -> Self {
         Matrix { dim, data: Rows::Owned(Buffer::default()) }
+    }
+
+    /// Makes ready, where the pool of large buffers has room, `count` buffers that a
+    /// matrix of `rows` rows of `dim` (or a few more) will take, their pages faulted in
+    /// now: for the next edits' copies of a graph's vectors
+    /// ([`crate::engine::Engine::ready_edit_buffers`]).
+    pub fn keep_ready(dim: usize, rows: usize, count: usize) {
+        Buffer::keep_ready(dim * rows, count)
     }
 
     /// An empty matrix with room for `rows` rows. A large one is backed by huge pages
