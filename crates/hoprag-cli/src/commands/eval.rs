@@ -350,6 +350,7 @@ fn print_report(r: &EvalReport, stages: bool) {
     println!("{} — {} questions ({} with hop order, where LastHop is defined)", r.dataset, r.n, last_hop_n);
     println!("{}", table(&header, &rows));
     for (name, a) in r.methods.iter().filter_map(|(n, m)| Some((n, m.judge_agreement?))) {
+        let percent = |x: Option<f64>| x.map_or("n/a".into(), |b| format!("{:.1}%", 100.0 * b));
         let share = |x: usize, n: usize| {
             if n == 0 {
                 "n/a".to_string()
@@ -359,13 +360,16 @@ fn print_report(r: &EvalReport, stages: bool) {
         };
         println!(
             "{name}: judge agrees with the gold on {} verdicts (gold candidates {}, others {}; balanced {}); {} judge \
-             calls, {} candidates without a score (read as 0)",
+             calls, {} candidates without a score (read as 0); {} of the pools judged \"first candidate only\" (a \
+             judge always doing so: balanced {})",
             share(a.gold_agree + a.other_agree, a.gold + a.other),
             share(a.gold_agree, a.gold),
             share(a.other_agree, a.other),
-            a.balanced().map_or("n/a".into(), |b| format!("{:.1}%", 100.0 * b)),
+            percent(a.balanced()),
             a.calls,
-            a.missing
+            a.missing,
+            a.first_only_pools,
+            percent(a.first_only_balanced()),
         );
     }
 

@@ -30,6 +30,16 @@ pub struct JudgeAgreement {
     /// Candidates the answer gave no score for (they score 0, "irrelevant", as the
     /// method ranks them); included above.
     pub missing: usize,
+    /// Pools whose verdicts were "the first candidate relevant, no other": the judge
+    /// prompt's example, which small models copy whatever the candidates.
+    #[serde(default)]
+    pub first_only_pools: usize,
+    /// The agreement of a judge that always gives that verdict, on the same pools (a
+    /// position, not a reading: the first candidate is the one the pool ranks first).
+    #[serde(default)]
+    pub first_only_gold_agree: usize,
+    #[serde(default)]
+    pub first_only_other_agree: usize,
 }
 
 impl JudgeAgreement {
@@ -44,6 +54,15 @@ impl JudgeAgreement {
     pub fn balanced(&self) -> Option<f64> {
         (self.gold > 0 && self.other > 0)
             .then(|| 0.5 * (self.gold_agree as f64 / self.gold as f64 + self.other_agree as f64 / self.other as f64))
+    }
+
+    /// [`JudgeAgreement::balanced`] of the judge that calls the first candidate of every
+    /// pool relevant and no other: what a judge's balanced accuracy owes to position.
+    pub fn first_only_balanced(&self) -> Option<f64> {
+        (self.gold > 0 && self.other > 0).then(|| {
+            0.5 * (self.first_only_gold_agree as f64 / self.gold as f64
+                + self.first_only_other_agree as f64 / self.other as f64)
+        })
     }
 
     /// From the decision records in the traces of a BridgeRAG method (`None` when no
@@ -63,14 +82,18 @@ impl JudgeAgreement {
             }
             a.calls += 1;
             a.missing += detail("judge").and_then(|d| d.get("missing")).and_then(Value::as_u64).unwrap_or(0) as usize;
-            for (id, score) in scores {
-                let relevant = 2.0 * score >= max;
+            // The pool is listed in the order the prompt shows it.
+            let relevant: Vec<bool> = scores.iter().map(|&(_, score)| 2.0 * score >= max).collect();
+            a.first_only_pools += usize::from(relevant.iter().enumerate().all(|(i, &r)| r == (i == 0)));
+            for (i, ((id, _), relevant)) in scores.iter().zip(relevant).enumerate() {
                 if gold.contains(id) {
                     a.gold += 1;
                     a.gold_agree += usize::from(relevant);
+                    a.first_only_gold_agree += usize::from(i == 0);
                 } else {
                     a.other += 1;
                     a.other_agree += usize::from(!relevant);
+                    a.first_only_other_agree += usize::from(i != 0);
                 }
             }
         }
@@ -112,4 +135,32 @@ pub fn simulation_note(engine: &Engine, judge: Option<String>) -> Option<String>
     });
     let notes: Vec<String> = reader.into_iter().chain(judge).collect();
     (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A question with gold `gold` whose pool `pool` (in prompt order) got `judged`.
+    fn judged(gold: &str, pool: &[&str], judged: &[f64]) -> (PerQuery, Trace) {
+        let q = json!({"id": "q", "type": null, "gold": [gold], "retrieved": [], "scores": [], "recall": {},
+                       "full": {}, "last_hop": {}, "latency_ms": 0.0});
+        let record: Vec<Value> = pool.iter().zip(judged).map(|(id, s)| json!({"id": id, "judge": s})).collect();
+        let trace = json!({"steps": [{"name": "decision record", "micros": 0, "detail": {"pool": record}}]});
+        (serde_json::from_value(q).unwrap(), serde_json::from_value(trace).unwrap())
+    }
+
+    #[test]
+    fn agreement_counts_verdicts_and_what_position_alone_would_give() {
+        let (q1, t1) = judged("a", &["a", "b", "c"], &[10.0, 0.0, 0.0]);
+        let (q2, t2) = judged("e", &["d", "e", "f"], &[0.0, 10.0, 10.0]);
+        let a = JudgeAgreement::of(&[q1, q2], &[t1, t2], 10.0).unwrap();
+        assert_eq!((a.calls, a.gold, a.gold_agree, a.other, a.other_agree), (2, 2, 2, 4, 3));
+        // Only the first pool's verdicts are "first candidate only".
+        assert_eq!(a.first_only_pools, 1);
+        assert_eq!((a.first_only_gold_agree, a.first_only_other_agree), (1, 3));
+        assert_eq!(a.balanced(), Some(0.5 * (1.0 + 0.75)));
+        assert_eq!(a.first_only_balanced(), Some(0.5 * (0.5 + 0.75)));
+    }
 }
