@@ -135,3 +135,62 @@ fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
         assert_eq!(r["methods"]["bridge_rag_b"]["per_query"][i]["retrieved"][0], b["pool"][0]["id"]);
     }
 }
+
+/// `--judge-only`: the model is asked BridgeRAG's judge alone (one call per question; the
+/// SVO and entity stages fail, counted, and fall back), the report's header says so, and
+/// the agreement counts the pools judged "first candidate only". Without a model to ask
+/// the evaluation fails, naming it; `llm.simulated_judge` outside `eval` is refused,
+/// naming the setting.
+#[test]
+fn judge_only_asks_the_model_for_the_judge_alone() {
+    let server = Fixture::start(|r| {
+        let msg = |i: usize| r.body["messages"][i]["content"].as_str().unwrap_or("").to_string();
+        match answer(&msg(0), &msg(1)) {
+            Some(text) => Reply::json(json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 5},
+            })),
+            None => Reply::status(400, "unknown prompt"),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let minilm = hoprag::embed::models::require("minilm").unwrap();
+    let hoprag = |args: &[&str], llm: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hoprag"));
+        c.args(args).env("HOPRAG_MINILM_DIR", &minilm).env("HOPRAG_CACHE", dir.path().join("cache"));
+        if llm {
+            c.env("HOPRAG_LLM_BASE_URL", &server.base_url).env("HOPRAG_LLM_MODEL", "fixture-chat");
+        } else {
+            c.env_remove("HOPRAG_LLM_BASE_URL").env_remove("HOPRAG_LLM_LOCAL");
+        }
+        c.output().unwrap()
+    };
+    let corpus = demo().join("corpus.jsonl");
+    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", idx.to_str().unwrap(), "-q"], false);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let (report, questions) = (dir.path().join("report.json"), demo().join("questions.jsonl"));
+    let eval = |extra: &[&str], llm: bool| {
+        let mut args = vec!["eval", "--index", idx.to_str().unwrap(), "--dataset", questions.to_str().unwrap()];
+        args.extend(["--method", "bridge_rag", "--limit", "4", "--json", report.to_str().unwrap()]);
+        args.extend(extra);
+        hoprag(&args, llm)
+    };
+
+    let o = eval(&["--judge-only"], true);
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert_eq!(server.requests.load(std::sync::atomic::Ordering::SeqCst), 4, "one judge call per question");
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(r["simulated"].as_str().unwrap().starts_with("JUDGE ONLY: "), "{}", r["simulated"]);
+    let m = &r["methods"]["bridge_rag"];
+    assert_eq!(m["llm"]["errors"].as_f64(), Some(8.0), "the SVO and entity calls of 4 questions: {}", m["llm"]);
+    let a = &m["judge_agreement"];
+    // The fixture's bridge-conditioned judge gives its 10 to the second candidate.
+    assert_eq!((a["calls"].as_u64(), a["first_only_pools"].as_u64()), (Some(4), Some(0)), "{a}");
+
+    let o = eval(&["--judge-only"], false);
+    // No endpoint: the default local model, not installed in this cache, is named.
+    assert!(!o.status.success() && text(&o).1.contains("needs the LLM"), "{}", text(&o).1);
+    let o = hoprag(&["query", "--index", idx.to_str().unwrap(), "--set", "llm.simulated_judge=0.9", "Who?"], true);
+    assert!(!o.status.success() && text(&o).1.contains("llm.simulated_judge"), "{}", text(&o).1);
+}
