@@ -42,9 +42,9 @@ fn answer(system: &str, user: &str) -> Option<String> {
     })
 }
 
-#[test]
-fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
-    let server = Fixture::start(|r| {
+/// The loopback chat server giving [`answer`]'s answers (an unknown prompt: 400).
+fn answering_server() -> Fixture {
+    Fixture::start(|r| {
         let msg = |i: usize| r.body["messages"][i]["content"].as_str().unwrap_or("").to_string();
         match answer(&msg(0), &msg(1)) {
             Some(text) => Reply::json(json!({
@@ -53,7 +53,12 @@ fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
             })),
             None => Reply::status(400, "unknown prompt"),
         }
-    });
+    })
+}
+
+#[test]
+fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
+    let server = answering_server();
     let dir = tempfile::tempdir().unwrap();
     let idx = dir.path().join("idx");
     let minilm = hoprag::embed::models::require("minilm").unwrap();
@@ -143,16 +148,7 @@ fn eval_runs_the_three_conditions_on_shared_answers_and_reports_flips() {
 /// naming the setting.
 #[test]
 fn judge_only_asks_the_model_for_the_judge_alone() {
-    let server = Fixture::start(|r| {
-        let msg = |i: usize| r.body["messages"][i]["content"].as_str().unwrap_or("").to_string();
-        match answer(&msg(0), &msg(1)) {
-            Some(text) => Reply::json(json!({
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 5},
-            })),
-            None => Reply::status(400, "unknown prompt"),
-        }
-    });
+    let server = answering_server();
     let dir = tempfile::tempdir().unwrap();
     let idx = dir.path().join("idx");
     let minilm = hoprag::embed::models::require("minilm").unwrap();
