@@ -56,7 +56,12 @@ fi
 # Likewise the PostgreSQL tests skip without a server elsewhere, and must run here.
 HOPRAG_TEST_POSTGRES="$(bash scripts/postgres.sh url "$PG_DIR")"
 export HOPRAG_TEST_POSTGRES HOPRAG_REQUIRE_POSTGRES=1
-cargo test --workspace --features "$HOPRAG_CARGO_FEATURES"
+# A hung test (a deadlock) fails the run here with its name in the log above, instead
+# of running out CI's clock.
+if ! timeout --kill-after=30 60m cargo test --workspace --features "$HOPRAG_CARGO_FEATURES"; then
+    echo "scripts/test.sh: cargo test failed or ran past 60 minutes (a test still running is named above)" >&2
+    exit 1
+fi
 
 # The Python package (crates/hoprag-py): installed from this build into a virtual
 # environment with pytest and the frameworks its retrievers adapt to, then its tests,

@@ -1,6 +1,7 @@
 //! Edits on the PostgreSQL store against a real server (`common/pg.rs`): the same index
 //! as the same edits make on a folder store, readers on two handles (two servers) that
-//! keep their generation while the other edits, and concurrent edits that all land.
+//! keep their generation while the other edits, and concurrent edits that all land
+//! (checked on a folder too, which needs no server).
 #![cfg(feature = "postgres")]
 
 mod common;
@@ -372,7 +373,21 @@ fn an_edit_is_seen_by_new_readers_only() {
 #[test]
 fn concurrent_edits_from_two_handles_both_land() {
     let Some(url) = fresh("t_concurrent") else { return };
-    let store = pg(&url);
+    concurrent_edits_both_land(move || pg(&url));
+}
+
+/// The same on one folder (two processes), no server needed. Each edit's graph build
+/// runs in rayon's global pool: two at once once hung there, each pool worker waiting
+/// on a plain thread that needed the pool.
+#[test]
+fn concurrent_edits_on_one_folder_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    concurrent_edits_both_land(move || hoprag::store::folder(&root));
+}
+
+fn concurrent_edits_both_land(open: impl Fn() -> Arc<dyn Store> + Clone + Send + 'static) {
+    let store = open();
     let e = HashEmbedder::new();
     let base = synthetic("base", 0, 200);
     build_index(store.as_ref(), &corpus(base.clone()), vec![], &e, &exact(), &Silent).unwrap();
@@ -386,9 +401,9 @@ fn concurrent_edits_from_two_handles_both_land() {
     let handles: Vec<_> = ["x", "y"]
         .into_iter()
         .map(|tag| {
-            let (url, start) = (url.clone(), start.clone());
+            let (open, start) = (open.clone(), start.clone());
             std::thread::spawn(move || {
-                let store = pg(&url);
+                let store = open();
                 let e = HashEmbedder::new();
                 start.wait();
                 let mut reports = Vec::new();

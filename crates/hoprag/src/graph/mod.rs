@@ -343,11 +343,12 @@ impl GraphContext {
     fn with_linker(graph: std::sync::Arc<EntityGraph>, previous: Option<&linking::Linker>) -> Self {
         // The linker and the walk's adjacency are independent: built side by side, an
         // edit's context is ready in the time of the longer one.
-        let (linker, ppr) = std::thread::scope(|scope| {
-            let ppr = scope.spawn(|| ppr::PprGraph::from_entity_graph(&graph));
-            let linker = linking::Linker::after(graph.clone(), previous);
-            (linker, ppr.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-        });
+        // `rayon::join`: this may run on a pool worker, which must not block on a thread
+        // that needs the pool.
+        let (linker, ppr) = rayon::join(
+            || linking::Linker::after(graph.clone(), previous),
+            || ppr::PprGraph::from_entity_graph(&graph),
+        );
         GraphContext {
             linker,
             embedder: None,
