@@ -46,8 +46,7 @@ pub fn run(ctx: &Context, args: GraphBench) -> anyhow::Result<()> {
     let extraction = extract_heuristic(&corpus.passages);
     let extract_secs = t.elapsed().as_secs_f64();
     ctx.note(format!("{} passages: {} heuristic triples", corpus.passages.len(), extraction.triples.len()));
-    let graph =
-        EntityGraph::build(corpus.passages.len(), extraction, embedder.as_ref(), &ctx.config.graph, ctx.progress)?;
+    let graph = EntityGraph::build(&corpus.passages, extraction, embedder.as_ref(), &ctx.config.graph, ctx.progress)?;
     let t = Instant::now();
     let ppr = PprGraph::from_entity_graph(&graph);
     let ppr_adjacency_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -508,6 +508,17 @@ fn index_reports_where_its_time_went() {
         ["entities.f32", "triples.f32"].map(|f| std::fs::read(generation(root).join("graph").join(f)).unwrap())
     };
     let first = vectors(&idx);
+    // `index` reads each passage once for its vector and its facts' (the contextual fact
+    // vectors, kept between the two steps): the same bytes as the passages indexed first
+    // and the graph built on its own, reading them again.
+    let apart = dir.path().join("apart");
+    let o = hoprag(&["index", "--corpus", corpus.to_str().unwrap(), "--out", apart.to_str().unwrap(), "--no-graph"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = hoprag(&["graph", "--index", apart.to_str().unwrap(), "--extract", "heuristic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let passages = |root: &Path| std::fs::read(generation(root).join("vectors.f32")).unwrap();
+    assert!(passages(&apart) == passages(&idx), "the passages' vectors");
+    assert!(vectors(&apart) == first, "the graph's vectors");
     let o = hoprag(&[
         "graph",
         "--index",

@@ -114,6 +114,14 @@ impl Embedder for CachingEmbedder {
     fn token_counts(&self, texts: &[String]) -> Option<Vec<usize>> {
         self.inner.token_counts(texts)
     }
+    /// Not cached: the contextual facts are read in their passages as the index reads them.
+    fn embed_spans(
+        &self,
+        texts: &[String],
+        spans: &[Vec<std::ops::Range<usize>>],
+    ) -> Option<hoprag::Result<Vec<hoprag::embed::ReadText>>> {
+        self.inner.embed_spans(texts, spans)
+    }
 }
 
 fn embedder() -> Arc<dyn Embedder> {

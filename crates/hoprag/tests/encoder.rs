@@ -95,6 +95,36 @@ fn token_counts_include_the_special_tokens() {
     assert_eq!(model.token_counts(&long).unwrap(), [LocalModel::MiniLm.max_tokens()], "truncated at 256");
 }
 
+#[test]
+fn spans_are_pooled_from_their_texts_pass() {
+    let Some(dir) = installed(LocalModel::MiniLm) else { return };
+    let model = LocalEmbedder::load(LocalModel::MiniLm, &dir).unwrap();
+    let texts = vec![
+        "Paris is the capital of France.".to_string(),
+        "Paris Hilton is an American media personality.".to_string(),
+        format!("{} Paris", "word ".repeat(300)),
+    ];
+    let paris = 0..5;
+    let spans = vec![vec![paris.clone(), 0..3, 16..30, 9..9], vec![paris.clone()], vec![1500..1505, 0..4]];
+    let read = model.embed_spans(&texts, &spans).expect("a local model reads spans").unwrap();
+    // Each text's own vector, to the bit, beside its spans'.
+    let whole = model.embed(&texts, TextKind::Passage).unwrap();
+    assert!(read.iter().zip(&whole).all(|(r, w)| r.vector == *w));
+    let v: Vec<Vec<Option<Vec<f32>>>> = read.into_iter().map(|r| r.spans).collect();
+    assert_eq!(v.iter().map(Vec::len).collect::<Vec<_>>(), [4, 1, 2]);
+    let unit = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>().sqrt() - 1.0).abs() < 1e-4;
+    let (a, b) = (v[0][0].as_ref().unwrap(), v[1][0].as_ref().unwrap());
+    assert!(unit(a) && unit(b));
+    assert_eq!(v[0][1].as_ref(), Some(a), "a span inside one token pools that token");
+    assert!(hoprag::embed::dot(a, b) < 0.99, "the same word read in two contexts: {}", hoprag::embed::dot(a, b));
+    assert!(v[0][3].is_none(), "an empty span has no vector");
+    assert!(v[2][0].is_none(), "past the 256 tokens read, no vector");
+    assert!(v[2][1].is_some());
+    // Packed with other texts or alone, a text's spans are the same.
+    let alone = model.embed_spans(&texts[1..2], &spans[1..2]).unwrap().unwrap();
+    assert!(hoprag::embed::dot(alone[0].spans[0].as_ref().unwrap(), b) > 0.9999);
+}
+
 /// EmbeddingGemma against sentence-transformers' vectors of the same texts, prompts and
 /// settings (`tests/data/embeddinggemma-reference.json`, made by
 /// `scripts/embeddinggemma_reference.py`): the prompted texts and their token ids must be

@@ -65,7 +65,7 @@ fn world() -> &'static World {
         .unwrap();
         let index = store::folder(dir.path()).load().unwrap();
         let graph = EntityGraph::build(
-            index.len(),
+            index.passages(),
             extract_heuristic(index.passages()),
             embedder.as_ref(),
             &GraphOptions::default(),

@@ -27,7 +27,8 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     let extraction = extract_heuristic(index.passages());
     assert!(extraction.triples.len() > index.len(), "several triples per passage");
     let graph =
-        EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
+        EntityGraph::build(index.passages(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
+            .unwrap();
     let s = graph.stats.clone();
     assert_eq!(s.passages, 60);
     assert!(s.entities > 60 && s.relation_edges > 0);
@@ -84,7 +85,8 @@ fn demo_engine_with_graph(dir: &std::path::Path) -> Engine {
     let index = demo_index(dir);
     let extraction = extract_heuristic(index.passages());
     let graph =
-        EntityGraph::build(index.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent).unwrap();
+        EntityGraph::build(index.passages(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
+            .unwrap();
     store::attach_graph(store::folder(dir).as_ref(), &graph, "heuristic".into()).unwrap();
     Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
 }
@@ -173,7 +175,7 @@ fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     let dir = tempfile::tempdir().unwrap();
     let index = demo_index(dir.path());
     let graph = EntityGraph::build(
-        index.len(),
+        index.passages(),
         extract_heuristic(index.passages()),
         &HashEmbedder::new(),
         &GraphOptions::default(),
@@ -192,7 +194,7 @@ fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     assert_eq!(index.manifest.graph.as_ref().unwrap().passages, 61);
     let edited = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
     let fresh = EntityGraph::build(
-        index.len(),
+        index.passages(),
         extract_heuristic(index.passages()),
         &HashEmbedder::new(),
         &GraphOptions::default(),
@@ -227,7 +229,9 @@ fn a_statement_in_many_passages_is_one_fact_and_graphs_from_before_facts_still_l
     ];
     let extraction = extract_heuristic(&passages);
     let embedder = HashEmbedder::new();
-    let graph = EntityGraph::build(3, extraction, &embedder, &GraphOptions::default(), &Silent).unwrap();
+    let graph =
+        EntityGraph::build(&vec![Passage::default(); 3], extraction, &embedder, &GraphOptions::default(), &Silent)
+            .unwrap();
     let text = |t: usize| graph.triples[t].text();
     let repeated: Vec<(usize, usize)> = (0..graph.triples.len())
         .flat_map(|a| (a + 1..graph.triples.len()).map(move |b| (a, b)))
@@ -340,7 +344,10 @@ fn fact_matching_skips_case_variants_however_many_lead_the_ranking() {
     extraction.triples.push(triple(2, "Dunhaven", "lies on", "the Varn estuary"));
     extraction.triples.push(triple(3, "Ardent Ironworks", "closed in", "1947"));
     let embedder = HashEmbedder::new();
-    let graph = Arc::new(EntityGraph::build(4, extraction, &embedder, &GraphOptions::default(), &Silent).unwrap());
+    let graph = Arc::new(
+        EntityGraph::build(&vec![Passage::default(); 4], extraction, &embedder, &GraphOptions::default(), &Silent)
+            .unwrap(),
+    );
     let linker = Linker::new(graph.clone());
     let query = embedder.embed_one("Where was Maud Corrigan born, in Varn?", hoprag::embed::TextKind::Query).unwrap();
 
@@ -382,7 +389,7 @@ fn a_graph_with_its_own_embedder_links_questions_in_its_space() {
     store::build_index(folder.as_ref(), &corpus, vec![], passages.as_ref(), &Default::default(), &Silent).unwrap();
     let index = folder.load().unwrap();
     let graph = EntityGraph::build(
-        index.len(),
+        index.passages(),
         extract_heuristic(index.passages()),
         minilm.as_ref(),
         &GraphOptions::default(),

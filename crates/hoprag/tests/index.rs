@@ -228,7 +228,7 @@ fn a_generation_in_use_outlives_back_to_back_additions() {
     let folder = store::folder(dir.path());
     let index = folder.load().unwrap();
     let graph = hoprag::graph::EntityGraph::build(
-        index.len(),
+        index.passages(),
         hoprag::graph::extract_heuristic(index.passages()),
         &HashEmbedder::new(),
         &hoprag::graph::GraphOptions::default(),

@@ -244,7 +244,7 @@ fn llm_extraction_and_query_ner_run_offline_on_the_local_model() {
     let dir = tempfile::tempdir().unwrap();
     common::hash_index(dir.path(), &corpus);
     let graph =
-        EntityGraph::build(corpus.passages.len(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
+        EntityGraph::build(&corpus.passages, extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
             .unwrap();
     store::attach_graph(store::folder(dir.path()).as_ref(), &graph, format!("llm:{}", local.id())).unwrap();
     let index = Arc::new(store::folder(dir.path()).load().unwrap());

@@ -107,7 +107,7 @@ fn parity(dataset: &str, n: usize, questions: usize) {
 
     // The graph: the same heuristic graph attached to both round-trips, and PPR agrees.
     let graph = EntityGraph::build(
-        fi.len(),
+        fi.passages(),
         extract_heuristic(fi.passages()),
         embedder.as_ref(),
         &GraphOptions { synonym_threshold: 0.75, ..Default::default() },
@@ -299,8 +299,14 @@ fn the_hnsw_graph_lives_in_the_database() {
     let top = index.vector_index().search(&v, 1).unwrap()[0];
     assert!(top.1 > 0.9999 && index.vectors().row(top.0) == &v[..], "{top:?}: 540 or a passage with its vector");
     // Attaching an entity graph makes a generation that reads the same HNSW rows.
-    let g =
-        EntityGraph::build(550, extract_heuristic(index.passages()), &e, &GraphOptions::default(), &Silent).unwrap();
+    let g = EntityGraph::build(
+        index.passages(),
+        extract_heuristic(index.passages()),
+        &e,
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     attach_graph(store.as_ref(), &g, "heuristic".into()).unwrap();
     assert_eq!(store.load().unwrap().vector_index().search(&v, 1).unwrap()[0], top);
 
@@ -440,8 +446,7 @@ fn a_graph_with_its_own_embedder_round_trips() {
     // Entity and fact vectors of another model and dimension than the passages' 64.
     let other = HashEmbedder { id: "mpnet".into(), dim: 48 };
     let graph =
-        EntityGraph::build(passages.len(), extract_heuristic(&passages), &other, &GraphOptions::default(), &Silent)
-            .unwrap();
+        EntityGraph::build(&passages, extract_heuristic(&passages), &other, &GraphOptions::default(), &Silent).unwrap();
     attach_graph(store.as_ref(), &graph, "heuristic".into()).unwrap();
     let index = store.load().unwrap();
     let own = index.manifest.graph.as_ref().unwrap().embedder.clone().expect("recorded");

@@ -110,7 +110,7 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
         build_index(store, &corpus(passages.clone()), vec!["p".into()], &e, &exact(), &Silent).unwrap();
         let index = store.load().unwrap();
         let graph =
-            EntityGraph::build(index.len(), extract_heuristic(index.passages()), &e, &options, &Silent).unwrap();
+            EntityGraph::build(index.passages(), extract_heuristic(index.passages()), &e, &options, &Silent).unwrap();
         drop(index);
         attach_graph(store, &graph, "heuristic".into()).unwrap();
     }
@@ -201,9 +201,14 @@ fn a_reader_keeps_its_generation_while_another_server_edits() {
     build_index(writer.as_ref(), &corpus(passages.clone()), vec![], &e, &exact(), &Silent).unwrap();
     build_index(folder.as_ref(), &corpus(passages), vec![], &e, &exact(), &Silent).unwrap();
     let index = writer.load().unwrap();
-    let graph =
-        EntityGraph::build(index.len(), extract_heuristic(index.passages()), &e, &GraphOptions::default(), &Silent)
-            .unwrap();
+    let graph = EntityGraph::build(
+        index.passages(),
+        extract_heuristic(index.passages()),
+        &e,
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     drop(index);
     attach_graph(writer.as_ref(), &graph, "heuristic".into()).unwrap();
     attach_graph(folder.as_ref(), &graph, "heuristic".into()).unwrap();
@@ -392,9 +397,14 @@ fn concurrent_edits_both_land(open: impl Fn() -> Arc<dyn Store> + Clone + Send +
     let base = synthetic("base", 0, 200);
     build_index(store.as_ref(), &corpus(base.clone()), vec![], &e, &exact(), &Silent).unwrap();
     let index = store.load().unwrap();
-    let graph =
-        EntityGraph::build(index.len(), extract_heuristic(index.passages()), &e, &GraphOptions::default(), &Silent)
-            .unwrap();
+    let graph = EntityGraph::build(
+        index.passages(),
+        extract_heuristic(index.passages()),
+        &e,
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     drop(index);
     attach_graph(store.as_ref(), &graph, "heuristic".into()).unwrap();
     let start = Arc::new(std::sync::Barrier::new(2));

@@ -505,9 +505,8 @@ fn build_graph(
     let t = Instant::now();
     let extraction = extract_heuristic(&corpus.passages);
     let graph_extract_secs = t.elapsed().as_secs_f64();
-    let n = corpus.passages.len();
+    let graph = EntityGraph::build(&corpus.passages, extraction, embedder.as_ref(), options, progress)?;
     drop(corpus);
-    let graph = EntityGraph::build(n, extraction, embedder.as_ref(), options, progress)?;
     let t = Instant::now();
     let attached = store::attach_graph(store, &graph, "heuristic".into())?;
     let graph_walk_secs = attached.walk_secs.unwrap_or(0.0);

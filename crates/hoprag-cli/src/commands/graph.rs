@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use hoprag::embed::EmbedderSpec;
+use hoprag::embed::{Embedder, EmbedderSpec};
 use hoprag::graph::{extract_llm, Extraction, GraphOptions, LlmExtractOptions, LlmExtractReport};
 use hoprag::index::Index;
 use hoprag::llm::{default_cache_dir, LlmSource};
@@ -80,6 +80,7 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
         ctx,
         super::open_store(&args.index, &args.namespace, hoprag::store::Open::Existing)?.as_ref(),
         &args.source,
+        None,
     )?;
     if ctx.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -88,8 +89,15 @@ pub fn run(ctx: &Context, args: GraphArgs) -> anyhow::Result<()> {
 }
 
 /// Builds the graph for the index in `store` and attaches it as a new generation;
-/// prints a summary unless the output is JSON, and returns the JSON summary.
-pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource) -> anyhow::Result<serde_json::Value> {
+/// prints a summary unless the output is JSON, and returns the JSON summary. `read`:
+/// the embedder that read the index's passages, if it is the graph's too and kept what
+/// the graph's contextual facts need ([`hoprag::graph::ReadOnce`]).
+pub fn build_and_attach(
+    ctx: &Context,
+    store: &dyn Store,
+    source: &TripleSource,
+    read: Option<&dyn Embedder>,
+) -> anyhow::Result<serde_json::Value> {
     let index = store.load()?;
     let config = ctx.config_for(store, &[])?;
     let mut llm_report = None;
@@ -121,11 +129,15 @@ pub fn build_and_attach(ctx: &Context, store: &dyn Store, source: &TripleSource)
     for doc in r.unmatched_docs.iter().take(5) {
         ctx.note(format!("  unmatched: {doc}"));
     }
-    let embedder = graph_embedder(&index, source.graph_embedder.as_ref(), &config.embedder)?;
+    let loaded = graph_embedder(&index, source.graph_embedder.as_ref(), &config.embedder)?;
+    let embedder: &dyn Embedder = match read {
+        Some(read) if read.id() == loaded.id() && read.dim() == loaded.dim() => read,
+        _ => loaded.as_ref(),
+    };
     ctx.note(format!("embedding the graph's entities and facts with {}", embedder.id()));
     let synonym_threshold = source.synonym_threshold.unwrap_or(config.graph.synonym_threshold);
     let options = GraphOptions { synonym_threshold, ..config.graph };
-    let built = build_graph(store, &index, (extraction, label), embedder.as_ref(), &options, &ctx.progress)?;
+    let built = build_graph(store, &index, (extraction, label), embedder, &options, &ctx.progress)?;
     let (s, report) = (&built.stats, &built.extraction);
     let times = times_json(extract_secs, &built);
     let out = serde_json::json!({"source": built.source, "embedder": built.embedder, "stats": s, "extraction": report,

@@ -3,7 +3,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusFormat, CorpusOptions, IngestReport, LoadedCorpus, SplitOptions};
-use hoprag::embed::{load_embedder, EmbedderSpec};
+use hoprag::embed::{load_embedder, Embedder, EmbedderSpec};
+use hoprag::graph::{FactVectors, ReadOnce};
 use hoprag::index::{HnswParams, Quantization, VectorIndexKind};
 use hoprag::store::{build_index, BuildOptions, BuildStats};
 
@@ -127,6 +128,10 @@ fn print_stats(ctx: &Context, location: &str, stats: &BuildStats, report: &Inges
     Ok(())
 }
 
+/// The most the passages' pass keeps for the graph's contextual facts (about 1.4 million
+/// MiniLM vectors); a larger corpus's graph reads the rest of its passages again.
+const READ_ONCE_BYTES: usize = 2 << 30;
+
 pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let corpus = args.corpus.load(ctx)?;
@@ -136,20 +141,38 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let options = BuildOptions { vector_index: args.vector_index, hnsw, overwrite: args.force, ..Default::default() };
     let source = args.corpus.corpus.display().to_string();
     let store = super::open_store(&args.out, &args.namespace, hoprag::store::Open::OrCreate)?;
-    let stats = build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &ctx.progress)
+    let mut graph_source = args.graph.clone();
+    if !graph_source.is_set() {
+        // The default graph needs no LLM and no extra file.
+        graph_source.extract = Some(super::graph::Extractor::Heuristic);
+    }
+    // The default graph's facts are read in their passages (contextual fact vectors):
+    // read with the passages, each passage goes through the model once.
+    let heuristic =
+        graph_source.triples.is_none() && matches!(graph_source.extract, Some(super::graph::Extractor::Heuristic));
+    let read_once = (!args.no_graph
+        && heuristic
+        && graph_source.graph_embedder.is_none()
+        && ctx.config.graph.fact_vectors == FactVectors::Contextual)
+        .then(|| {
+            let extraction = hoprag::graph::extract_heuristic(&corpus.passages);
+            ReadOnce::new(embedder.as_ref(), &corpus.passages, &extraction.triples, READ_ONCE_BYTES)
+        });
+    let passage_embedder: &dyn Embedder = match &read_once {
+        Some(read) => read,
+        None => embedder.as_ref(),
+    };
+    let stats = build_index(store.as_ref(), &corpus, vec![source], passage_embedder, &options, &ctx.progress)
         .with_context(|| format!("building the index in {}", store.location()))?;
     if !ctx.json {
         print_stats(ctx, store.location(), &stats, &corpus.report)?;
     }
     let mut graph = serde_json::Value::Null;
     if !args.no_graph {
-        let mut source = args.graph.clone();
-        if !source.is_set() {
-            // The default graph needs no LLM and no extra file.
-            source.extract = Some(super::graph::Extractor::Heuristic);
-        }
         let t = std::time::Instant::now();
-        graph = super::graph::build_and_attach(ctx, store.as_ref(), &source)?;
+        let read = read_once.as_ref().map(|r| r as &dyn Embedder);
+        graph = super::graph::build_and_attach(ctx, store.as_ref(), &graph_source, read)?;
+        drop(read_once);
         graph["secs"] = serde_json::json!(t.elapsed().as_secs_f64());
         ctx.note(format!(
             "the entity graph added {:.1}s to the index build ({:.1}s in all; --no-graph skips it)",

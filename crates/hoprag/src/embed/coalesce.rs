@@ -114,6 +114,15 @@ impl<E: Embedder> Embedder for Coalescing<E> {
         self.inner.token_counts(texts)
     }
 
+    /// Not coalesced: a build's batches, large already.
+    fn embed_spans(
+        &self,
+        texts: &[String],
+        spans: &[Vec<std::ops::Range<usize>>],
+    ) -> Option<Result<Vec<super::ReadText>>> {
+        self.inner.embed_spans(texts, spans)
+    }
+
     fn embed(&self, texts: &[String], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         if rayon::current_thread_index().is_some() {
             return self.inner.embed(texts, kind);

@@ -3,13 +3,14 @@
 //! model card: mean pooling over every token (special tokens included), L2-normalised,
 //! inputs truncated to the model's `max_seq_length`.
 
+use std::ops::Range;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use super::encoder::Encoder;
-use super::{Embedder, TextKind};
+use super::{Embedder, ReadText, TextKind};
 use crate::error::{Error, Result};
 
 /// The sentence embedders hoprag runs itself; each name is also its model's name in
@@ -112,4 +113,53 @@ impl Embedder for LocalEmbedder {
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         self.encoder.embed(&ids, kind)
     }
+
+    fn embed_spans(&self, texts: &[String], spans: &[Vec<Range<usize>>]) -> Option<Result<Vec<ReadText>>> {
+        Some((|| {
+            let encodings = self
+                .tokenizer
+                .encode_batch(texts.to_vec(), true)
+                .map_err(|e| Error::Embedding(format!("tokenizer: {e}")))?;
+            // Each byte span's tokens: the text's own tokens (not [CLS] or [SEP]) whose
+            // bytes overlap it. The first pool is the whole sequence: the text's vector.
+            let tokens: Vec<Vec<Option<Range<usize>>>> = encodings
+                .iter()
+                .zip(spans)
+                .map(|(e, spans)| spans.iter().map(|span| token_range(e, span)).collect())
+                .collect();
+            let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+            let pools: Vec<Vec<Range<usize>>> = ids
+                .iter()
+                .zip(&tokens)
+                .map(|(ids, t)| {
+                    std::iter::once(0..ids.len()).chain(t.iter().map(|r| r.clone().unwrap_or(0..0))).collect()
+                })
+                .collect();
+            let vectors = self.encoder.embed_spans(&ids, &pools, TextKind::Passage)?;
+            Ok(vectors
+                .into_iter()
+                .zip(tokens)
+                .map(|(v, t)| {
+                    let mut v = v.into_iter();
+                    let vector = v.next().expect("the whole text's pool");
+                    ReadText { vector, spans: v.zip(t).map(|(v, t)| t.map(|_| v)).collect() }
+                })
+                .collect())
+        })())
+    }
+}
+
+/// The tokens of `e` whose byte offsets overlap `span`, special tokens left out; `None`
+/// when there are none (the span is past the truncation, or empty).
+fn token_range(e: &Encoding, span: &Range<usize>) -> Option<Range<usize>> {
+    let special = e.get_special_tokens_mask();
+    let mut inside = e
+        .get_offsets()
+        .iter()
+        .enumerate()
+        .filter(|&(i, &(start, end))| special[i] == 0 && start < span.end && end > span.start)
+        .map(|(i, _)| i);
+    let first = inside.next()?;
+    let last = inside.next_back().unwrap_or(first);
+    Some(first..last + 1)
 }

@@ -15,6 +15,7 @@ pub use gemma::{GemmaEmbedder, GemmaOptions, QueryPrompt};
 pub use local::{LocalEmbedder, LocalModel};
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -45,10 +46,26 @@ pub trait Embedder: Send + Sync {
         None
     }
 
+    /// Each passage text read once: its own vector (as [`Embedder::embed`] gives it, to
+    /// the bit) and the vectors of its byte `spans`, read in the context of the whole
+    /// text (its tokens' states pooled over each span); `None` where the embedder cannot
+    /// (a remote model). A span the model does not read (past its token limit, or
+    /// empty) has no vector.
+    fn embed_spans(&self, _texts: &[String], _spans: &[Vec<Range<usize>>]) -> Option<Result<Vec<ReadText>>> {
+        None
+    }
+
     fn embed_one(&self, text: &str, kind: TextKind) -> Result<Vec<f32>> {
         let mut v = self.embed(&[text.to_string()], kind)?;
         v.pop().ok_or_else(|| Error::Embedding("embedder returned no vector".into()))
     }
+}
+
+/// A passage text read by [`Embedder::embed_spans`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadText {
+    pub vector: Vec<f32>,
+    pub spans: Vec<Option<Vec<f32>>>,
 }
 
 /// Which embedder to use, as written on the command line and in manifests:

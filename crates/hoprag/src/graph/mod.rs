@@ -4,7 +4,9 @@
 
 pub mod beam;
 mod build;
+mod contextual;
 pub mod export;
+mod fact_vectors;
 mod files;
 mod heuristic;
 pub mod linking;
@@ -18,7 +20,9 @@ pub mod triple_index;
 pub mod walk;
 
 pub use crate::index::GraphStats;
-pub use build::GraphOptions;
+pub use build::{GraphOptions, Previous};
+pub use contextual::{fact_span, ReadOnce};
+pub use fact_vectors::FactVectors;
 pub use heuristic::extract_heuristic;
 pub use llm_extract::{extract_llm, query_ner, LlmExtractOptions, LlmExtractReport};
 pub use name::Name;

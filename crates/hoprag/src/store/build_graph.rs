@@ -8,10 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{attach_graph, GraphAttached, Store};
+use crate::corpus::PassageIdx;
 use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
 use crate::error::Result;
 use crate::graph::{
-    extract_heuristic, import_openie, EntityGraph, ExtractReport, Extraction, GraphOptions, GraphStats,
+    extract_heuristic, import_openie, EntityGraph, ExtractReport, Extraction, GraphOptions, GraphStats, Previous,
 };
 use crate::index::{GraphBuildTimes, Index};
 use crate::progress::Progress;
@@ -75,13 +76,16 @@ pub fn build_graph(
 ) -> Result<GraphBuilt> {
     let mut report = extraction.report.clone();
     let info = index.manifest.graph_embedder();
-    let previous = match &index.manifest.graph {
+    let before = match &index.manifest.graph {
         Some(_) if info.id == embedder.id() && info.dim == embedder.dim() => store.load_graph(index)?,
         _ => None,
     };
+    // Built again over the same passages: each is its own passage of the graph before.
+    let same: Vec<Option<PassageIdx>> = (0..index.len() as PassageIdx).map(Some).collect();
+    let previous = before.as_ref().map(|graph| Previous { graph, passages: &same });
     let (graph, times) =
-        EntityGraph::build_after_timed(index.len(), extraction, embedder, options, previous.as_ref(), progress)?;
-    drop(previous);
+        EntityGraph::build_after_timed(index.passages(), extraction, embedder, options, previous, progress)?;
+    drop(before);
     // The extractor's count, and the triples the build found no two entities for.
     report.degenerate_triples += graph.triple_entities.iter().filter(|ends| ends.is_none()).count();
     let attached = attach_graph(store, &graph, source.clone())?;

@@ -50,6 +50,33 @@ impl Embedder for HashEmbedder {
             })
             .collect())
     }
+
+    /// A span read in its text: its words with half the weight of the text's first
+    /// line (the title), so the same statement in two passages gets two vectors, as a
+    /// model's token states would; spans past 2,000 bytes are not read.
+    fn embed_spans(
+        &self,
+        texts: &[String],
+        spans: &[Vec<std::ops::Range<usize>>],
+    ) -> Option<Result<Vec<hoprag::embed::ReadText>>> {
+        let read = |text: &String, spans: &Vec<std::ops::Range<usize>>| -> Result<hoprag::embed::ReadText> {
+            let vector = self.embed(std::slice::from_ref(text), TextKind::Passage)?.remove(0);
+            let title = text.lines().next().unwrap_or("");
+            let context = self.embed(&[title.to_string()], TextKind::Passage)?.remove(0);
+            let spans = spans
+                .iter()
+                .map(|span| {
+                    let words = text.get(span.clone()).filter(|_| span.end <= 2000 && !span.is_empty())?;
+                    let mut v = self.embed(&[words.to_string()], TextKind::Passage).ok()?.remove(0);
+                    v.iter_mut().zip(&context).for_each(|(a, b)| *a += 0.5 * b);
+                    l2_normalize(&mut v);
+                    Some(v)
+                })
+                .collect();
+            Ok(hoprag::embed::ReadText { vector, spans })
+        };
+        Some(texts.iter().zip(spans).map(|(t, s)| read(t, s)).collect())
+    }
 }
 
 pub fn repo_root() -> PathBuf {

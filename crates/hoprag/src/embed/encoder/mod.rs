@@ -28,6 +28,7 @@ pub mod kernels;
 mod packed;
 mod weights;
 
+use std::ops::Range;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -80,11 +81,47 @@ impl Encoder {
     /// differ from it in the last bits ([`project`]).
     pub fn embed(&self, sequences: &[&[u32]], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         check_sequences(sequences, self.config.max_tokens(), self.weights.vocab)?;
-        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads, kind)))
+        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| {
+            let whole: Vec<Vec<Range<usize>>> = batch.iter().map(|s| std::iter::once(0..s.len()).collect()).collect();
+            self.forward(batch, &whole, threads, kind).into_iter().flatten().collect()
+        }))
     }
 
-    /// One packed batch through the whole model, then mean pooling.
-    fn forward(&self, sequences: &[&[u32]], threads: usize, kind: TextKind) -> Vec<Vec<f32>> {
+    /// As [`Encoder::embed`], but each sequence's vectors are the mean-pooled,
+    /// L2-normalised token states of its `spans` (token ranges; an empty one gives a
+    /// zero vector): a phrase's vector in the context of the text around it, from the
+    /// text's one forward pass. A span `0..len` is the sequence's own vector, to the bit.
+    pub fn embed_spans(
+        &self,
+        sequences: &[&[u32]],
+        spans: &[Vec<Range<usize>>],
+        kind: TextKind,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
+        check_sequences(sequences, self.config.max_tokens(), self.weights.vocab)?;
+        if spans.len() != sequences.len() || sequences.iter().zip(spans).any(|(s, r)| r.iter().any(|r| r.end > s.len()))
+        {
+            return Err(Error::Embedding("a span reaches past its sequence".into()));
+        }
+        let batches = plan_batches(sequences, self.threads);
+        let threads_per_batch = if batches.len() >= self.threads { 1 } else { self.threads };
+        let pooled: Vec<Vec<Vec<Vec<f32>>>> = self.pool.install(|| {
+            batches
+                .par_iter()
+                .map(|r| self.forward(&sequences[r.clone()], &spans[r.clone()], threads_per_batch, kind))
+                .collect()
+        });
+        Ok(pooled.into_iter().flatten().collect())
+    }
+
+    /// One packed batch through the whole model, then mean pooling over each sequence's
+    /// `pools` (token ranges).
+    fn forward(
+        &self,
+        sequences: &[&[u32]],
+        pools: &[Vec<Range<usize>>],
+        threads: usize,
+        kind: TextKind,
+    ) -> Vec<Vec<Vec<f32>>> {
         let h = self.config.hidden;
         let starts = starts(sequences);
         let total: usize = sequences.iter().map(|s| s.len()).sum();
@@ -93,20 +130,25 @@ impl Encoder {
         for layer in &self.weights.layers {
             self.layer(layer, &mut x, &mut scratch, sequences, &starts, threads, kind);
         }
-        sequences
+        pools
             .iter()
             .zip(&starts)
-            .map(|(s, &at)| {
-                let mut v = vec![0.0f32; h];
-                for row in x[at * h..(at + s.len()) * h].chunks_exact(h) {
-                    v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
-                }
-                // Mean then L2: the mean's 1/n cancels in the normalisation, but keeps the
-                // intermediate values in the model's range.
-                let n = s.len().max(1) as f32;
-                v.iter_mut().for_each(|a| *a /= n);
-                super::l2_normalize(&mut v);
-                v
+            .map(|(ranges, &at)| {
+                ranges
+                    .iter()
+                    .map(|r| {
+                        let mut v = vec![0.0f32; h];
+                        for row in x[(at + r.start) * h..(at + r.end) * h].chunks_exact(h) {
+                            v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
+                        }
+                        // Mean then L2: the mean's 1/n cancels in the normalisation, but
+                        // keeps the intermediate values in the model's range.
+                        let n = r.len().max(1) as f32;
+                        v.iter_mut().for_each(|a| *a /= n);
+                        super::l2_normalize(&mut v);
+                        v
+                    })
+                    .collect()
             })
             .collect()
     }

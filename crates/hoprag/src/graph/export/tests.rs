@@ -68,7 +68,9 @@ fn small_graph() -> (EntityGraph, Vec<Passage>) {
     ];
     extraction.entities[2] = vec![Name::new("Carol")];
     let options = GraphOptions::default();
-    let graph = EntityGraph::build(4, extraction, &FirstLetter, &options, &crate::progress::Silent).unwrap();
+    let graph =
+        EntityGraph::build(&vec![Passage::default(); 4], extraction, &FirstLetter, &options, &crate::progress::Silent)
+            .unwrap();
     let mut passages: Vec<Passage> = (0..4).map(|i| Passage::new(format!("p-{i}"), format!("Title {i}"), "")).collect();
     passages[1].title = "Tom & <Jerry>\u{1}".into();
     passages[2].id = "doc,2".into();

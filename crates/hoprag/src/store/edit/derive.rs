@@ -21,7 +21,7 @@ use crate::embed::{embed_passages, Embedder, TextKind};
 use crate::error::{Error, Result};
 use crate::graph::ppr::{PprGraph, PprParams};
 use crate::graph::split_ppr::Solved;
-use crate::graph::{extract_heuristic, EntityGraph, Extraction, Triple};
+use crate::graph::{extract_heuristic, EntityGraph, Extraction, Previous, Triple};
 use crate::index::{Index, Matrix};
 use crate::progress::Progress;
 
@@ -71,6 +71,7 @@ pub(super) fn graph(
     old_graph: &EntityGraph,
     graph_source: Option<&str>,
     passages: &[Passage],
+    kept: &[Option<PassageIdx>],
     vectors: &Matrix,
     graph_embedder: &dyn Embedder,
     walk: WalkUpdate,
@@ -83,8 +84,9 @@ pub(super) fn graph(
     let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
     log::debug!("edit: extraction {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
     let cached = CachedEmbedder::new(graph_embedder, &fresh.graph);
+    let previous = Previous { graph: old_graph, passages: kept };
     let mut graph =
-        EntityGraph::build_after(passages.len(), extraction, &cached, &old_graph.options, Some(old_graph), progress)?;
+        EntityGraph::build_after(passages, extraction, &cached, &old_graph.options, Some(previous), progress)?;
     work.graph_texts_embedded += cached.embedded();
     work.graph_secs += t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -235,6 +237,15 @@ impl<'a> CachedEmbedder<'a> {
 impl Embedder for CachedEmbedder<'_> {
     fn id(&self) -> &str {
         self.inner.id()
+    }
+
+    /// Not cached: only the passages that state a fact first, new to the edit, are read.
+    fn embed_spans(
+        &self,
+        texts: &[String],
+        spans: &[Vec<std::ops::Range<usize>>],
+    ) -> Option<Result<Vec<crate::embed::ReadText>>> {
+        self.inner.embed_spans(texts, spans)
     }
 
     fn dim(&self) -> usize {

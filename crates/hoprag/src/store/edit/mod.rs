@@ -190,6 +190,7 @@ pub fn edit_from(
                             old_graph,
                             old.manifest.graph.as_ref().map(|g| g.source.as_str()),
                             &plan.passages,
+                            &kept,
                             &vectors,
                             embedders.graph.as_ref(),
                             options.walk,
