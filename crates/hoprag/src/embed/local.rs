@@ -115,37 +115,41 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed_spans(&self, texts: &[String], spans: &[Vec<Range<usize>>]) -> Option<Result<Vec<ReadText>>> {
-        Some((|| {
-            let encodings = self
-                .tokenizer
-                .encode_batch(texts.to_vec(), true)
-                .map_err(|e| Error::Embedding(format!("tokenizer: {e}")))?;
-            // Each byte span's tokens: the text's own tokens (not [CLS] or [SEP]) whose
-            // bytes overlap it. The first pool is the whole sequence: the text's vector.
-            let tokens: Vec<Vec<Option<Range<usize>>>> = encodings
-                .iter()
-                .zip(spans)
-                .map(|(e, spans)| spans.iter().map(|span| token_range(e, span)).collect())
-                .collect();
-            let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-            let pools: Vec<Vec<Range<usize>>> = ids
-                .iter()
-                .zip(&tokens)
-                .map(|(ids, t)| {
-                    std::iter::once(0..ids.len()).chain(t.iter().map(|r| r.clone().unwrap_or(0..0))).collect()
-                })
-                .collect();
-            let vectors = self.encoder.embed_spans(&ids, &pools, TextKind::Passage)?;
-            Ok(vectors
-                .into_iter()
-                .zip(tokens)
-                .map(|(v, t)| {
-                    let mut v = v.into_iter();
-                    let vector = v.next().expect("the whole text's pool");
-                    ReadText { vector, spans: v.zip(t).map(|(v, t)| t.map(|_| v)).collect() }
-                })
-                .collect())
-        })())
+        Some(self.read_spans(texts, spans))
+    }
+}
+
+impl LocalEmbedder {
+    /// [`Embedder::embed_spans`]: each text's tokens with their byte offsets, one forward
+    /// pass pooling the whole text and each span.
+    fn read_spans(&self, texts: &[String], spans: &[Vec<Range<usize>>]) -> Result<Vec<ReadText>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Embedding(format!("tokenizer: {e}")))?;
+        // Each byte span's tokens: the text's own tokens (not [CLS] or [SEP]) whose
+        // bytes overlap it. The first pool is the whole sequence: the text's vector.
+        let tokens: Vec<Vec<Option<Range<usize>>>> = encodings
+            .iter()
+            .zip(spans)
+            .map(|(e, spans)| spans.iter().map(|span| token_range(e, span)).collect())
+            .collect();
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let pools: Vec<Vec<Range<usize>>> = ids
+            .iter()
+            .zip(&tokens)
+            .map(|(ids, t)| std::iter::once(0..ids.len()).chain(t.iter().map(|r| r.clone().unwrap_or(0..0))).collect())
+            .collect();
+        let vectors = self.encoder.embed_spans(&ids, &pools, TextKind::Passage)?;
+        Ok(vectors
+            .into_iter()
+            .zip(tokens)
+            .map(|(v, t)| {
+                let mut v = v.into_iter();
+                let vector = v.next().expect("the whole text's pool");
+                ReadText { vector, spans: v.zip(t).map(|(v, t)| t.map(|_| v)).collect() }
+            })
+            .collect())
     }
 }
 

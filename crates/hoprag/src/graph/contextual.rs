@@ -221,29 +221,31 @@ impl Embedder for ReadOnce<'_> {
 
     fn embed_spans(&self, texts: &[String], spans: &[Vec<Range<usize>>]) -> Option<Result<Vec<ReadText>>> {
         let hashes: Vec<u128> = texts.iter().map(|t| text_hash(t)).collect();
+        // Held when every text was read with the passages and every span asked is one of
+        // its triples' (a kept text has all of those: one without a vector was past the
+        // token limit). Otherwise read again, the lock released first.
         let held = {
             let kept = self.kept.lock().expect("no panics under the lock");
-            hashes.iter().all(|h| kept.texts.contains_key(h))
+            let asked = |h: &u128, s: &Range<usize>| self.asked.get(h).is_some_and(|a| a.contains(s));
+            hashes
+                .iter()
+                .zip(spans)
+                .all(|(h, spans)| kept.texts.contains_key(h) && spans.iter().all(|s| asked(h, s)))
+                .then(|| {
+                    hashes
+                        .iter()
+                        .zip(spans)
+                        .map(|(h, spans)| ReadText {
+                            vector: kept.texts[h].clone(),
+                            spans: spans.iter().map(|s| kept.spans.get(&(*h, s.start, s.end)).cloned()).collect(),
+                        })
+                        .collect()
+                })
         };
-        if !held {
-            return self.inner.embed_spans(texts, spans);
+        match held {
+            Some(read) => Some(Ok(read)),
+            None => self.inner.embed_spans(texts, spans),
         }
-        // Every text was read with the passages, with all its triples' spans: a span
-        // without a vector was past the token limit (and an asked span is one of them).
-        let kept = self.kept.lock().expect("no panics under the lock");
-        let asked = |h: &u128, s: &Range<usize>| self.asked.get(h).is_some_and(|a| a.contains(s));
-        if !hashes.iter().zip(spans).all(|(h, spans)| spans.iter().all(|s| asked(h, s))) {
-            drop(kept);
-            return self.inner.embed_spans(texts, spans);
-        }
-        Some(Ok(hashes
-            .iter()
-            .zip(spans)
-            .map(|(h, spans)| ReadText {
-                vector: kept.texts[h].clone(),
-                spans: spans.iter().map(|s| kept.spans.get(&(*h, s.start, s.end)).cloned()).collect(),
-            })
-            .collect()))
     }
 }
 

@@ -301,7 +301,9 @@ impl GemmaEncoder {
     /// whatever it is embedded with (see [`super::Encoder::embed`]).
     pub fn embed(&self, sequences: &[&[u32]], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         super::check_sequences(sequences, self.config.max_positions, self.vocab)?;
-        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| self.forward(batch, threads, kind)))
+        Ok(embed_batched(&self.pool, self.threads, sequences, |range, threads| {
+            self.forward(&sequences[range], threads, kind)
+        }))
     }
 
     fn forward(&self, sequences: &[&[u32]], threads: usize, kind: TextKind) -> Vec<Vec<f32>> {

@@ -81,7 +81,8 @@ impl Encoder {
     /// differ from it in the last bits ([`project`]).
     pub fn embed(&self, sequences: &[&[u32]], kind: TextKind) -> Result<Vec<Vec<f32>>> {
         check_sequences(sequences, self.config.max_tokens(), self.weights.vocab)?;
-        Ok(embed_batched(&self.pool, self.threads, sequences, |batch, threads| {
+        Ok(embed_batched(&self.pool, self.threads, sequences, |range, threads| {
+            let batch = &sequences[range];
             let whole: Vec<Vec<Range<usize>>> = batch.iter().map(|s| std::iter::once(0..s.len()).collect()).collect();
             self.forward(batch, &whole, threads, kind).into_iter().flatten().collect()
         }))
@@ -102,15 +103,9 @@ impl Encoder {
         {
             return Err(Error::Embedding("a span reaches past its sequence".into()));
         }
-        let batches = plan_batches(sequences, self.threads);
-        let threads_per_batch = if batches.len() >= self.threads { 1 } else { self.threads };
-        let pooled: Vec<Vec<Vec<Vec<f32>>>> = self.pool.install(|| {
-            batches
-                .par_iter()
-                .map(|r| self.forward(&sequences[r.clone()], &spans[r.clone()], threads_per_batch, kind))
-                .collect()
-        });
-        Ok(pooled.into_iter().flatten().collect())
+        Ok(embed_batched(&self.pool, self.threads, sequences, |range, threads| {
+            self.forward(&sequences[range.clone()], &spans[range], threads, kind)
+        }))
     }
 
     /// One packed batch through the whole model, then mean pooling over each sequence's
@@ -342,20 +337,21 @@ fn rows_par2(threads: usize, x: &mut [f32], y: &[f32], width: usize, f: impl Fn(
 /// Splits the sequences, in order, into batches of about `1/threads` of all the tokens
 /// each (so every thread gets one), but never more than [`BATCH_TOKENS`] (so the
 /// activations stay small) or fewer than [`PARALLEL_MIN_ROWS`] unless that is all.
-/// `forward` over the packed batches of `sequences` on `pool`, the vectors in input order.
-/// Enough batches for every thread: each runs whole on one thread, with no hand-off inside
-/// the model. Fewer: the threads share each batch's products.
-fn embed_batched(
+/// `forward` over the packed batches of `sequences` on `pool` (each batch a range of
+/// them), one output per sequence in input order. Enough batches for every thread: each
+/// runs whole on one thread, with no hand-off inside the model. Fewer: the threads share
+/// each batch's products.
+fn embed_batched<T: Send>(
     pool: &rayon::ThreadPool,
     threads: usize,
     sequences: &[&[u32]],
-    forward: impl Fn(&[&[u32]], usize) -> Vec<Vec<f32>> + Sync,
-) -> Vec<Vec<f32>> {
+    forward: impl Fn(Range<usize>, usize) -> Vec<T> + Sync,
+) -> Vec<T> {
     let batches = plan_batches(sequences, threads);
     let threads_per_batch = if batches.len() >= threads { 1 } else { threads };
-    let vectors: Vec<Vec<Vec<f32>>> = pool
-        .install(|| batches.par_iter().map(|range| forward(&sequences[range.clone()], threads_per_batch)).collect());
-    vectors.into_iter().flatten().collect()
+    let outputs: Vec<Vec<T>> =
+        pool.install(|| batches.par_iter().map(|range| forward(range.clone(), threads_per_batch)).collect());
+    outputs.into_iter().flatten().collect()
 }
 
 fn plan_batches(sequences: &[&[u32]], threads: usize) -> Vec<std::ops::Range<usize>> {
