@@ -185,8 +185,8 @@ fn run_peer(args: &EmbedBench, threads: usize, settings: &hoprag::embed::Embedde
             let embedder = hoprag::embed::GemmaEmbedder::prompt_of(options.query);
             vec!["--st".into(), dir.into(), "--query-prompt".into(), embedder.into()]
         }
-        EmbedderSpec::OpenAi { .. } => {
-            bail!("--peer runs sentence-transformers on the same model files: it needs a local embedder")
+        EmbedderSpec::OpenAi { .. } | EmbedderSpec::Composed { .. } => {
+            bail!("--peer runs sentence-transformers on the same model files: it needs a local model")
         }
     };
     if !args.peer_python.is_file() {

@@ -9,11 +9,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use hoprag::corpus::Passage;
-use hoprag::embed::{dot, Embedder, TextKind};
+use hoprag::embed::{dot, ComposedEmbedder, Embedder, TextKind};
 use hoprag::index::{ExactIndex, Matrix, VectorIndex};
 use serde::Serialize;
 
-use super::words::ComposedEmbedder;
 use crate::Rng;
 
 const PAIRS: usize = 20_000;

@@ -26,6 +26,7 @@ use anyhow::Context as _;
 use clap::Args;
 use hoprag::corpus::{load_corpus, CorpusOptions, LoadedCorpus, Passage};
 use hoprag::dataset::load_dataset;
+use hoprag::embed::composed::{ComposedEmbedder, Coverage, Vocabulary};
 use hoprag::embed::{Embedder, TextKind};
 use hoprag::graph::walk::WALK_STEP;
 use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions, GraphStats};
@@ -38,7 +39,7 @@ use hoprag::{Config, Engine};
 use serde::{Deserialize, Serialize};
 
 use self::corpus::{generate, Sources};
-use self::words::{word_vectors, ComposedEmbedder, Coverage, Vocabulary};
+use self::words::word_vectors;
 use super::{peak_rss_mb, percentiles, rss_mb, Percentiles};
 use crate::output::table;
 use crate::Context;
@@ -136,7 +137,8 @@ struct Inputs {
     words_secs: f64,
 }
 
-fn inputs(ctx: &Context, data: &Path) -> anyhow::Result<Inputs> {
+/// `bare_id`: the embedder answers to the bare id ([`words::records_bare_id`]).
+fn inputs(ctx: &Context, data: &Path, bare_id: bool) -> anyhow::Result<Inputs> {
     let corpus_path = data.join("2wiki-corpus/corpus.json");
     let source = load_corpus(&corpus_path, &CorpusOptions::default())
         .context("reading the source passages (the shared data folder is --data)")?;
@@ -152,7 +154,8 @@ fn inputs(ctx: &Context, data: &Path) -> anyhow::Result<Inputs> {
     let (dim, vectors, words_cached) =
         word_vectors(&vocabulary, &words::cache_dir(), &ctx.config.embedder, ctx.progress)?;
     let words_secs = t.elapsed().as_secs_f64();
-    let embedder = Arc::new(ComposedEmbedder::new(&vocabulary, dim, vectors)?);
+    let embedder = ComposedEmbedder::new(&vocabulary, dim, vectors)?;
+    let embedder = Arc::new(if bare_id { embedder.with_bare_id() } else { embedder });
     Ok(Inputs {
         sources: Sources::new(&source.passages),
         questions,
@@ -314,7 +317,9 @@ struct Latency {
 }
 
 pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
-    let mut inputs = inputs(ctx, &args.data)?;
+    let existing = args.index.as_ref().or(args.out.as_ref().filter(|_| args.add_graph));
+    let bare_id = existing.map(|spec| words::records_bare_id(spec)).transpose()?.unwrap_or(false);
+    let mut inputs = inputs(ctx, &args.data, bare_id)?;
     // After the vocabulary (all questions' words) is fixed: the word vectors' cache key.
     let kept = sample(inputs.questions.len(), args.questions);
     inputs.questions = kept.into_iter().map(|i| inputs.questions[i].clone()).collect();

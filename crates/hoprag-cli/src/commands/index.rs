@@ -59,8 +59,9 @@ pub struct IndexArgs {
     #[command(flatten)]
     namespace: super::NamespaceArg,
     /// `minilm` (in-process, the default), `mpnet`, `embeddinggemma[:query=qa|retrieval,
-    /// title=passage|none,dim=768|512|256|128]` (in-process) or `openai:MODEL` (an OpenAI-compatible
-    /// endpoint; env HOPRAG_EMBED_BASE_URL, HOPRAG_EMBED_API_KEY).
+    /// title=passage|none,dim=768|512|256|128]` (in-process), `openai:MODEL` (an OpenAI-compatible
+    /// endpoint; env HOPRAG_EMBED_BASE_URL, HOPRAG_EMBED_API_KEY) or
+    /// `composed-minilm-words-centred-idf-v1[:KEY]` (the scale benchmark's word table KEY).
     #[arg(long, default_value = "minilm")]
     embedder: EmbedderSpec,
     /// Vector index: exact, hnsw, or auto (HNSW from 50,000 passages).
@@ -135,7 +136,8 @@ const READ_ONCE_BYTES: usize = 2 << 30;
 pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let corpus = args.corpus.load(ctx)?;
-    let embedder = load_embedder(&args.embedder, &ctx.config.embedder)?;
+    // A new index names the composed embedder's word table, whichever way it was asked for.
+    let embedder = load_embedder(&args.embedder.pinned()?, &ctx.config.embedder)?;
     ctx.note(format!("embedding with {} ({} dimensions)", embedder.id(), embedder.dim()));
     let hnsw = HnswParams { quantization: args.hnsw_quantization, ..Default::default() };
     let options = BuildOptions { vector_index: args.vector_index, hnsw, overwrite: args.force, ..Default::default() };

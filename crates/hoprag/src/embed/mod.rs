@@ -1,7 +1,9 @@
 //! Text embedders: the [`Embedder`] seam, the in-process sentence encoders (MiniLM, the
-//! default, MPNet and EmbeddingGemma) and any OpenAI-compatible `/v1/embeddings` endpoint.
+//! default, MPNet and EmbeddingGemma), any OpenAI-compatible `/v1/embeddings` endpoint,
+//! and the scale benchmark's composed word vectors.
 
 mod coalesce;
+pub mod composed;
 pub mod encoder;
 pub mod gemma;
 mod local;
@@ -11,6 +13,7 @@ mod openai;
 pub use crate::models;
 
 use self::coalesce::Coalescing;
+pub use composed::ComposedEmbedder;
 pub use gemma::{GemmaEmbedder, GemmaOptions, QueryPrompt};
 pub use local::{LocalEmbedder, LocalModel};
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
@@ -69,7 +72,8 @@ pub struct ReadText {
 }
 
 /// Which embedder to use, as written on the command line and in manifests:
-/// `minilm`, `mpnet`, `embeddinggemma[:SETTINGS]` or `openai:MODEL`.
+/// `minilm`, `mpnet`, `embeddinggemma[:SETTINGS]`, `openai:MODEL` or
+/// `composed-minilm-words-centred-idf-v1[:KEY]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EmbedderSpec {
     Local(LocalModel),
@@ -77,6 +81,11 @@ pub enum EmbedderSpec {
     Gemma(GemmaOptions),
     OpenAi {
         model: String,
+    },
+    /// The scale benchmark's composed MiniLM word vectors ([`composed`]), from the word
+    /// table `key` names; `None` (indexes built before the id named it): the only table.
+    Composed {
+        key: Option<String>,
     },
 }
 
@@ -89,10 +98,15 @@ impl std::str::FromStr for EmbedderSpec {
         if let Some(options) = GemmaOptions::parse(s) {
             return Ok(EmbedderSpec::Gemma(options?));
         }
+        if let Some(key) = composed::parse(s) {
+            return Ok(EmbedderSpec::Composed { key: key? });
+        }
         match s.split_once(':') {
             Some(("openai", model)) if !model.is_empty() => Ok(EmbedderSpec::OpenAi { model: model.to_string() }),
             _ => Err(Error::Config(format!(
-                "unknown embedder {s:?}: expected `minilm`, `mpnet`, `embeddinggemma[:SETTINGS]` or `openai:MODEL`"
+                "unknown embedder {s:?}: expected `minilm`, `mpnet`, `embeddinggemma[:SETTINGS]`, `openai:MODEL` or \
+                 `{}[:KEY]`",
+                composed::ID
             ))),
         }
     }
@@ -102,6 +116,18 @@ impl EmbedderSpec {
     /// Recovers the spec from an embedder id stored in a manifest.
     pub fn from_id(id: &str) -> Result<Self> {
         id.parse()
+    }
+
+    /// The spec a new index records: the composed embedder's table named by its key (the
+    /// only table, for the bare id), so that no other table is ever used for it; any other
+    /// spec as it is.
+    pub fn pinned(self) -> Result<Self> {
+        match self {
+            EmbedderSpec::Composed { key: None } => {
+                Ok(EmbedderSpec::Composed { key: Some(composed::only_key(&composed::table_dir())?) })
+            }
+            other => Ok(other),
+        }
     }
 
     /// The embedder of an entity graph's entity and fact vectors beside this one, unless
@@ -145,6 +171,7 @@ pub fn load_embedder(spec: &EmbedderSpec, settings: &EmbedderSettings) -> Result
             cfg.model = model.clone();
             Arc::new(OpenAiEmbedder::new(cfg)?)
         }
+        EmbedderSpec::Composed { key } => Arc::new(ComposedEmbedder::open(&composed::table_dir(), key.as_deref())?),
     })
 }
 
