@@ -22,13 +22,17 @@
 //! separated this way, so a tie always goes to the full walk.
 //!
 //! By idea: [`solve`] is the precomputation of `S V` and `S 1` on the entities, [`stored`]
-//! its byte format, [`response`] the forms a response is kept in for queries, [`push`]
-//! the forward push, [`bounds`] the error bounds and the proof of a ranking, and
-//! [`rank`] the split walk of one query ([`ranked_passages`]), in named stages.
+//! its byte format, [`repair`] its update after an edit (by local work, or from the old
+//! values), [`response`] the forms a response is kept in for queries, [`push`] the
+//! forward push, [`bounds`] the error bounds and the proof of a ranking, and [`rank`] the
+//! split walk of one query ([`ranked_passages`]), in named stages.
 
 mod bounds;
 mod push;
 mod rank;
+mod repair;
+#[cfg(test)]
+mod repair_tests;
 mod response;
 mod solve;
 mod stored;
@@ -36,6 +40,7 @@ mod stored;
 mod tests;
 
 pub use rank::{ranked_passages, SplitQuery, SplitRanking};
+pub use repair::{Origins, RepairStats};
 pub use response::{Form, PassageResponse, ResponseStats};
 pub use solve::Solved;
 

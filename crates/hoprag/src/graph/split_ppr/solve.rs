@@ -159,19 +159,21 @@ impl<'a> EntityWalk<'a> {
     /// The entities' values for `width` reset columns (`reset` fills a passage's), to
     /// `PRECOMPUTE_TOLERANCE` of each column's reset mass: the values, each column's last
     /// change (L1) and the iterations; `None` if it does not converge, or `stop` says so
-    /// (checked at each iteration).
+    /// (checked at each iteration). Iterated from `start` where given (the bound after the
+    /// last iteration holds whatever the first iterate), else from the seeds.
     pub(super) fn solve(
         &self,
         width: usize,
         reset: &(dyn Fn(usize, &mut [f64]) + Sync),
         mass: &[f64],
         stop: &(dyn Fn() -> bool + Sync),
+        start: Option<Vec<f64>>,
     ) -> Option<(Vec<f64>, Vec<f64>, usize)> {
         let d = self.damping;
         let mut seeded = self.scatter(width, reset);
         seeded.iter_mut().for_each(|v| *v *= d * (1.0 - d));
         let limit = 2 * ((PRECOMPUTE_TOLERANCE.ln() / self.contraction.max(1e-3).ln()).ceil() as usize + 2);
-        let mut y = seeded.clone();
+        let mut y = start.unwrap_or_else(|| seeded.clone());
         for iteration in 1..=limit {
             if stop() {
                 return None;
@@ -280,6 +282,19 @@ impl Solved {
         damping: f64,
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Option<Solved> {
+        Self::solve_from(graph, entities, vectors, damping, stop, None)
+    }
+
+    /// [`Solved::solve_unless`], each block of columns iterated from `start(first, width)`
+    /// (entity-major) where given.
+    pub(super) fn solve_from(
+        graph: &PprGraph,
+        entities: usize,
+        vectors: &Matrix,
+        damping: f64,
+        stop: &(dyn Fn() -> bool + Sync),
+        start_at: Option<&dyn Fn(usize, usize) -> Vec<f64>>,
+    ) -> Option<Solved> {
         let start = std::time::Instant::now();
         let passages = graph.nodes().checked_sub(entities)?;
         let dim = vectors.dim();
@@ -308,7 +323,7 @@ impl Solved {
                     f64::max(sum, f64::MIN_POSITIVE)
                 })
                 .collect();
-            let (y, last, its) = walk.solve(width, &reset, &mass, stop)?;
+            let (y, last, its) = walk.solve(width, &reset, &mass, stop, start_at.map(|f| f(first, width)))?;
             iterations = iterations.max(its);
             values.extend(y);
             change.extend(last);

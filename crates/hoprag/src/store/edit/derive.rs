@@ -20,7 +20,7 @@ use crate::corpus::{Passage, PassageIdx};
 use crate::embed::{embed_passages, Embedder, TextKind};
 use crate::error::{Error, Result};
 use crate::graph::ppr::{PprGraph, PprParams};
-use crate::graph::split_ppr::Solved;
+use crate::graph::split_ppr::{Origins, RepairStats, Solved};
 use crate::graph::{extract_heuristic, EntityGraph, Extraction, Previous, Triple};
 use crate::index::{Index, Matrix};
 use crate::progress::Progress;
@@ -41,6 +41,12 @@ pub struct EditWork {
     pub lexical_secs: f64,
     pub write_secs: f64,
     pub total_secs: f64,
+    /// What repairing the walk did ([`WalkUpdate::Repair`]); `None` where it was solved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_repair: Option<RepairStats>,
+    /// Why the walk was solved instead of repaired, where a repair was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_repair_declined: Option<String>,
 }
 
 /// Vectors computed during an edit, kept across its retries (a retry happens when another
@@ -61,6 +67,13 @@ pub enum WalkUpdate {
     /// Not stored: graph methods run the exact full walk (same rankings) until a later
     /// write stores one, e.g. `hoprag graph --walk`.
     Defer,
+    /// The old generation's stored walk brought up to date by local work
+    /// ([`Solved::repair`]), its bounds as valid as a solve's, so graph methods rank as
+    /// the full walk does; where the edit reaches too much of the graph for that to pay,
+    /// solved again from the old values ([`Solved::solve_warm`]: the solve's stopping
+    /// rule, fewer iterations), and from scratch where the old graph stores no walk. The
+    /// stored walk differs from a fresh build's within its bounds, so its bytes do too.
+    Repair,
 }
 
 /// The entity graph of `passages` (with `vectors`, their vectors) as a fresh build makes
@@ -91,14 +104,51 @@ pub(super) fn graph(
     work.graph_secs += t.elapsed().as_secs_f64();
     let t = Instant::now();
     graph.walk = match walk {
-        WalkUpdate::Solve => {
-            let ppr = PprGraph::from_entity_graph(&graph);
-            Solved::solve(&ppr, graph.entities.len(), vectors, PprParams::default().damping).map(Arc::new)
-        }
+        WalkUpdate::Solve => solved(&graph, vectors),
         WalkUpdate::Defer => None,
+        WalkUpdate::Repair => repaired(old_graph, &graph, kept, vectors, work),
     };
     work.walk_secs += t.elapsed().as_secs_f64();
     Ok((Arc::new(graph), source))
+}
+
+/// The walk of `graph` solved from scratch.
+fn solved(graph: &EntityGraph, vectors: &Matrix) -> Option<Arc<Solved>> {
+    let ppr = PprGraph::from_entity_graph(graph);
+    Solved::solve(&ppr, graph.entities.len(), vectors, PprParams::default().damping).map(Arc::new)
+}
+
+/// `old`'s stored walk repaired for `graph` (entities matched by key, passages by
+/// `kept`, whose vectors are the old ones); where the repair declines, solved again from
+/// the old values ([`Solved::solve_warm`]), and where `old` stores no walk, from scratch.
+fn repaired(
+    old: &EntityGraph,
+    graph: &EntityGraph,
+    kept: &[Option<PassageIdx>],
+    vectors: &Matrix,
+    work: &mut EditWork,
+) -> Option<Arc<Solved>> {
+    let Some(stored) = old.walk.as_deref().filter(|w| w.damping() == PprParams::default().damping) else {
+        work.walk_repair_declined = Some("the old graph stores no walk".into());
+        return solved(graph, vectors);
+    };
+    let entities: Vec<Option<u32>> = graph.entities.iter().map(|key| old.entity_id(key)).collect();
+    let origins = Origins { entities: &entities, passages: kept };
+    let (old_ppr, ppr) = rayon::join(|| PprGraph::from_entity_graph(old), || PprGraph::from_entity_graph(graph));
+    match stored.repair(&old_ppr, &ppr, graph.entities.len(), &origins, vectors) {
+        Ok((solved, stats)) => {
+            log::debug!("edit: walk repaired: {stats:?}");
+            work.walk_repair = Some(stats);
+            return Some(Arc::new(solved));
+        }
+        Err(why) => {
+            log::info!("edit: the walk is solved again from the old one, not repaired: {why}");
+            work.walk_repair_declined = Some(why);
+        }
+    }
+    let e = graph.entities.len();
+    let warm = stored.solve_warm(&ppr, e, &entities, vectors);
+    warm.or_else(|| Solved::solve(&ppr, e, vectors, PprParams::default().damping)).map(Arc::new)
 }
 
 /// For each passage, a passage of `old` with the same title and text, each used once.

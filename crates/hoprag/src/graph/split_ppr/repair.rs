@@ -1,0 +1,618 @@
+//! The stored walk brought up to date after an edit by local work, instead of solved again
+//! from scratch (issue 54).
+//!
+//! [`Solved`] holds `y ≈ y*`, the fixed point of `y = c + M y` on the entities
+//! ([`EntityWalk`]). An edit changes `c` and `M` only on rows near what it touched: a
+//! passage added or removed, an entity whose degree changed (so its steps, in every row
+//! two steps away). On every other row the old solution's residual `r = c + M y − y` is
+//! the old one, bounded without being known: after the solve's last iteration
+//! `y_{k+1} = c + M y_k`, `r(y_{k+1}) = M (y_{k+1} − y_k)`, at most `ρ·Δ` in L1 (`ρ` the
+//! contraction, `Δ` the stored last change). The repair computes the residual exactly on
+//! the rows whose equation changed, pushes it (Gauss–Southwell, as forward push repairs
+//! personalized PageRank on a dynamic graph: Zhang, Lofgren & Goel, KDD 2016) until what
+//! is left is small against the solve's tolerance, and stores the `Δ` whose bound covers
+//! what is left and what it inherited.
+//!
+//! What that costs depends on how far the residual must travel, and the tolerance is
+//! global: one passage's share of the reset mass (1/6,119 on 2wiki-corpus) must fall to
+//! 1e-11 of all of it, about 30 halvings, and a graph whose entities are a few steps apart
+//! spreads it to every entity first. On 2wiki-corpus (46,887 entities) one passage deleted
+//! or added changed 3,100 to 5,800 entities' equations, and the push reached all of them:
+//! 31 to 36 million pushes, 560 to 660 million edge steps against a solve's 877 million,
+//! two to four times the solve's time (a push reads at random where the solve streams).
+//! Past its budget the repair declines, and the caller solves the walk again from the old
+//! values ([`Solved::solve_warm`]: 22 or 23 iterations there instead of 31).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::push::Steps;
+use super::solve::{reset_columns, EntityWalk, Solved, BLOCK, PRECOMPUTE_TOLERANCE};
+use crate::corpus::PassageIdx;
+use crate::graph::ppr::PprGraph;
+use crate::index::Matrix;
+
+/// The push stops once a column's residual is at most this share of what a fresh solve
+/// may leave (`ρ · PRECOMPUTE_TOLERANCE · mass`): each repair adds at most that much to
+/// the bound it inherits.
+const REPAIR_SHARE: f64 = 1.0 / 16.0;
+
+/// Past this many times a fresh solve's largest residual, the inherited bound is dropped:
+/// every row's residual is computed (one pass, as one iteration of the solve) and pushed,
+/// so that the bounds of a line of repairs stay within a few times a fresh solve's.
+const REFRESH_AT: f64 = 2.0;
+
+/// More changed rows than this share of the entities: the solve is cheaper to reason about
+/// and not much dearer.
+const MAX_CHANGED: f64 = 0.5;
+
+/// The push gives up (and the walk is solved again) past this share of a solve's work, in
+/// edge steps per block of columns (a solve takes about one per stored entry per
+/// iteration); a push's step costs a few of the solve's, which streams. Blocks run two at
+/// a time and stop together, so a declined repair costs about two blocks' budget.
+const BUDGET: f64 = 0.25;
+
+/// Times the push runs again on the exact residuals, when its own running sums (which
+/// miss the old residual of the unchanged rows it reached) drifted from them.
+const ROUNDS: usize = 3;
+
+/// Where the new graph's nodes were in the old one: an edit matches entities by key and
+/// passages by content.
+pub struct Origins<'a> {
+    /// For each entity of the new graph, the old graph's entity of the same key.
+    pub entities: &'a [Option<u32>],
+    /// For each passage of the new graph, the old graph's passage with the same title and
+    /// text, and so the same vector: the repair takes the caller's word for it (an edit
+    /// copies a kept passage's stored vector).
+    pub passages: &'a [Option<u32>],
+}
+
+/// What a repair did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RepairStats {
+    pub entities: usize,
+    /// Entities whose equation changed (their residual computed exactly).
+    pub changed: usize,
+    /// Whether the inherited bound was dropped and every row's residual computed.
+    pub refreshed: bool,
+    /// Entities the push reached, in the block of columns that reached most.
+    pub touched: usize,
+    /// Pushes and edge steps, over all blocks of columns.
+    pub pushes: usize,
+    pub steps: usize,
+    /// Edge steps a solve takes, over all blocks (its iterations times the stored
+    /// entries): what `steps` compares with.
+    pub solve_steps: usize,
+    /// The largest column's stored change against a fresh solve's largest
+    /// (`PRECOMPUTE_TOLERANCE · mass`): how much looser its bounds may be.
+    pub bound_ratio: f64,
+    /// Seconds comparing the graphs (steps, contractions, changed rows, masses), and in
+    /// all.
+    pub compare_secs: f64,
+    pub secs: f64,
+}
+
+/// What one block of columns left.
+struct BlockOutcome {
+    /// Per column, the L1 residual on the rows the repair touched, rounding included.
+    residual: [f64; BLOCK],
+    touched: usize,
+    pushes: usize,
+    steps: usize,
+}
+
+/// The new walk and what the repair reads of both graphs.
+struct Context<'a> {
+    graph: &'a PprGraph,
+    walk: &'a EntityWalk<'a>,
+    vectors: &'a Matrix,
+    origins: &'a Origins<'a>,
+    old: &'a Solved,
+    /// The rows whose residual starts exact: those whose equation changed (every row for
+    /// a refresh).
+    rows: &'a [u32],
+    budget: usize,
+    over: &'a AtomicBool,
+}
+
+impl Solved {
+    /// This solution, of `old`'s walk, brought up to date for `graph` (`entities` entity
+    /// nodes, then the passages of `vectors`), with error bounds as valid as a solve's.
+    /// `Err` says why the caller should solve the walk instead: the inputs do not fit
+    /// together, the new graph is not one the split covers, or the edit touched too much
+    /// for a local repair to pay.
+    pub fn repair(
+        &self,
+        old: &PprGraph,
+        graph: &PprGraph,
+        entities: usize,
+        origins: &Origins,
+        vectors: &Matrix,
+    ) -> Result<(Solved, RepairStats), String> {
+        self.repair_within(old, graph, entities, origins, vectors, BUDGET)
+    }
+
+    /// [`Solved::repair`], giving up past `budget` times a solve's work per block.
+    pub(super) fn repair_within(
+        &self,
+        old: &PprGraph,
+        graph: &PprGraph,
+        entities: usize,
+        origins: &Origins,
+        vectors: &Matrix,
+        budget: f64,
+    ) -> Result<(Solved, RepairStats), String> {
+        let start = Instant::now();
+        let (d, dim) = (self.damping, self.dim);
+        let passages = graph.nodes().checked_sub(entities).ok_or("fewer nodes than entities")?;
+        if old.nodes() != self.entities + self.passages || self.values.len() != self.entities * (dim + 1) {
+            return Err("the stored walk is not the old graph's".into());
+        }
+        if vectors.dim() != dim || vectors.rows() < passages {
+            return Err(format!(
+                "{} vectors of dimension {} for {passages} passages of dimension {dim}",
+                vectors.rows(),
+                vectors.dim()
+            ));
+        }
+        if origins.entities.len() != entities || origins.passages.len() != passages {
+            return Err("origins for other counts of entities or passages".into());
+        }
+        if !one_to_one(origins.entities, self.entities) || !one_to_one(origins.passages, self.passages) {
+            return Err("two nodes with one origin".into());
+        }
+        let steps = Steps::new(graph);
+        let walk = EntityWalk::new(graph, &steps, entities, d).ok_or("the new graph is not one the split covers")?;
+        let old_steps = Steps::new(old);
+        let old_walk =
+            EntityWalk::new(old, &old_steps, self.entities, d).ok_or("the old graph is not one the split covers")?;
+        let rho = walk.contraction;
+        if rho <= 0.0 || rho.is_nan() {
+            return Err("the new walk has no steps between entities".into());
+        }
+        let changed = changed_rows(old, graph, self.entities, entities, origins);
+        let mass = column_mass(vectors, passages, dim);
+        let compare_secs = start.elapsed().as_secs_f64();
+        // What a fresh solve may leave per column, `ρ'·Δ` with `Δ` at its tolerance; and
+        // what this solution's residual is bounded by (the invariant a solve leaves, and
+        // every repair keeps: ‖r‖₁ ≤ ρ·Δ).
+        let fresh: Vec<f64> = mass.iter().map(|m| rho * PRECOMPUTE_TOLERANCE * m).collect();
+        let inherited: Vec<f64> = self.change.iter().map(|ch| old_walk.contraction * ch).collect();
+        let refreshed = inherited.iter().zip(&fresh).any(|(u, f)| *u > REFRESH_AT * f);
+        let (rows, inherited) = if refreshed {
+            ((0..entities as u32).collect(), vec![0.0; dim + 1])
+        } else if changed.len() as f64 > MAX_CHANGED * entities as f64 {
+            return Err(format!("the edit changed {} of {entities} entities' equations", changed.len()));
+        } else {
+            (changed.clone(), inherited)
+        };
+        let budget = (budget * self.iterations.max(1) as f64 * graph.entries() as f64) as usize;
+        let over = AtomicBool::new(false);
+        let ctx = Context { graph, walk: &walk, vectors, origins, old: self, rows: &rows, budget, over: &over };
+
+        let mut values = vec![0f64; entities * (dim + 1)];
+        let mut blocks = Vec::new();
+        let mut rest = values.as_mut_slice();
+        for first in (0..dim + 1).step_by(BLOCK) {
+            let width = BLOCK.min(dim + 1 - first);
+            let (block, tail) = rest.split_at_mut(entities * width);
+            blocks.push((first, width, block));
+            rest = tail;
+        }
+        let targets: Vec<f64> = fresh.iter().map(|f| REPAIR_SHARE * f).collect();
+        let outcomes: Vec<Option<BlockOutcome>> = blocks
+            .into_par_iter()
+            .map(|(first, width, y)| ctx.block(first, width, y, &targets[first..first + width]))
+            .collect();
+        let outcomes: Vec<BlockOutcome> =
+            outcomes.into_iter().collect::<Option<_>>().ok_or("the push went past its budget")?;
+        // The bound. With r = c' + M'y − y, y* − y = (I − M')⁻¹ r = Σ_k M'^k r, so
+        // ‖y* − y‖₁ ≤ ‖r‖₁ / (1 − ρ'). Every row the repair touched has its residual
+        // computed exactly (R, rounding included); every other row's is the old one (its
+        // equation and every value it reads are), and all of those together are at most
+        // the old bound U = ρ·Δ. The response bounds the error by Δ'·ρ' / (1 − ρ'), so
+        // Δ' = (R + U) / ρ' makes that (R + U) / (1 − ρ') ≥ ‖y* − y‖₁, and keeps
+        // ‖r‖₁ ≤ ρ'·Δ' for the next repair, as after a solve.
+        let mut change = Vec::with_capacity(dim + 1);
+        for (first, o) in (0..dim + 1).step_by(BLOCK).zip(&outcomes) {
+            let width = BLOCK.min(dim + 1 - first);
+            for c in 0..width {
+                change.push((o.residual[c] + inherited[first + c]) / rho * (1.0 + 1e-9));
+            }
+        }
+        let bound_ratio = change.iter().zip(&mass).map(|(ch, m)| ch / (PRECOMPUTE_TOLERANCE * m)).fold(0.0, f64::max);
+        let stats = RepairStats {
+            entities,
+            changed: changed.len(),
+            refreshed,
+            touched: outcomes.iter().map(|o| o.touched).max().unwrap_or(0),
+            pushes: outcomes.iter().map(|o| o.pushes).sum(),
+            steps: outcomes.iter().map(|o| o.steps).sum(),
+            solve_steps: self.iterations * graph.entries() * outcomes.len(),
+            bound_ratio,
+            compare_secs,
+            secs: start.elapsed().as_secs_f64(),
+        };
+        let solved = Solved {
+            entities,
+            passages,
+            dim,
+            damping: d,
+            // The solve's iterations, which the next repair's budget is measured by.
+            iterations: self.iterations,
+            secs: stats.secs,
+            change,
+            values,
+        };
+        Ok((solved, stats))
+    }
+}
+
+impl Solved {
+    /// The walk of `graph` solved as [`Solved::solve`] solves it (the same stopping rule,
+    /// so bounds of the same kind), each block of columns iterated from this solution's
+    /// values moved to the new entities by `origins` (0 for new ones) instead of from the
+    /// seeds: after an edit the first iterate is close, and fewer iterations reach the
+    /// tolerance. Every row is iterated, so it holds whatever the edit touched.
+    pub fn solve_warm(
+        &self,
+        graph: &PprGraph,
+        entities: usize,
+        origins: &[Option<u32>],
+        vectors: &Matrix,
+    ) -> Option<Solved> {
+        let fits = vectors.dim() == self.dim
+            && origins.len() == entities
+            && self.values.len() == self.entities * (self.dim + 1)
+            && origins.iter().flatten().all(|&o| (o as usize) < self.entities);
+        if !fits {
+            return None;
+        }
+        let start = |first: usize, width: usize| {
+            let mut y = vec![0f64; entities * width];
+            self.moved(origins, first, width, &mut y);
+            y
+        };
+        Self::solve_from(graph, entities, vectors, self.damping, &|| false, Some(&start))
+    }
+
+    /// Columns `first..first + width` of the values, moved to the entities of `origins`
+    /// (into `y`, entity-major; entities without an origin are left as they are).
+    fn moved(&self, origins: &[Option<u32>], first: usize, width: usize, y: &mut [f64]) {
+        let old = &self.values[self.entities * first..][..self.entities * width];
+        for (i, o) in origins.iter().enumerate() {
+            if let Some(o) = o {
+                y[i * width..][..width].copy_from_slice(&old[*o as usize * width..][..width]);
+            }
+        }
+    }
+}
+
+/// Whether no two entries name the same node of `0..count`.
+fn one_to_one(origins: &[Option<u32>], count: usize) -> bool {
+    let mut seen = vec![false; count];
+    origins.iter().flatten().all(|&o| (o as usize) < count && !std::mem::replace(&mut seen[o as usize], true))
+}
+
+/// The new entities whose equation is not their origin's. Row `i` of `M` and `c` reads
+/// node `i`'s incoming steps and, for each passage `p` among them, `p`'s incoming steps
+/// and vector: the row is the old one when those steps are the origin's (the same
+/// sources, by origin, with the same probabilities) and every such passage has an origin
+/// (so the same vector).
+fn changed_rows(old: &PprGraph, graph: &PprGraph, old_entities: usize, entities: usize, origins: &Origins) -> Vec<u32> {
+    let origin = |u: usize| -> Option<u32> {
+        match u.checked_sub(entities) {
+            None => origins.entities[u],
+            Some(p) => origins.passages[p].map(|o| old_entities as u32 + o),
+        }
+    };
+    let same_steps = |u: usize| -> bool {
+        let Some(o) = origin(u) else { return false };
+        let mut new = Vec::new();
+        for (i, p) in graph.row(u).filter(|s| s.1 > 0.0) {
+            match origin(i as usize) {
+                Some(oi) => new.push((oi, p.to_bits())),
+                None => return false,
+            }
+        }
+        let mut was: Vec<(u32, u32)> =
+            old.row(o as usize).filter(|s| s.1 > 0.0).map(|(i, p)| (i, p.to_bits())).collect();
+        new.sort_unstable();
+        was.sort_unstable();
+        new == was
+    };
+    let same: Vec<bool> = (0..graph.nodes()).into_par_iter().map(same_steps).collect();
+    (0..entities)
+        .into_par_iter()
+        .filter(|&i| !same[i] || graph.row(i).any(|(s, p)| p > 0.0 && s as usize >= entities && !same[s as usize]))
+        .map(|i| i as u32)
+        .collect()
+}
+
+/// Each column's reset mass, as the solve measures its tolerance by.
+fn column_mass(vectors: &Matrix, passages: usize, dim: usize) -> Vec<f64> {
+    let mut mass = (0..passages)
+        .into_par_iter()
+        .with_min_len(1024)
+        .fold(
+            || vec![0f64; dim + 1],
+            |mut sum, p| {
+                sum.iter_mut().zip(vectors.row(p as PassageIdx)).for_each(|(s, &v)| *s += (v as f64).abs());
+                sum
+            },
+        )
+        .reduce(|| vec![0f64; dim + 1], |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect());
+    mass[dim] = passages as f64;
+    mass.iter_mut().for_each(|m| *m = m.max(f64::MIN_POSITIVE));
+    mass
+}
+
+impl Context<'_> {
+    /// Repairs columns `first..first + width` into `y` (entity-major); `None` past the
+    /// budget.
+    fn block(&self, first: usize, width: usize, y: &mut [f64], targets: &[f64]) -> Option<BlockOutcome> {
+        let e = self.walk.entities;
+        self.old.moved(self.origins.entities, first, width, y);
+        let mut target = [0f64; BLOCK];
+        target[..width].copy_from_slice(targets);
+        let met = |total: &[f64; BLOCK], share: f64| total.iter().zip(&target).all(|(t, target)| *t <= share * target);
+        let mut push = BlockPush {
+            walk: self.walk,
+            width,
+            y,
+            residual: vec![0f64; self.graph.nodes() * width],
+            touched: Vec::new(),
+            seen: vec![false; e],
+            pending: Vec::new(),
+            held: vec![false; self.walk.passages],
+            queued: vec![false; self.graph.nodes()],
+            queue: Default::default(),
+            target,
+            pushes: 0,
+            steps: 0,
+            budget: self.budget,
+            over: self.over,
+        };
+        let (exact, _) = self.residuals(first, width, push.y, self.rows);
+        for (&i, r) in self.rows.iter().zip(exact.chunks_exact(width)) {
+            push.set(i as usize, r);
+        }
+        let mut rounds = 0;
+        loop {
+            push.run()?;
+            let rows = push.touched.clone();
+            let (exact, rounding) = self.residuals(first, width, push.y, &rows);
+            let mut total = rounding;
+            for r in exact.chunks_exact(width) {
+                for (t, x) in total.iter_mut().zip(r) {
+                    *t += x.abs();
+                }
+            }
+            rounds += 1;
+            if rounds == ROUNDS || met(&total, 2.0) {
+                let mut residual = [0f64; BLOCK];
+                residual[..width].copy_from_slice(&total[..width]);
+                return Some(BlockOutcome {
+                    residual,
+                    touched: push.touched.len(),
+                    pushes: push.pushes,
+                    steps: push.steps,
+                });
+            }
+            // Pushed again from the exact residuals, which hold the old residual of the
+            // unchanged rows the push reached (still within its bound, counted twice).
+            for (&i, r) in rows.iter().zip(exact.chunks_exact(width)) {
+                push.set(i as usize, r);
+            }
+        }
+    }
+
+    /// `c' + M'y − y` on `rows` (row-major, `width` columns), computed from the graph, and
+    /// per column a bound on its rounding: a sum of `n` products is within
+    /// `n · ε · Σ|terms|` of its value.
+    fn residuals(&self, first: usize, width: usize, y: &[f64], rows: &[u32]) -> (Vec<f64>, [f64; BLOCK]) {
+        let (e, d) = (self.walk.entities, self.walk.damping);
+        // Each passage's value `(1 − d)·v_p + d·(A y)_p` and its terms' absolute sum, once.
+        let mut done = vec![false; self.walk.passages];
+        let (mut value, mut terms) = (vec![0f64; self.walk.passages * width], vec![0f64; self.walk.passages * width]);
+        let mut longest = 0;
+        for &i in rows {
+            for (s, _) in self.graph.row(i as usize).filter(|s| s.1 > 0.0 && s.0 as usize >= e) {
+                let p = s as usize - e;
+                if std::mem::replace(&mut done[p], true) {
+                    continue;
+                }
+                let (value, terms) = (&mut value[p * width..][..width], &mut terms[p * width..][..width]);
+                reset_columns(self.vectors, first, p, value);
+                for (v, t) in value.iter_mut().zip(terms.iter_mut()) {
+                    *v *= 1.0 - d;
+                    *t = v.abs();
+                }
+                let steps = self.walk.into_passage.row(p);
+                longest = longest.max(steps.len());
+                for &(j, prob) in steps {
+                    for c in 0..width {
+                        let term = d * prob as f64 * y[j as usize * width + c];
+                        value[c] += term;
+                        terms[c] += term.abs();
+                    }
+                }
+            }
+        }
+        let mut out = vec![0f64; rows.len() * width];
+        let mut rounding = [0f64; BLOCK];
+        for (&i, r) in rows.iter().zip(out.chunks_exact_mut(width)) {
+            let i = i as usize;
+            let mut abs = [0f64; BLOCK];
+            for c in 0..width {
+                r[c] = -y[i * width + c];
+                abs[c] = r[c].abs();
+            }
+            let mut n = 1;
+            for (s, prob) in self.graph.row(i).filter(|s| s.1 > 0.0) {
+                let f = d * prob as f64;
+                n += 1;
+                if (s as usize) < e {
+                    for c in 0..width {
+                        let term = f * y[s as usize * width + c];
+                        r[c] += term;
+                        abs[c] += term.abs();
+                    }
+                } else {
+                    let p = s as usize - e;
+                    for c in 0..width {
+                        r[c] += f * value[p * width + c];
+                        abs[c] += f * terms[p * width + c];
+                    }
+                }
+            }
+            let n = (n + longest + 3) as f64;
+            for c in 0..width {
+                rounding[c] += n * f64::EPSILON * abs[c];
+            }
+        }
+        (out, rounding)
+    }
+}
+
+/// The push on one block of columns. Residuals live on every node: an entity's is its
+/// equation's; a passage's is mass on its way to its entities, held so that many pushes
+/// into one passage reach its entities in one step (the equation's residual is the
+/// entities' plus `d·B` times the passages'). Pushing entity `u` moves its residual into
+/// `y_u` and `d·P(u → v)` of it to each neighbour `v`; pushing a passage moves
+/// `d·P(p → e)` of its residual to each entity `e`.
+struct BlockPush<'a> {
+    walk: &'a EntityWalk<'a>,
+    width: usize,
+    y: &'a mut [f64],
+    /// Node-major, `width` columns.
+    residual: Vec<f64>,
+    /// Entities whose residual was ever set, once each.
+    touched: Vec<u32>,
+    seen: Vec<bool>,
+    /// Passages holding residual (some may have pushed it since).
+    pending: Vec<u32>,
+    queued: Vec<bool>,
+    queue: std::collections::VecDeque<u32>,
+    /// Whether a passage is in `pending`.
+    held: Vec<bool>,
+    /// Per column, the residual the push leaves (in all, on the entities).
+    target: [f64; BLOCK],
+    pushes: usize,
+    steps: usize,
+    budget: usize,
+    over: &'a AtomicBool,
+}
+
+impl BlockPush<'_> {
+    /// Sets entity `i`'s residual.
+    fn set(&mut self, i: usize, r: &[f64]) {
+        self.residual[i * self.width..][..self.width].copy_from_slice(r);
+        if !std::mem::replace(&mut self.seen[i], true) {
+            self.touched.push(i as u32);
+        }
+    }
+
+    /// Node `u`'s residual against what the push leaves: the largest column's share; a
+    /// passage's counts at `d`, what of it reaches the entities.
+    fn weight(&self, u: usize) -> f64 {
+        let r = &self.residual[u * self.width..][..self.width];
+        // (A column whose target is 0 has no reset mass: its residual is 0 too.)
+        let share = |(x, t): (&f64, &f64)| if *x == 0.0 { 0.0 } else { x.abs() / t };
+        let w = r.iter().zip(&self.target).map(share).fold(0.0, f64::max);
+        if u < self.walk.entities {
+            w
+        } else {
+            self.walk.damping * w
+        }
+    }
+
+    /// Pushes in rounds, each to a threshold a quarter of the last (the largest residuals
+    /// first, as Gauss–Southwell), passing every passage's residual on at the end of each,
+    /// until the entities' residuals sum to at most the target in every column; `None`
+    /// past the budget (in this block or another).
+    fn run(&mut self) -> Option<()> {
+        let e = self.walk.entities;
+        let mut eps = self.touched.iter().map(|&i| self.weight(i as usize)).fold(0.0, f64::max) / 4.0;
+        loop {
+            for k in 0..self.touched.len() {
+                self.offer(self.touched[k] as usize, eps);
+            }
+            while let Some(u) = self.queue.pop_front() {
+                let u = u as usize;
+                self.queued[u] = false;
+                if self.weight(u) > eps {
+                    self.push(u, eps);
+                }
+                if self.steps > self.budget || self.over.load(Ordering::Relaxed) {
+                    self.over.store(true, Ordering::Relaxed);
+                    return None;
+                }
+            }
+            for p in std::mem::take(&mut self.pending) {
+                self.held[p as usize] = false;
+                self.push(e + p as usize, f64::INFINITY);
+            }
+            let mut total = [0f64; BLOCK];
+            let mut largest = 0f64;
+            for &i in &self.touched {
+                let r = &self.residual[i as usize * self.width..][..self.width];
+                for (t, x) in total.iter_mut().zip(r) {
+                    *t += x.abs();
+                }
+                largest = largest.max(self.weight(i as usize));
+            }
+            if total.iter().zip(&self.target).all(|(t, target)| t <= target) {
+                return Some(());
+            }
+            eps = eps.min(largest) / 4.0;
+        }
+    }
+
+    /// Queues node `u` if its residual is over `eps`.
+    fn offer(&mut self, u: usize, eps: f64) {
+        if !self.queued[u] && self.weight(u) > eps {
+            self.queued[u] = true;
+            self.queue.push_back(u as u32);
+        }
+    }
+
+    /// Pushes node `u`'s residual, queueing the neighbours it puts over `eps`.
+    fn push(&mut self, u: usize, eps: f64) {
+        let (w, d, e) = (self.width, self.walk.damping, self.walk.entities);
+        let mut r = [0f64; BLOCK];
+        r[..w].copy_from_slice(&self.residual[u * w..][..w]);
+        if r[..w].iter().all(|&x| x == 0.0) {
+            return;
+        }
+        self.residual[u * w..][..w].fill(0.0);
+        if u < e {
+            for (y, x) in self.y[u * w..][..w].iter_mut().zip(&r) {
+                *y += x;
+            }
+        }
+        let steps = self.walk.steps.from(u);
+        self.pushes += 1;
+        self.steps += steps.len();
+        for &(v, prob) in steps {
+            let v = v as usize;
+            let f = d * prob as f64;
+            for (x, add) in self.residual[v * w..][..w].iter_mut().zip(&r) {
+                *x += f * add;
+            }
+            if v < e {
+                if !std::mem::replace(&mut self.seen[v], true) {
+                    self.touched.push(v as u32);
+                }
+            } else if !std::mem::replace(&mut self.held[v - e], true) {
+                // Passed on at the end of the round, unless a push from the queue has
+                // (it then pushes nothing).
+                self.pending.push((v - e) as u32);
+            }
+            self.offer(v, eps);
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! The repair after an edit, on random passage–entity graphs and random edits: within its
+//! stated bound of the walk's fixed point, column by column, and ranking as the full walk.
+
+use std::collections::HashMap;
+
+use super::push::Steps;
+use super::repair::Origins;
+use super::solve::{reset_columns, EntityWalk, BLOCK, PRECOMPUTE_TOLERANCE};
+use super::*;
+use crate::graph::ppr::{PprGraph, PprParams};
+use crate::index::Matrix;
+use crate::rank::range;
+
+const DAMPING: f64 = 0.5;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.next() as usize % n
+    }
+
+    fn unit(&mut self) -> f32 {
+        (self.next() % (1 << 24)) as f32 / (1u32 << 24) as f32 - 0.5
+    }
+}
+
+/// A passage as an edit sees it: an id (the canonical order), the keys of its entities
+/// (a relation edge between each two consecutive ones), its vector.
+#[derive(Clone)]
+struct Passage {
+    id: u32,
+    entities: Vec<u32>,
+    vector: Vec<f32>,
+}
+
+/// The passages, and how their graph is built: entity keys `0..keys`.
+#[derive(Clone)]
+struct World {
+    passages: Vec<Passage>,
+    keys: u32,
+    dim: usize,
+}
+
+/// A world's walk graph: entity nodes in order of first mention (as the real build
+/// numbers them), then the passages by id.
+struct Built {
+    graph: PprGraph,
+    /// Each entity node's key, each passage node's id.
+    keys: Vec<u32>,
+    ids: Vec<u32>,
+    vectors: Matrix,
+}
+
+impl World {
+    fn new(rng: &mut Rng, keys: u32, passages: usize, dim: usize) -> World {
+        let mut w = World { passages: Vec::new(), keys, dim };
+        for _ in 0..passages {
+            w.add(rng);
+        }
+        w
+    }
+
+    /// Adds a passage of zero to four entities (a few new keys among them: an entity the
+    /// graph did not have).
+    fn add(&mut self, rng: &mut Rng) {
+        let id = loop {
+            let id = rng.next() as u32;
+            if !self.passages.iter().any(|p| p.id == id) {
+                break id;
+            }
+        };
+        let n = if rng.below(20) == 0 { 0 } else { 1 + rng.below(4) };
+        let mut entities = Vec::new();
+        while entities.len() < n {
+            let k = rng.below(self.keys as usize) as u32;
+            if !entities.contains(&k) {
+                entities.push(k);
+            }
+        }
+        let vector = (0..self.dim).map(|_| rng.unit()).collect();
+        let at = self.passages.partition_point(|p| p.id < id);
+        self.passages.insert(at, Passage { id, entities, vector });
+    }
+
+    /// One edit: passages removed, added, or rewritten (another vector, other entities).
+    fn edit(&mut self, rng: &mut Rng) {
+        let (remove, add) = match rng.below(4) {
+            0 => (1, 0),
+            1 => (0, 1),
+            2 => (1, 1),
+            _ => (rng.below(3), 1 + rng.below(3)),
+        };
+        for _ in 0..remove.min(self.passages.len()) {
+            let at = rng.below(self.passages.len());
+            self.passages.remove(at);
+        }
+        for _ in 0..add {
+            self.add(rng);
+        }
+    }
+
+    fn build(&self) -> Built {
+        let mut node: HashMap<u32, u32> = HashMap::new();
+        let mut keys = Vec::new();
+        for p in &self.passages {
+            for &k in &p.entities {
+                node.entry(k).or_insert_with(|| {
+                    keys.push(k);
+                    keys.len() as u32 - 1
+                });
+            }
+        }
+        let e = keys.len() as u32;
+        let mut edges = Vec::new();
+        for (q, p) in self.passages.iter().enumerate() {
+            edges.extend(p.entities.iter().map(|k| (e + q as u32, node[k], 1.0)));
+            edges.extend(p.entities.windows(2).map(|w| (node[&w[0]], node[&w[1]], 1.0)));
+        }
+        // Synonym-like links between neighbouring keys, where both are in the graph.
+        for (&k, &n) in &node {
+            if let Some(&m) = node.get(&(k + 1)) {
+                edges.push((n, m, 0.3 + (k % 5) as f32 / 10.0));
+            }
+        }
+        edges.sort_by_key(|x| (x.0, x.1));
+        let graph = PprGraph::from_edges(keys.len() + self.passages.len(), &edges);
+        let vectors = Matrix::from_flat(self.dim, self.passages.iter().flat_map(|p| p.vector.clone()).collect());
+        Built { graph, keys, ids: self.passages.iter().map(|p| p.id).collect(), vectors }
+    }
+}
+
+/// Where `new`'s nodes were in `old`: entities by key, passages by id.
+fn origins(old: &Built, new: &Built) -> (Vec<Option<u32>>, Vec<Option<u32>>) {
+    let key: HashMap<u32, u32> = old.keys.iter().enumerate().map(|(i, &k)| (k, i as u32)).collect();
+    let id: HashMap<u32, u32> = old.ids.iter().enumerate().map(|(i, &k)| (k, i as u32)).collect();
+    (new.keys.iter().map(|k| key.get(k).copied()).collect(), new.ids.iter().map(|k| id.get(k).copied()).collect())
+}
+
+/// The repair of `old_solved` for `new`, whatever its work: on graphs this small an edit
+/// reaches every entity, and the push costs about as much as a solve (the budget of
+/// [`Solved::repair`] would decline it).
+fn repair(old_solved: &Solved, old: &Built, new: &Built) -> Result<(Solved, RepairStats), String> {
+    let (entities, passages) = origins(old, new);
+    let origins = Origins { entities: &entities, passages: &passages };
+    old_solved.repair_within(&old.graph, &new.graph, new.keys.len(), &origins, &new.vectors, f64::INFINITY)
+}
+
+/// The entities' values iterated until they no longer change (contraction at most 1/2:
+/// 200 iterations leave only rounding), in [`Solved`]'s layout.
+fn fixed_point(b: &Built) -> Vec<f64> {
+    let (g, e, d) = (&b.graph, b.keys.len(), DAMPING);
+    let steps = Steps::new(g);
+    let walk = EntityWalk::new(g, &steps, e, d).expect("split form");
+    let dim = b.vectors.dim();
+    let mut out = Vec::new();
+    for first in (0..dim + 1).step_by(BLOCK) {
+        let width = BLOCK.min(dim + 1 - first);
+        let mut seeded = walk.scatter(width, &|p, o| reset_columns(&b.vectors, first, p, o));
+        seeded.iter_mut().for_each(|x| *x *= d * (1.0 - d));
+        let mut y = seeded.clone();
+        for _ in 0..200 {
+            let back = walk.scatter(width, &|p, t| walk.gathered(p, &y, width, t));
+            let mut next = seeded.clone();
+            for j in 0..e {
+                for c in 0..width {
+                    let across: f64 =
+                        walk.into_entity.row(j).iter().map(|&(u, prob)| prob as f64 * y[u as usize * width + c]).sum();
+                    next[j * width + c] += d * d * back[j * width + c] + d * across;
+                }
+            }
+            y = next;
+        }
+        out.extend(y);
+    }
+    out
+}
+
+/// Column `col` of a solution's values.
+fn column(values: &[f64], entities: usize, dim: usize, col: usize) -> Vec<f64> {
+    let first = col / BLOCK * BLOCK;
+    let width = BLOCK.min(dim + 1 - first);
+    (0..entities).map(|i| values[entities * first + i * width + col - first]).collect()
+}
+
+/// Every column of `solved` within its stated bound of the fixed point, in L1 over the
+/// entities (the bound the response derives from `change`, less its factor `d` for the
+/// passages); the fixed point's own rounding allowed for (relative 1e-13).
+fn assert_within_bound(solved: &Solved, b: &Built, truth: &[f64], what: &str) {
+    let (e, dim) = (b.keys.len(), b.vectors.dim());
+    let steps = Steps::new(&b.graph);
+    let rho = EntityWalk::new(&b.graph, &steps, e, DAMPING).unwrap().contraction;
+    for col in 0..dim + 1 {
+        let (got, want) = (column(&solved.values, e, dim, col), column(truth, e, dim, col));
+        let error: f64 = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).sum();
+        let bound = solved.change[col] * rho / (1.0 - rho) * (1.0 + 1e-9);
+        let rounding = 1e-13 * want.iter().map(|x| x.abs()).sum::<f64>();
+        assert!(error <= bound + rounding, "{what}, column {col}: error {error:e} over the bound {bound:e}");
+    }
+}
+
+/// Every column's bound no looser than a few times a fresh solve's largest.
+fn assert_tight(solved: &Solved, b: &Built, what: &str) {
+    let dim = b.vectors.dim();
+    for col in 0..dim + 1 {
+        let mass = if col < dim {
+            (0..b.ids.len()).map(|p| (b.vectors.row(p as u32)[col] as f64).abs()).sum()
+        } else {
+            b.ids.len() as f64
+        };
+        let ratio = solved.change[col] / (PRECOMPUTE_TOLERANCE * mass);
+        assert!(ratio <= 3.0, "{what}, column {col}: the bound is {ratio:.2} times a fresh solve's largest");
+    }
+}
+
+#[test]
+fn a_repaired_walk_is_within_its_bound_of_the_fixed_point_after_random_edits() {
+    let (mut repaired, mut declined, mut refreshed) = (0, 0, 0);
+    // Entity-rich graphs (as the real subsets), then passage-rich ones.
+    for (seed, keys, passages) in [(1u64, 300u32, 300usize), (2, 400, 250), (3, 120, 500)] {
+        let mut rng = Rng(seed);
+        let mut world = World::new(&mut rng, keys, passages, 11);
+        let mut built = world.build();
+        let mut solved = Solved::solve(&built.graph, built.keys.len(), &built.vectors, DAMPING).unwrap();
+        for step in 0..12 {
+            world.edit(&mut rng);
+            let next = world.build();
+            let what = format!("seed {seed} step {step}");
+            let truth = fixed_point(&next);
+            let fresh = Solved::solve(&next.graph, next.keys.len(), &next.vectors, DAMPING).unwrap();
+            assert_within_bound(&fresh, &next, &truth, &format!("{what} (fresh)"));
+            // Solved again from the old values: the solve's own bound, in fewer iterations.
+            let (entities, _) = origins(&built, &next);
+            let warm = solved.solve_warm(&next.graph, next.keys.len(), &entities, &next.vectors).unwrap();
+            assert_within_bound(&warm, &next, &truth, &format!("{what} (warm)"));
+            assert!(warm.iterations < fresh.iterations, "{what}: {} iterations warm", warm.iterations);
+            solved = match repair(&solved, &built, &next) {
+                Ok((r, stats)) => {
+                    assert_within_bound(&r, &next, &truth, &what);
+                    assert_tight(&r, &next, &what);
+                    assert_eq!((r.entities, r.passages, r.dim), (fresh.entities, fresh.passages, fresh.dim));
+                    assert!(stats.changed > 0 && stats.touched >= stats.changed.min(stats.entities), "{stats:?}");
+                    repaired += 1;
+                    refreshed += stats.refreshed as usize;
+                    r
+                }
+                Err(why) => {
+                    assert!(why.contains("changed"), "{what}: declined for another reason: {why}");
+                    declined += 1;
+                    fresh
+                }
+            };
+            built = next;
+        }
+    }
+    assert!(repaired >= 24, "repaired {repaired}, declined {declined}");
+    eprintln!("repaired {repaired} ({refreshed} refreshed), declined {declined}");
+}
+
+#[test]
+fn an_inherited_bound_past_its_limit_is_refreshed_and_bounds_stay_valid() {
+    let mut rng = Rng(11);
+    let mut world = World::new(&mut rng, 300, 300, 9);
+    let built = world.build();
+    let mut solved = Solved::solve(&built.graph, built.keys.len(), &built.vectors, DAMPING).unwrap();
+    // A solution much less converged than its bound says is fine: the bound is what
+    // the repair inherits, and past its limit every row's residual is taken anew.
+    solved.change.iter_mut().for_each(|c| *c *= 50.0);
+    world.edit(&mut rng);
+    let next = world.build();
+    let (r, stats) = repair(&solved, &built, &next).expect("a refresh is not declined");
+    assert!(stats.refreshed && stats.changed < stats.entities, "{stats:?}");
+    let truth = fixed_point(&next);
+    assert_within_bound(&r, &next, &truth, "refreshed");
+    assert_tight(&r, &next, "refreshed");
+}
+
+#[test]
+fn a_repair_declines_what_it_does_not_cover() {
+    let mut rng = Rng(5);
+    let world = World::new(&mut rng, 200, 200, 8);
+    let built = world.build();
+    let solved = Solved::solve(&built.graph, built.keys.len(), &built.vectors, DAMPING).unwrap();
+    // Nothing changed: nothing to push, the same values, the old bound.
+    let (same, stats) = repair(&solved, &built, &built).unwrap();
+    assert_eq!((stats.changed, stats.pushes), (0, 0), "{stats:?}");
+    assert_eq!(same.values, solved.values);
+    // The public repair within its budget, and past it.
+    // (An edit that only adds a passage without entities changes no entity's equation.)
+    let mut edited = world.clone();
+    let next = loop {
+        edited.edit(&mut rng);
+        let next = edited.build();
+        if repair(&solved, &built, &next).unwrap().1.changed > 0 {
+            break next;
+        }
+    };
+    let (entities, passages) = origins(&built, &next);
+    let moved = Origins { entities: &entities, passages: &passages };
+    let e = next.keys.len();
+    let tight = solved.repair_within(&built.graph, &next.graph, e, &moved, &next.vectors, 1e-6);
+    assert!(tight.unwrap_err().contains("budget"));
+    // Every passage replaced: too many changed rows.
+    let mut other = world.clone();
+    for p in &mut other.passages {
+        p.id = p.id.wrapping_add(1);
+    }
+    let rebuilt = other.build();
+    assert!(repair(&solved, &built, &rebuilt).unwrap_err().contains("changed"));
+    // Origins of other lengths, or two nodes with one origin.
+    let (entities, passages) = origins(&built, &built);
+    let short = Origins { entities: &entities[1..], passages: &passages };
+    let e = built.keys.len();
+    assert!(solved.repair(&built.graph, &built.graph, e, &short, &built.vectors).is_err());
+    let mut twice = entities.clone();
+    twice[1] = twice[0];
+    let twice = Origins { entities: &twice, passages: &passages };
+    assert!(solved.repair(&built.graph, &built.graph, e, &twice, &built.vectors).is_err());
+    // A passage linked to a passage: not the split's graph.
+    let mut edges: Vec<(u32, u32, f32)> = Vec::new();
+    for j in 0..built.graph.nodes() as u32 {
+        edges.extend(built.graph.row(j as usize).filter(|s| s.0 < j).map(|(i, _)| (i, j, 1.0)));
+    }
+    let n = built.graph.nodes() as u32;
+    edges.push((n - 1, n - 2, 1.0));
+    let tangled = PprGraph::from_edges(n as usize, &edges);
+    let whole = Origins { entities: &entities, passages: &passages };
+    assert!(solved.repair(&built.graph, &tangled, e, &whole, &built.vectors).unwrap_err().contains("split"));
+}
+
+#[test]
+fn the_split_walk_on_a_repaired_solution_ranks_as_the_full_walk() {
+    let mut rng = Rng(21);
+    let mut world = World::new(&mut rng, 300, 280, 16);
+    let mut built = world.build();
+    let mut solved = Solved::solve(&built.graph, built.keys.len(), &built.vectors, DAMPING).unwrap();
+    let (mut asked, mut proven) = (0, 0);
+    for step in 0..8 {
+        world.edit(&mut rng);
+        let next = world.build();
+        solved = match repair(&solved, &built, &next) {
+            Ok((r, _)) => r,
+            Err(_) => Solved::solve(&next.graph, next.keys.len(), &next.vectors, DAMPING).unwrap(),
+        };
+        built = next;
+        let (g, e, v) = (&built.graph, built.keys.len(), &built.vectors);
+        let fresh = Solved::solve(g, e, v, DAMPING).unwrap();
+        for form in [Form::Rows, Form::Entities] {
+            let response = PassageResponse::from_solved(g, e, v, &solved, form).unwrap();
+            let baseline = PassageResponse::from_solved(g, e, v, &fresh, form).unwrap();
+            for trial in 0..6 {
+                let query: Vec<f32> = (0..v.dim()).map(|_| rng.unit()).collect();
+                let dense = v.dots(&query);
+                let seeds = [(rng.below(e) as u32, 1.0), (rng.below(e) as u32, 0.4)];
+                let q = SplitQuery {
+                    entity_seeds: &seeds,
+                    dense_range: range(&dense),
+                    query: &query,
+                    passage_weight: 0.05,
+                    damping: DAMPING,
+                    vectors: v,
+                    budget: 0,
+                    screened: None,
+                    entity_products: None,
+                    within: None,
+                };
+                let (lo, hi) = range(&dense);
+                let mut all: Vec<(u32, f64)> = seeds.to_vec();
+                all.extend(
+                    dense.iter().enumerate().map(|(i, &s)| ((e + i) as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)),
+                );
+                let full = g.personalized_pagerank(
+                    &all,
+                    &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
+                );
+                let mut want: Vec<(usize, f64)> = (0..v.rows()).map(|i| (i, full.scores[e + i])).collect();
+                want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+                let want: Vec<usize> = want[..10].iter().map(|x| x.0).collect();
+                asked += 1;
+                let what = format!("step {step} {form:?} trial {trial}");
+                let fresh_top = ranked_passages(g, &baseline, &q, 10).map(|r| r.top);
+                // `None` sends the query to the full walk: never a wrong ranking, but it
+                // should be as rare as with a fresh solve.
+                let Some(got) = ranked_passages(g, &response, &q, 10) else {
+                    assert!(fresh_top.is_none(), "{what}: proven with a fresh solve only");
+                    continue;
+                };
+                proven += 1;
+                assert!(got.proven);
+                assert_eq!(got.top.iter().map(|x| x.0 as usize).collect::<Vec<_>>(), want, "{what}");
+                for (&(p, score), w) in got.top.iter().zip(&want) {
+                    let truth = full.scores[e + *w];
+                    assert_eq!(p as usize, *w);
+                    assert!((score - truth).abs() <= got.bound + 1e-15, "{what}: {score} vs {truth}");
+                }
+                let fresh_top = fresh_top.expect("proven with the repaired solution");
+                let ids = |t: &[(u32, f64)]| t.iter().map(|x| x.0).collect::<Vec<_>>();
+                assert_eq!(ids(&got.top), ids(&fresh_top), "{what}");
+            }
+        }
+    }
+    assert!(proven * 10 >= asked * 9, "{proven} of {asked} proven");
+}
