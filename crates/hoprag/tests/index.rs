@@ -274,3 +274,108 @@ fn a_generation_in_use_outlives_back_to_back_additions() {
     assert!(!left.contains(&old), "{left:?}");
     assert!(left.len() <= 3, "the live generation, the previous one and the one `live` holds: {left:?}");
 }
+
+/// Applies `request` to the folder index at `root`.
+fn apply(root: &std::path::Path, request: store::edit::Request) -> hoprag::Result<store::edit::EditReport> {
+    let embedder: Arc<dyn hoprag::embed::Embedder> = Arc::new(HashEmbedder::new());
+    let embedders = store::edit::Embedders { passages: embedder.clone(), graph: embedder };
+    store::edit::edit(store::folder(root).as_ref(), &request, &embedders, &Default::default(), &Silent)
+}
+
+/// Each passage's own vector finds it first through the HNSW graph, and dense search
+/// through the graph ranks as exact search does (60 passages: the graph's walk sees
+/// them all).
+fn hnsw_finds_every_passage(index: &hoprag::index::Index, what: &str) {
+    use hoprag::index::VectorIndex;
+    assert_eq!(index.manifest.vector_index, VectorIndexKind::Hnsw);
+    assert_eq!(index.vector_index().len(), index.len(), "{what}");
+    let exact = index.exact_index();
+    for (i, p) in index.passages().iter().enumerate() {
+        let v = index.vectors().row(i as u32);
+        let top = index.vector_index().search(v, 5).unwrap();
+        assert_eq!(index.passage(top[0].0).id, p.id, "{what}: {} found {top:?}", p.id);
+        assert_eq!(top, exact.search(v, 5).unwrap(), "{what}: {}", p.id);
+    }
+}
+
+/// An edit of an HNSW index updates its base's graph instead of building one: passages
+/// removed and added in the middle of the canonical order (every later row shifts) are
+/// found under their new rows, through a slot table written beside the graph; the
+/// base's graph file stays as it was; a generation without a table (a fresh build, or
+/// any written before tables existed) reads slot = row; a damaged table is an error
+/// naming its file, and the edit that meets it publishes nothing.
+#[test]
+fn an_edit_updates_the_hnsw_graph_through_its_slot_table() {
+    use store::edit::Request;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    build(root, VectorIndexKind::Hnsw);
+    let gen = |root: &std::path::Path| root.join(store::folder(root).generation().unwrap().unwrap());
+    let g1 = gen(root);
+    assert!(!g1.join("hnsw.slots").exists(), "a graph built from scratch has slot = row");
+    let graph1 = std::fs::read(g1.join("hnsw.usearch")).unwrap();
+    let before = store::folder(root).load().unwrap();
+    hnsw_finds_every_passage(&before, "build");
+
+    let new = |id: &str, text: &str| Passage::new(id, format!("Title {id}"), text);
+    apply(root, Request::Delete(vec!["p10".into(), "p30".into()])).unwrap();
+    let report = apply(
+        root,
+        Request::Upsert(vec![
+            new("p00", "Amberlyn is a glass works on the Orlane delta."),
+            new("p15a", "Corvid Mill ground barley for the river towns."),
+            new("p45x", "The Quillfort tramway opened in 1903."),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(report.counts.passages_added, 3);
+    let g3 = gen(root);
+    assert!(g3.join("hnsw.slots").is_file(), "an updated graph stores its table");
+    assert_eq!(std::fs::read(g1.join("hnsw.usearch")).unwrap(), graph1, "the base's graph is never modified");
+    let after = store::folder(root).load().unwrap();
+    assert_eq!(after.len(), 61);
+    assert_eq!(after.passage(0).id, "p00");
+    hnsw_finds_every_passage(&after, "two edits");
+    let e = HashEmbedder::new();
+    let q =
+        hoprag::embed::Embedder::embed_one(&e, "Corvid Mill ground barley", hoprag::embed::TextKind::Query).unwrap();
+    assert_eq!(after.passage(after.vector_index().search(&q, 1).unwrap()[0].0).id, "p15a");
+    // The reader of the build still searches its own generation, unchanged.
+    hnsw_finds_every_passage(&before, "the build, read during the edits");
+
+    // The edited index holds what a fresh build of its passages holds: the same passages,
+    // vectors, lexical scores and exact search; dense search through either graph ranks
+    // as exact search does.
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let corpus = LoadedCorpus { passages: after.passages().to_vec(), ..Default::default() };
+    let opts = store::BuildOptions { vector_index: VectorIndexKind::Hnsw, ..Default::default() };
+    store::build_index(store::folder(fresh_dir.path()).as_ref(), &corpus, vec![], &e, &opts, &Silent).unwrap();
+    let fresh = store::folder(fresh_dir.path()).load().unwrap();
+    assert_eq!(fresh.passages(), after.passages());
+    assert_eq!(fresh.vectors().as_flat(), after.vectors().as_flat());
+    for text in ["granite quarry", "Quillfort tramway", "river towns barley"] {
+        assert_eq!(fresh.lexical().search(text, 10).unwrap(), after.lexical().search(text, 10).unwrap(), "{text}");
+        let q = hoprag::embed::Embedder::embed_one(&e, text, hoprag::embed::TextKind::Query).unwrap();
+        let exact = after.exact_index();
+        let exact = hoprag::index::VectorIndex::search(&exact, &q, 10).unwrap();
+        assert_eq!(after.vector_index().search(&q, 10).unwrap(), exact, "{text}");
+        assert_eq!(fresh.vector_index().search(&q, 10).unwrap(), exact, "{text}");
+    }
+
+    // A damaged table is named; the edit that meets it publishes nothing and leaves no
+    // temporary folder behind.
+    let slots = g3.join("hnsw.slots");
+    let table = std::fs::read(&slots).unwrap();
+    std::fs::write(&slots, &table[..table.len() - 4]).unwrap();
+    let err = store::folder(root).load().err().unwrap().to_string();
+    assert!(err.contains("hnsw.slots") && err.contains("bytes of rows"), "{err}");
+    let err = apply(root, Request::Delete(vec!["p20".into()])).unwrap_err().to_string();
+    assert!(err.contains("hnsw.slots"), "{err}");
+    assert_eq!(gen(root), g3, "nothing published");
+    let names: Vec<String> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.starts_with(".tmp-") && !n.starts_with(".stage-")), "{names:?}");
+    std::fs::write(&slots, &table).unwrap();
+    apply(root, Request::Delete(vec!["p20".into()])).unwrap();
+    hnsw_finds_every_passage(&store::folder(root).load().unwrap(), "after the table was mended");
+}

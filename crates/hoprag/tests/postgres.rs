@@ -213,6 +213,23 @@ fn parity(dataset: &str, n: usize, questions: usize) {
     assert!(indexes.iter().all(|i| !i.contains("USING hnsw")), "{indexes:#?}");
 }
 
+/// The live generation's HNSW slot table as stored in `hnsw_slots` (empty: none).
+fn stored_slots(client: &mut postgres::Client) -> Vec<u8> {
+    let rows = client
+        .query(
+            "SELECT h.bytes FROM current c JOIN generations g ON g.id = c.generation \
+             JOIN hnsw_slots h ON h.build = g.build AND h.passages = (g.hnsw->>'passages')::int ORDER BY h.part",
+            &[],
+        )
+        .unwrap();
+    rows.iter().flat_map(|r| r.get::<_, &[u8]>(0).to_vec()).collect()
+}
+
+/// The live generation's `hnsw.slots` in the folder store at `dir` (empty: none).
+fn folder_slots(folder: &dyn hoprag::store::Store, dir: &std::path::Path) -> Vec<u8> {
+    std::fs::read(dir.join(folder.generation().unwrap().unwrap()).join("hnsw.slots")).unwrap_or_default()
+}
+
 /// Builds with one rayon thread: usearch inserts in parallel, so which thread inserts
 /// which vector (and so the graph) varies from run to run with more threads; with one,
 /// the same vectors in the same order make the same graph, byte for byte.
@@ -278,12 +295,13 @@ fn the_hnsw_graph_lives_in_the_database() {
     };
     same_hits("build");
 
-    // An edit writes a new build with its graph, the folder store's; the graphs of
-    // generations no longer kept are dropped.
+    // An edit writes a new build with its graph, the folder store's (the base's updated,
+    // with its slot table); the graphs of generations no longer kept are dropped.
     let b = synthetic("b", 0, 120);
     one_thread(|| upsert(folder.as_ref(), b.clone(), "b", &e));
     one_thread(|| upsert(store.as_ref(), b.clone(), "b", &e));
     same_bytes("edit", stored(&mut client), folder_graph());
+    same_bytes("edit's slot table", stored_slots(&mut client), folder_slots(folder.as_ref(), dir.path()));
     same_hits("edit");
     upsert(store.as_ref(), synthetic("c", 0, 30), "c", &e);
     let graphs: Vec<i32> = client
@@ -360,6 +378,88 @@ fn the_hnsw_graph_lives_in_the_database() {
     assert!(err.contains("lacks part 1") && err.contains("hnsw_graphs"), "{err}");
 }
 
+/// An edit of an HNSW index updates the stored graph instead of building one, as on a
+/// folder store (the same graph and slot table, byte for byte, with one thread): passages
+/// removed and added in the middle of the canonical order are found under their new
+/// rows; the base's graph rows stay as they were; a generation built from scratch has
+/// no table (slot = row); a damaged table is named, and the edit that meets it commits
+/// nothing.
+#[test]
+fn an_edit_updates_the_stored_hnsw_graph() {
+    let schema = "t_hnsw_slots";
+    let Some(url) = fresh(schema) else { return };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    let dir = tempfile::tempdir().unwrap();
+    let folder = hoprag::store::folder(dir.path());
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    let mut client = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    client.batch_execute(&format!("SET search_path TO {schema}")).unwrap();
+    let a = corpus(synthetic("m", 0, 300));
+    for s in [folder.as_ref(), store.as_ref()] {
+        one_thread(|| build_index(s, &a, vec![], &e, &options, &Silent)).unwrap();
+    }
+    assert!(stored_slots(&mut client).is_empty(), "a graph built from scratch: slot = row");
+    let graph_of = |c: &mut postgres::Client, generation: &str| -> Vec<u8> {
+        let sql = "SELECT h.bytes FROM generations g JOIN hnsw_graphs h ON h.build = g.build \
+                   AND h.passages = (g.hnsw->>'passages')::int WHERE g.id = $1::text::bigint ORDER BY h.part";
+        c.query(sql, &[&generation]).unwrap().iter().flat_map(|r| r.get::<_, &[u8]>(0).to_vec()).collect()
+    };
+    let g0 = store.generation().unwrap().unwrap();
+    let base_graph = graph_of(&mut client, &g0);
+    let every_passage_found = |what: &str| {
+        let index = store.load().unwrap();
+        for i in 0..index.len() as PassageIdx {
+            let v = index.vectors().row(i).to_vec();
+            let top = index.vector_index().search(&v, 1).unwrap()[0];
+            assert!(top.1 > 0.9999 && index.vectors().row(top.0) == &v[..], "{what}: row {i} found {top:?}");
+        }
+    };
+    // Ids sort bytewise: m-150..m-159 and m-15 sit in the middle, m-15a and m-2x among them.
+    let gone: Vec<String> = (150..160).map(|i| format!("m-{i}")).chain(["m-15".into()]).collect();
+    let mut added = synthetic("n", 1000, 1003);
+    for (p, id) in added.iter_mut().zip(["m-15a", "m-2x", "m-0a"]) {
+        p.id = id.into();
+    }
+    for s in [folder.as_ref(), store.as_ref()] {
+        one_thread(|| edit_with(s, Request::Delete(gone.clone()), "d", &e)).unwrap();
+    }
+    // The base is kept beside the new generation, its graph as it was.
+    assert!(graph_of(&mut client, &g0) == base_graph, "the base's graph rows are not modified");
+    for s in [folder.as_ref(), store.as_ref()] {
+        one_thread(|| upsert(s, added.clone(), "n", &e));
+    }
+    let slots = stored_slots(&mut client);
+    assert!(!slots.is_empty(), "an updated graph stores its table");
+    assert!(slots == folder_slots(folder.as_ref(), dir.path()), "the folder store's table");
+    let folder_graph = std::fs::read(dir.path().join(folder.generation().unwrap().unwrap()).join("hnsw.usearch"));
+    assert!(graph_of(&mut client, &store.generation().unwrap().unwrap()) == folder_graph.unwrap(), "its graph");
+    let index = store.load().unwrap();
+    assert_eq!(index.len(), 292);
+    let row = |id: &str| index.passages().iter().position(|p| p.id == id).unwrap() as PassageIdx;
+    for id in ["m-15a", "m-2x", "m-0a", "m-16", "m-299"] {
+        let v = index.vectors().row(row(id)).to_vec();
+        let top = index.vector_index().search(&v, 1).unwrap()[0];
+        assert!(top.0 == row(id) || index.vectors().row(top.0) == &v[..], "{id} at row {}: {top:?}", row(id));
+    }
+    drop(index);
+    every_passage_found("two edits");
+
+    // A damaged table: named when opened; the edit that meets it commits nothing.
+    let live = store.generation().unwrap().unwrap();
+    client.execute("UPDATE hnsw_slots SET bytes = substring(bytes from 1 for 8)", &[]).unwrap();
+    let err = store.load().err().expect("a short table").to_string();
+    assert!(err.contains("slot table of generation") && err.contains("hnsw_slots"), "{err}");
+    let err = edit_with(store.as_ref(), Request::Delete(vec!["m-7".into()]), "d", &e).unwrap_err().to_string();
+    assert!(err.contains("hnsw_slots"), "{err}");
+    assert_eq!(store.generation().unwrap().unwrap(), live, "nothing committed");
+    // Mended (one part: the table is small), the next edit updates the graph again.
+    client.execute("UPDATE hnsw_slots SET bytes = $1", &[&slots]).unwrap();
+    edit_with(store.as_ref(), Request::Delete(vec!["m-7".into()]), "d", &e).unwrap();
+    assert_ne!(stored_slots(&mut client), slots);
+    every_passage_found("after the table was mended");
+}
+
 /// A schema of version 4 (pgvector's HNSW index, no `hnsw_graphs`, passages without
 /// documents or metadata) is upgraded on connect, and its generation still opens and
 /// searches through pgvector; its next edit builds the in-process graph of a new build.
@@ -378,12 +478,12 @@ fn an_old_generation_searches_through_pgvector() {
         .unwrap()
         .get(0);
     // What version 4 wrote: pgvector's index, neither the table nor the column of
-    // version 5, none of the columns and tables of version 6.
+    // version 5, none of the columns and tables of versions 6 and 7.
     client
         .batch_execute(&format!(
             "CREATE INDEX ON passages_b{build} USING hnsw (embedding vector_cosine_ops) \
              WITH (m = 16, ef_construction = 128);
-             DROP TABLE hnsw_graphs; ALTER TABLE generations DROP COLUMN hnsw;
+             DROP TABLE hnsw_graphs, hnsw_slots; ALTER TABLE generations DROP COLUMN hnsw;
              ALTER TABLE passages_b{build} DROP COLUMN doc, DROP COLUMN meta;
              DROP TABLE passage_mentions; ALTER TABLE graphs DROP COLUMN mentions, DROP COLUMN options;
              DELETE FROM hoprag_migrations WHERE version >= 5;"
@@ -392,7 +492,7 @@ fn an_old_generation_searches_through_pgvector() {
     drop(store);
     let store = pg(&url);
     let version: i32 = client.query_one("SELECT max(version) FROM hoprag_migrations", &[]).unwrap().get(0);
-    assert_eq!(version, 6, "upgraded on connect");
+    assert_eq!(version, 7, "upgraded on connect");
     let old = store.load().unwrap();
     assert!(old.passages().iter().all(|p| p.doc.is_none() && p.meta.is_none()), "the build's rows gained the columns");
     assert_eq!(old.vector_index().kind(), VectorIndexKind::Hnsw);

@@ -9,8 +9,8 @@ pub mod vector;
 pub use lexical::{analyze, analyzer, LexicalIndex, PartedBm25, TantivyBm25};
 pub use manifest::{Counts, EmbedWork, EmbedderInfo, GraphBuildTimes, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
 pub use vector::{
-    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, Matrix, Quantization, Rescored, Screen, Screened,
-    VectorIndex, VectorIndexKind,
+    hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, HnswUpdate, Matrix, Quantization, Rescored, Screen,
+    Screened, Slots, VectorIndex, VectorIndexKind, REBUILD_AFTER,
 };
 
 use std::path::Path;

@@ -9,7 +9,9 @@
 //!     passages.jsonl     one passage per line, in index order
 //!     vectors.f32        n x dim little-endian f32, row i = passage i
 //!     lexical/           tantivy BM25 index
-//!     hnsw.usearch       HNSW graph (when built)
+//!     hnsw.usearch       HNSW graph (when built), keyed by slot
+//!     hnsw.slots         its slot → row table, once an edit updated the graph (none:
+//!                        slot = row)
 //!     graph/             the entity graph (when attached)
 //!     readers.lock       held (shared) by every reader of the generation, empty
 //! ```
@@ -35,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::files::{link_tree, write_file};
 use crate::graph::EntityGraph;
 use crate::index::{
-    HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, TantivyBm25, VectorIndex, VectorIndexKind,
+    HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, Slots, TantivyBm25, VectorIndex, VectorIndexKind,
 };
 use crate::progress::{Progress, Silent};
 
@@ -46,6 +48,7 @@ const PASSAGES: &str = "passages.jsonl";
 const VECTORS: &str = "vectors.f32";
 const LEXICAL: &str = "lexical";
 const HNSW: &str = "hnsw.usearch";
+const SLOTS: &str = "hnsw.slots";
 const GRAPH: &str = "graph";
 const READERS: &str = "readers.lock";
 /// The prefix of a generation staged ahead of its commit ([`Store::stage`]); its
@@ -135,7 +138,7 @@ impl Store for FolderStore {
             Arc::new(TantivyBm25::open(&ldir)?)
         };
         let ann: Option<Arc<dyn VectorIndex>> = match manifest.vector_index {
-            VectorIndexKind::Hnsw => Some(Arc::new(HnswIndex::load(&generation.join(HNSW), dim, manifest.hnsw)?)),
+            VectorIndexKind::Hnsw => Some(Arc::new(load_hnsw(&generation, &manifest, Some(passages.len()))?)),
             _ => None,
         };
         let id = generation.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -330,7 +333,7 @@ fn write_passages_part(
     if manifest.vector_index == VectorIndexKind::Hnsw {
         timed(&mut times.vector_secs, || {
             progress.start("hnsw graph", 0);
-            let r = HnswIndex::build(vectors, manifest.hnsw)?.save(&dir.join(HNSW));
+            let r = write_hnsw(dir, base, manifest, vectors, kept);
             progress.finish();
             r
         })?;
@@ -339,6 +342,51 @@ fn write_passages_part(
         write_passages(&dir.join(PASSAGES), passages)?;
         write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
     })
+}
+
+/// Writes the HNSW graph of `vectors` into `dir`: an edit's is its base's graph updated
+/// ([`HnswIndex::after_edit`]), read into memory (the base's files stay as they are).
+fn write_hnsw(
+    dir: &Path,
+    base: Option<&Path>,
+    manifest: &Manifest,
+    vectors: &Matrix,
+    kept: Option<&[Option<crate::corpus::PassageIdx>]>,
+) -> Result<()> {
+    let t = Instant::now();
+    let (graph, update) = match (base, kept) {
+        (Some(base), Some(kept)) if base.join(HNSW).is_file() => {
+            let (graph, update) = load_hnsw(base, manifest, None)?.after_edit(vectors, kept)?;
+            (graph, Some(update))
+        }
+        _ => (HnswIndex::build(vectors, manifest.hnsw)?, None),
+    };
+    graph.save(&dir.join(HNSW))?;
+    if let Some(bytes) = graph.slots_bytes() {
+        write_file(&dir.join(SLOTS), &bytes, false)?;
+    }
+    if let Some(u) = update {
+        let how = if u.rebuilt { "rebuilt" } else { "updated" };
+        let secs = t.elapsed().as_secs_f64();
+        log::info!("hnsw: {how} and written in {secs:.2}s ({} removed, {} inserted)", u.removed, u.inserted);
+    }
+    Ok(())
+}
+
+/// A generation's HNSW graph with its slot table, where it has one (a graph built from
+/// scratch, or written before slots existed, has slot = row), checked against the
+/// generation's `passages` where known.
+fn load_hnsw(generation: &Path, manifest: &Manifest, passages: Option<usize>) -> Result<HnswIndex> {
+    let graph = HnswIndex::load(&generation.join(HNSW), manifest.embedder.dim, manifest.hnsw)?;
+    let path = generation.join(SLOTS);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(graph),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let passages = passages.unwrap_or(graph.len());
+    let slots = Slots::from_bytes(&bytes, passages).map_err(|m| Error::index(&path, m))?;
+    graph.with_slots(slots).map_err(|m| Error::index(&path, m))
 }
 
 /// Writes the graph's files into `dir`: an edit's graph extends its base's vector files.

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
+use super::slots::{SlotEdit, Slots};
 use super::{Matrix, VectorIndex, VectorIndexKind};
 use crate::corpus::PassageIdx;
 use crate::error::{Error, Result};
@@ -78,9 +79,35 @@ pub const BREADTH_FROM: usize = 50_000;
 /// pgvector's largest hnsw.ef_search, and a cap for in-process searches too.
 pub const MAX_BREADTH: usize = 1000;
 
+/// An edit rebuilds the graph from scratch, instead of updating it, once the passages
+/// removed from it since its last build (changed ones included) reach this share of its
+/// passages. usearch keeps a removed passage's node as a tombstone that searches still
+/// walk through and that the next insert reuses, relinked; the graph's recall against
+/// exact search drifts with that churn (docs/scale.md, "Edits and the HNSW graph").
+pub const REBUILD_AFTER: f64 = 0.25;
+
+/// An updated graph is searched wider than a fresh one, by this much per unit of churn
+/// (passages removed since the last build over passages held): at 100,000 passages a
+/// tenth deleted and re-added cost 0.010 of recall@10 at the default breadth, a fifth
+/// 0.016, and 1.25 and 1.5 times the breadth gave them back and more (docs/scale.md).
+/// With [`REBUILD_AFTER`] the breadth grows to at most 1.6 times.
+pub const WIDEN_PER_CHURN: f64 = 2.5;
+
 pub struct HnswIndex {
     index: Index,
     params: HnswParams,
+    /// The passage row of each key.
+    slots: Slots,
+}
+
+/// How an edit brought the graph up to date.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HnswUpdate {
+    /// Built from scratch ([`REBUILD_AFTER`]) rather than updated.
+    pub rebuilt: bool,
+    /// Passages removed from the graph and inserted into it.
+    pub removed: usize,
+    pub inserted: usize,
 }
 
 fn err(e: impl std::fmt::Display) -> Error {
@@ -104,7 +131,7 @@ impl HnswIndex {
             expansion_search: params.expansion_search,
             multi: false,
         };
-        Ok(HnswIndex { index: Index::new(&options).map_err(err)?, params })
+        Ok(HnswIndex { index: Index::new(&options).map_err(err)?, params, slots: Slots::identity() })
     }
 
     /// Builds the graph over every row of the matrix, inserting in parallel.
@@ -115,27 +142,78 @@ impl HnswIndex {
     }
 
     /// Inserts rows `first..` of the matrix (rows before are already in the graph).
-    pub fn add(&self, matrix: &Matrix, first: PassageIdx) -> Result<()> {
-        self.insert(matrix, first as usize, 0)
-    }
-
-    /// Inserts the rows of `added` as passages `first..` (the graph holds passages
-    /// `..first`): an append that has the new vectors only, as the PostgreSQL store's
-    /// writer does.
-    pub fn extend(&self, added: &Matrix, first: PassageIdx) -> Result<()> {
-        if self.index.size() != first as usize {
-            return Err(err(format!("the graph holds {} vectors, the append starts at {first}", self.index.size())));
-        }
-        self.insert(added, 0, first as usize)
-    }
-
-    /// Inserts rows `from..` of `rows`, row i under key `offset + i`, in parallel.
-    fn insert(&self, rows: &Matrix, from: usize, offset: usize) -> Result<()> {
-        let n = rows.rows();
-        self.index.reserve_capacity_and_threads(offset + n, rayon::current_num_threads()).map_err(err)?;
-        (from..n)
+    fn add(&self, matrix: &Matrix, first: PassageIdx) -> Result<()> {
+        let n = matrix.rows();
+        self.index.reserve_capacity_and_threads(n, rayon::current_num_threads()).map_err(err)?;
+        (first as usize..n)
             .into_par_iter()
-            .try_for_each(|i| self.index.add((offset + i) as u64, rows.row(i as PassageIdx)).map_err(err))
+            .try_for_each(|i| self.index.add(i as u64, matrix.row(i as PassageIdx)).map_err(err))
+    }
+
+    /// The graph of an edit's passages, derived from `self`, the base's graph (a copy in
+    /// memory: the base's stored graph is never touched): `vectors` are the new
+    /// generation's, `kept` each new passage's base row. [`update`](Self::update)d, or
+    /// built from scratch once the passages removed since the last build reach
+    /// [`REBUILD_AFTER`] of the new count.
+    pub fn after_edit(self, vectors: &Matrix, kept: &[Option<PassageIdx>]) -> Result<(HnswIndex, HnswUpdate)> {
+        let removed = self.index.size().saturating_sub(kept.iter().flatten().count());
+        let churn = self.slots.removed() + removed as u64;
+        if churn as f64 >= REBUILD_AFTER * vectors.rows() as f64 {
+            let update = HnswUpdate { rebuilt: true, removed: self.index.size(), inserted: vectors.rows() };
+            return Ok((HnswIndex::build(vectors, self.params)?, update));
+        }
+        self.update(vectors, kept)
+    }
+
+    /// The base's graph (`self`) updated in place for an edit: the removed passages'
+    /// slots removed, the passages the base lacks (`kept` `None`) inserted under free
+    /// slots, in parallel; the kept passages' slots now name their new rows.
+    pub fn update(self, vectors: &Matrix, kept: &[Option<PassageIdx>]) -> Result<(HnswIndex, HnswUpdate)> {
+        if vectors.rows() != kept.len() || vectors.dim() != self.index.dimensions() {
+            return Err(err(format!(
+                "{} new passages of {} dimensions for {} kept and a graph of {}",
+                vectors.rows(),
+                vectors.dim(),
+                kept.len(),
+                self.index.dimensions()
+            )));
+        }
+        let base = self.index.size();
+        let SlotEdit { slots, remove, add } = self.slots.after_edit(base, kept).map_err(err)?;
+        for &slot in &remove {
+            if self.index.remove(slot).map_err(err)? != 1 {
+                return Err(err(format!("slot {slot} of a removed passage is not in the graph")));
+            }
+        }
+        // usearch reuses removed nodes for the inserts first, as the table reuses dead
+        // slots: the table's length is the graph's node count.
+        let capacity = slots.table_len().unwrap_or(base).max(self.index.capacity());
+        self.index.reserve_capacity_and_threads(capacity, rayon::current_num_threads()).map_err(err)?;
+        add.par_iter().try_for_each(|&(slot, row)| self.index.add(slot, vectors.row(row)).map_err(err))?;
+        let update = HnswUpdate { rebuilt: false, removed: remove.len(), inserted: add.len() };
+        Ok((HnswIndex { slots, ..self }, update))
+    }
+
+    /// The key → row table; [`Slots::identity`] for a graph built from scratch.
+    pub fn slots(&self) -> &Slots {
+        &self.slots
+    }
+
+    /// The graph with the slot table stored beside it; an error says what does not
+    /// match, for the caller to name the table's file.
+    pub fn with_slots(self, slots: Slots) -> std::result::Result<Self, String> {
+        match slots.live() {
+            Some(live) if live != self.index.size() => {
+                Err(format!("the slot table holds {live} passages, the HNSW graph {}", self.index.size()))
+            }
+            _ => Ok(HnswIndex { slots, ..self }),
+        }
+    }
+
+    /// The slot table to store beside the graph; `None` where slot = row (a graph built
+    /// from scratch stores none, as before slots existed).
+    pub fn slots_bytes(&self) -> Option<Vec<u8>> {
+        (!self.slots.is_identity()).then(|| self.slots.to_bytes(self.index.size()))
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
@@ -183,7 +261,13 @@ impl VectorIndex for HnswIndex {
     }
 
     fn search_breadth(&self, k: usize) -> usize {
-        breadth_for(&self.params, self.index.size()).max(k)
+        let n = self.index.size();
+        let breadth = breadth_for(&self.params, n);
+        if self.slots.removed() == 0 {
+            return breadth.max(k);
+        }
+        let churn = self.slots.removed() as f64 / n.max(1) as f64;
+        ((breadth as f64 * (1.0 + WIDEN_PER_CHURN * churn)).ceil() as usize).min(MAX_BREADTH).max(k)
     }
 
     fn search_with_breadth(&self, query: &[f32], k: usize, breadth: usize) -> Result<Vec<(PassageIdx, f32)>> {
@@ -199,7 +283,15 @@ impl VectorIndex for HnswIndex {
         // expansion would change it for searches running beside it).
         let m = self.index.search(query, k.max(breadth)).map_err(err)?;
         // usearch's inner-product and cosine distances are 1 - similarity.
-        Ok(m.keys.iter().zip(&m.distances).take(k).map(|(&key, &d)| (key as PassageIdx, 1.0 - d)).collect())
+        m.keys
+            .iter()
+            .zip(&m.distances)
+            .take(k)
+            .map(|(&key, &d)| match self.slots.row(key) {
+                Some(row) => Ok((row, 1.0 - d)),
+                None => Err(err(format!("the graph returned slot {key}, which holds no passage"))),
+            })
+            .collect()
     }
 
     fn len(&self) -> usize {
@@ -212,5 +304,124 @@ impl VectorIndex for HnswIndex {
 
     fn approximate_scores(&self) -> bool {
         self.params.quantization != Quantization::F32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` unit vectors of a fixed stream, none alike.
+    fn unit_vectors(seed: u64, n: usize, dim: usize) -> Vec<Vec<f32>> {
+        let mut next = super::super::uniform_stream(seed);
+        (0..n)
+            .map(|_| {
+                let v: Vec<f32> = (0..dim).map(|_| next()).collect();
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.into_iter().map(|x| x / norm).collect()
+            })
+            .collect()
+    }
+
+    fn matrix(rows: &[Vec<f32>]) -> Matrix {
+        let mut m = Matrix::new(rows[0].len());
+        rows.iter().for_each(|r| m.push(r));
+        m
+    }
+
+    /// Every row's own vector finds that row first, with its exact score.
+    fn each_row_finds_itself(graph: &HnswIndex, m: &Matrix, what: &str) {
+        assert_eq!(graph.len(), m.rows(), "{what}");
+        for r in 0..m.rows() as PassageIdx {
+            let top = graph.search(m.row(r), 3).unwrap();
+            assert_eq!(top[0].0, r, "{what}: row {r} found {top:?}");
+        }
+    }
+
+    /// An edit in the middle of the canonical order: rows removed and inserted before,
+    /// between and after kept ones, twice over, the graph updated (not rebuilt) each time
+    /// and read back from its bytes and slot table.
+    #[test]
+    fn an_updated_graph_maps_its_slots_to_the_new_rows() {
+        let params = HnswParams { quantization: Quantization::F32, ..Default::default() };
+        let mut rows = unit_vectors(7, 400, 24);
+        let graph = HnswIndex::build(&matrix(&rows), params).unwrap();
+        assert!(graph.slots_bytes().is_none(), "a fresh graph stores no table");
+        let mut extra = unit_vectors(11, 60, 24).into_iter();
+        let mut graph = graph;
+        for round in 0..2 {
+            // Remove every 9th row and rows 100..110, insert one before row 0, one after
+            // every 37th and two at the end.
+            let mut next: Vec<Vec<f32>> = Vec::new();
+            let mut kept: Vec<Option<PassageIdx>> = Vec::new();
+            let mut removed: Vec<Vec<f32>> = Vec::new();
+            next.push(extra.next().unwrap());
+            kept.push(None);
+            for (i, v) in rows.iter().enumerate() {
+                if i % 9 == 4 || (100..110).contains(&i) {
+                    removed.push(v.clone());
+                    continue;
+                }
+                next.push(v.clone());
+                kept.push(Some(i as PassageIdx));
+                if i % 37 == 0 {
+                    next.push(extra.next().unwrap());
+                    kept.push(None);
+                }
+            }
+            next.extend([extra.next().unwrap(), extra.next().unwrap()]);
+            kept.extend([None, None]);
+            let m = matrix(&next);
+            let (updated, update) = graph.update(&m, &kept).unwrap();
+            assert!(!update.rebuilt);
+            assert_eq!(update.removed, rows.len() - kept.iter().flatten().count());
+            assert_eq!(update.inserted, kept.iter().filter(|k| k.is_none()).count());
+            assert!(updated.slots().removed() > 0 && !updated.slots().is_identity());
+            each_row_finds_itself(&updated, &m, &format!("round {round}"));
+            for v in &removed {
+                let top = updated.search(v, 1).unwrap()[0];
+                assert!(top.1 < 0.999, "round {round}: a removed vector is still found: {top:?}");
+            }
+            // As stored: the graph's bytes and its table.
+            let table = Slots::from_bytes(&updated.slots_bytes().unwrap(), m.rows()).unwrap();
+            let read =
+                HnswIndex::from_bytes(&updated.to_bytes().unwrap(), 24, params).unwrap().with_slots(table).unwrap();
+            each_row_finds_itself(&read, &m, &format!("round {round}, read back"));
+            graph = read;
+            rows = next;
+        }
+        // Without its table the graph's keys are slots, not rows: the table matters.
+        let bare = HnswIndex::from_bytes(&graph.to_bytes().unwrap(), 24, params).unwrap();
+        let m = matrix(&rows);
+        let wrong = (0..m.rows() as PassageIdx).filter(|&r| bare.search(m.row(r), 1).unwrap()[0].0 != r);
+        assert!(wrong.count() > 100, "rows shifted by the edits");
+    }
+
+    #[test]
+    fn enough_churn_rebuilds_the_graph() {
+        let params = HnswParams::default();
+        let rows = unit_vectors(3, 200, 16);
+        let graph = HnswIndex::build(&matrix(&rows), params).unwrap();
+        // 20 of 200 removed: updated.
+        let kept: Vec<_> = (0..200).map(|i| (i >= 20).then_some(i as PassageIdx)).collect();
+        let (graph, update) = graph.after_edit(&matrix(&rows), &kept).unwrap();
+        assert!(!update.rebuilt && graph.slots().removed() == 20);
+        // 40 more: 60 removed since the build, past a quarter of 200: rebuilt, slot = row.
+        let kept: Vec<_> = (0..200).map(|i| (i >= 40).then_some(i as PassageIdx)).collect();
+        let (graph, update) = graph.after_edit(&matrix(&rows), &kept).unwrap();
+        assert!(update.rebuilt && graph.slots().is_identity() && graph.slots_bytes().is_none());
+        each_row_finds_itself(&graph, &matrix(&rows), "rebuilt");
+    }
+
+    #[test]
+    fn a_table_that_does_not_fit_the_graph_is_refused() {
+        let rows = unit_vectors(5, 50, 8);
+        let graph = HnswIndex::build(&matrix(&rows), HnswParams::default()).unwrap();
+        let kept: Vec<_> = (0..49).map(|i| Some(i as PassageIdx)).collect();
+        let (smaller, _) = graph.update(&matrix(&rows[..49]), &kept).unwrap();
+        let bytes = HnswIndex::build(&matrix(&rows), HnswParams::default()).unwrap().to_bytes().unwrap();
+        let table = smaller.slots().clone();
+        let err = HnswIndex::from_bytes(&bytes, 8, HnswParams::default()).unwrap().with_slots(table).err().unwrap();
+        assert!(err.contains("49 passages, the HNSW graph 50"), "{err}");
     }
 }

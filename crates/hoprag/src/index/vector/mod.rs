@@ -4,10 +4,12 @@
 mod exact;
 mod hnsw;
 mod screen;
+mod slots;
 
 pub use exact::ExactIndex;
-pub use hnsw::{breadth_for as hnsw_breadth, HnswIndex, HnswParams, Quantization};
+pub use hnsw::{breadth_for as hnsw_breadth, HnswIndex, HnswParams, HnswUpdate, Quantization, REBUILD_AFTER};
 pub use screen::{Extremes, Screen, Screened};
+pub use slots::Slots;
 
 use serde::{Deserialize, Serialize};
 

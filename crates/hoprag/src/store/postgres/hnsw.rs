@@ -1,6 +1,7 @@
 //! Approximate dense search: the usearch HNSW graph the folder store builds, kept in
 //! `hnsw_graphs` (schema version 5) and loaded by every process that opens the
-//! generation; generations written before are served by pgvector's HNSW index
+//! generation, with its slot → row table in `hnsw_slots` (schema version 7) once an edit
+//! updated it; generations written before version 5 are served by pgvector's HNSW index
 //! ([`PgHnsw`]).
 
 use postgres::types::ToSql;
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{checkout, db_err, parts, passages_table, Pool};
 use crate::corpus::PassageIdx;
 use crate::error::{Error, Result};
-use crate::index::{HnswIndex, HnswParams, VectorIndex, VectorIndexKind};
+use crate::index::{HnswIndex, HnswParams, Slots, VectorIndex, VectorIndexKind};
 
 /// What a generation row records of its HNSW graph: the `hnsw_graphs` rows of its build
 /// keyed by `passages`, and their size.
@@ -18,9 +19,14 @@ use crate::index::{HnswIndex, HnswParams, VectorIndex, VectorIndexKind};
 pub(crate) struct StoredHnsw {
     pub passages: usize,
     pub bytes: u64,
+    /// The size of its slot table in `hnsw_slots`, under the same key; absent where slot
+    /// = row (a graph built from scratch, or stored before version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u64>,
 }
 
-/// Stores `graph`, the HNSW graph of the first `passages` passages of `build`.
+/// Stores `graph`, the HNSW graph of the first `passages` passages of `build`, and its
+/// slot table where it has one.
 pub(crate) fn write(
     client: &mut impl GenericClient,
     build: i64,
@@ -35,10 +41,20 @@ pub(crate) fn write(
         ));
     }
     let bytes = graph.to_bytes()?;
+    let key: [&(dyn ToSql + Sync); 2] = [&build, &(passages as i32)];
     let mut w = parts::HNSW.writer(client, location)?;
-    w.put(&[&build, &(passages as i32)], &bytes)?;
+    w.put(&key, &bytes)?;
     w.finish()?;
-    Ok(StoredHnsw { passages, bytes: bytes.len() as u64 })
+    let slots = match graph.slots_bytes() {
+        Some(table) => {
+            let mut w = parts::SLOTS.writer(client, location)?;
+            w.put(&key, &table)?;
+            w.finish()?;
+            Some(table.len() as u64)
+        }
+        None => None,
+    };
+    Ok(StoredHnsw { passages, bytes: bytes.len() as u64, slots })
 }
 
 /// Generation `generation`'s HNSW graph, in memory.
@@ -59,7 +75,12 @@ pub(crate) fn open(
     if graph.len() != stored.passages {
         return Err(Error::index(location, format!("{what} holds {} vectors", graph.len())));
     }
-    Ok(graph)
+    let Some(size) = stored.slots else { return Ok(graph) };
+    let what = format!("the HNSW slot table of generation {generation} (build {build}, {} passages)", stored.passages);
+    let bytes = parts::SLOTS.read_required(client, &key, &what, Some(size), location)?;
+    Slots::from_bytes(&bytes, stored.passages)
+        .and_then(|slots| graph.with_slots(slots))
+        .map_err(|m| Error::index(location, format!("{what} in table hnsw_slots: {m}")))
 }
 
 /// pgvector's largest hnsw.ef_search.

@@ -15,6 +15,8 @@
 //!                    it reads (generations.lexical, with tantivy's meta.json)
 //! hnsw_graphs        usearch HNSW graphs, in parts, keyed by build and passages; a
 //!                    generation names the one it reads (generations.hnsw)
+//! hnsw_slots         a graph's slot → row table, in parts, under the graph's key, once
+//!                    an edit updated it (none: slot = row)
 //! postings_b<N>      build N's postings (term, passage, tf, dl), written before schema
 //!                    version 3 only: BM25 in SQL for generations without lexical files
 //! graphs             one row per attached graph: its counts and statistics
@@ -325,7 +327,7 @@ impl Store for PgStore {
                 0
             }
         };
-        let hnsw_bytes = g.hnsw.map_or(0, |h| h.bytes);
+        let hnsw_bytes = g.hnsw.map_or(0, |h| h.bytes + h.slots.unwrap_or(0));
         if g.graph.is_some() {
             // Shared by every graph the store keeps (the live one, the previous
             // generation's and those of generations readers hold).

@@ -1,5 +1,5 @@
 //! Files kept in tables of parts: the tantivy index (`lexical_files`), the graph's walk
-//! (`graph_walks`) and the HNSW graph (`hnsw_graphs`). One copy of the splitting and of
+//! (`graph_walks`), the HNSW graph (`hnsw_graphs`) and its slot table (`hnsw_slots`). One copy of the splitting and of
 //! the checks on reading, so that every such table fails the same clear way when a row
 //! is missing or short.
 
@@ -28,6 +28,7 @@ pub(crate) struct Table {
 pub(crate) const LEXICAL: Table = Table { name: "lexical_files", key: &[("build", Type::INT8), ("name", Type::TEXT)] };
 pub(crate) const WALKS: Table = Table { name: "graph_walks", key: &[("graph", Type::INT8)] };
 pub(crate) const HNSW: Table = Table { name: "hnsw_graphs", key: &[("build", Type::INT8), ("passages", Type::INT4)] };
+pub(crate) const SLOTS: Table = Table { name: "hnsw_slots", key: &[("build", Type::INT8), ("passages", Type::INT4)] };
 
 /// Parts being copied into a table: one COPY for any number of files.
 pub(crate) struct Writer<'c> {

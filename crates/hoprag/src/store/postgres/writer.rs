@@ -82,7 +82,7 @@ impl StoreWriter for PgWriter<'_> {
         let vector = vector_type(client, &location)?;
         let (manifest, next) = match change {
             // (Its BM25 is postings in SQL, written per build: nothing to reuse by part.)
-            Change::Replace { manifest, passages, vectors, graph, walk, kept: _, staged: _ } => {
+            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: _ } => {
                 let dim = manifest.embedder.dim;
                 let build: i64 = timed(&mut times.write_secs, || {
                     let build: i64 = client
@@ -110,11 +110,12 @@ impl StoreWriter for PgWriter<'_> {
                         .map_err(&err)
                 })?;
                 // The graph the folder store builds, in this process: pgvector's own
-                // index is not built (no query would use it; docs/postgres.md).
+                // index is not built (no query would use it; docs/postgres.md). An edit
+                // updates its base's stored graph, as the folder store does.
                 let hnsw = match manifest.vector_index {
                     VectorIndexKind::Hnsw => Some(timed(&mut times.vector_secs, || {
                         progress.start("hnsw graph", 0);
-                        let r = HnswIndex::build(vectors, manifest.hnsw)
+                        let r = hnsw_after(client, base.as_ref(), kept, manifest, vectors, &location)
                             .and_then(|h| hnsw::write(client, build, passages.len(), &h, &location));
                         progress.finish();
                         r
@@ -164,6 +165,37 @@ impl StoreWriter for PgWriter<'_> {
         });
         Ok(times)
     }
+}
+
+/// The HNSW graph of `vectors`: an edit's (`kept`) is its base's stored graph updated
+/// ([`HnswIndex::after_edit`]), read into memory; a build's, or an edit's of a base
+/// without a stored graph (pgvector's, before schema version 5), is built.
+fn hnsw_after(
+    client: &mut Client,
+    base: Option<&Generation>,
+    kept: Option<&[Option<crate::corpus::PassageIdx>]>,
+    manifest: &Manifest,
+    vectors: &Matrix,
+    location: &str,
+) -> Result<HnswIndex> {
+    let (base, stored, kept) = match (base, kept) {
+        (Some(b), Some(kept)) if b.manifest.vector_index == VectorIndexKind::Hnsw => match &b.hnsw {
+            Some(stored) => (b, stored, kept),
+            None => return HnswIndex::build(vectors, manifest.hnsw),
+        },
+        _ => return HnswIndex::build(vectors, manifest.hnsw),
+    };
+    let t = Instant::now();
+    let old = hnsw::open(client, base.id, base.build, stored, manifest.embedder.dim, manifest.hnsw, location)?;
+    let (graph, update) = old.after_edit(vectors, kept)?;
+    log::info!(
+        "{location}: hnsw {} in {:.2}s ({} removed, {} inserted)",
+        if update.rebuilt { "rebuilt" } else { "updated" },
+        t.elapsed().as_secs_f64(),
+        update.removed,
+        update.inserted
+    );
+    Ok(graph)
 }
 
 /// The new generation's row.
@@ -255,6 +287,8 @@ fn publish(
         .batch_execute(
             "DELETE FROM graphs x WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.graph = x.id);
              DELETE FROM hnsw_graphs h WHERE NOT EXISTS (SELECT 1 FROM generations g \
+                 WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages);
+             DELETE FROM hnsw_slots h WHERE NOT EXISTS (SELECT 1 FROM generations g \
                  WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages);",
         )
         .map_err(&err)?;
