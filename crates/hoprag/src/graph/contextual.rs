@@ -71,33 +71,41 @@ pub(super) fn vectors_of(
     let from = from.filter(|m| m.dim() == dim);
     let stored = |f: usize| from.zip(known[f]);
     let mut vectors: Vec<Option<Vec<f32>>> = vec![None; known.len()];
-    // The facts to pool, by the passage that states them first.
-    let mut asked: Vec<(PassageIdx, Range<usize>, usize)> = Vec::new();
-    let mut texts: Vec<Option<String>> = vec![None; passages.len()];
-    for f in (0..known.len()).filter(|&f| stored(f).is_none()) {
-        let t = &triples[first[f] as usize];
-        let p = t.passage;
-        let text = texts[p as usize].get_or_insert_with(|| passages[p as usize].index_text());
-        if let Some(span) = fact_span(text, t) {
-            asked.push((p, span, f));
-        }
-    }
-    asked.sort_by_key(|&(p, ..)| p);
-    let by_passage: Vec<&[(PassageIdx, Range<usize>, usize)]> = asked.chunk_by(|a, b| a.0 == b.0).collect();
+    // The facts to pool, by the passage that states them first. Texts and spans are made
+    // a batch at a time: an embedder that cannot read spans (a remote model, the scale
+    // benchmark's composed vectors) then costs one batch's, not a million passages' texts.
+    let mut asked: Vec<(PassageIdx, usize)> =
+        (0..known.len()).filter(|&f| stored(f).is_none()).map(|f| (triples[first[f] as usize].passage, f)).collect();
+    asked.sort_unstable();
+    let by_passage: Vec<&[(PassageIdx, usize)]> = asked.chunk_by(|a, b| a.0 == b.0).collect();
     let mut read = 0;
     if !by_passage.is_empty() {
         progress.start("reading facts in their passages", by_passage.len() as u64);
         for batch in by_passage.chunks(BATCH) {
-            let batch_texts: Vec<String> =
-                batch.iter().map(|g| texts[g[0].0 as usize].clone().unwrap_or_default()).collect();
-            let spans: Vec<Vec<Range<usize>>> = batch.iter().map(|g| g.iter().map(|a| a.1.clone()).collect()).collect();
-            let Some(pooled) = embedder.embed_spans(&batch_texts, &spans) else { break };
-            for (group, read) in batch.iter().zip(pooled?) {
-                for (&(_, _, f), v) in group.iter().zip(read.spans) {
+            // Each passage's facts with a span, and those spans; passages with none are
+            // not read.
+            let mut texts = Vec::with_capacity(batch.len());
+            let mut facts: Vec<Vec<usize>> = Vec::with_capacity(batch.len());
+            let mut spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(batch.len());
+            for group in batch {
+                let text = passages[group[0].0 as usize].index_text();
+                let (f, s): (Vec<usize>, Vec<Range<usize>>) = group
+                    .iter()
+                    .filter_map(|&(_, f)| Some((f, fact_span(&text, &triples[first[f] as usize])?)))
+                    .unzip();
+                if !s.is_empty() {
+                    texts.push(text);
+                    facts.push(f);
+                    spans.push(s);
+                }
+            }
+            let Some(pooled) = embedder.embed_spans(&texts, &spans) else { break };
+            for (facts, read) in facts.iter().zip(pooled?) {
+                for (&f, v) in facts.iter().zip(read.spans) {
                     vectors[f] = v;
                 }
             }
-            read += batch.len();
+            read += texts.len();
             progress.advance(batch.len() as u64);
         }
         progress.finish();
