@@ -329,13 +329,28 @@ mod tests {
         m
     }
 
-    /// Every row's own vector finds that row first, with its exact score.
+    /// Every row's own vector, searched: each answer is the row the table maps it to (its
+    /// score is that row's product with the query), and nearly every row finds
+    /// itself first. Not every row: the graph is approximate, and its parallel inserts
+    /// make it differ from run to run.
     fn each_row_finds_itself(graph: &HnswIndex, m: &Matrix, what: &str) {
         assert_eq!(graph.len(), m.rows(), "{what}");
+        // i8 codes score within about a hundredth; another row's product is far off.
+        let tolerance = if graph.approximate_scores() { 0.02 } else { 1e-4 };
+        let mut found = 0;
         for r in 0..m.rows() as PassageIdx {
-            let top = graph.search(m.row(r), 3).unwrap();
-            assert_eq!(top[0].0, r, "{what}: row {r} found {top:?}");
+            let q = m.row(r);
+            let top = graph.search(q, 3).unwrap();
+            for &(row, score) in &top {
+                let exact: f32 = m.row(row).iter().zip(q).map(|(a, b)| a * b).sum();
+                assert!(
+                    (score - exact).abs() < tolerance,
+                    "{what}: row {r} found {row} scored {score}, its product {exact}"
+                );
+            }
+            found += usize::from(top[0].0 == r);
         }
+        assert!(found * 100 >= m.rows() * 97, "{what}: {found} of {} rows found themselves first", m.rows());
     }
 
     /// An edit in the middle of the canonical order: rows removed and inserted before,
