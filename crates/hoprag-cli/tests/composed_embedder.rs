@@ -162,6 +162,12 @@ fn every_command_opens_an_index_of_the_composed_embedder() {
     assert_ne!(top(&cache, old, "1", "granite hill"), ["vellmoor"]);
     assert_eq!(store::folder(Path::new(old)).manifest().unwrap().unwrap().embedder.id, composed::ID);
 
+    // A graph embedder asked for by the bare id is recorded with the table's key too.
+    ok(hoprag(&cache, &["graph", "-q", "--index", old, "--extract", "heuristic", "--graph-embedder", composed::ID]));
+    let graph = store::folder(Path::new(old)).manifest().unwrap().unwrap().graph.unwrap();
+    assert_eq!(graph.embedder.map(|e| e.id), Some(keyed_id.clone()));
+    assert_eq!(top(&cache, old, "1", "Trelkin Foundry bells"), ["trelkin"]);
+
     // A second table makes the bare id ambiguous; the keyed index still opens.
     let (other, _) = write_table(&cache, &["alpha beta".to_string()], &[]);
     let err = failure(hoprag(&cache, &["query", "--index", old, "granite hill"]));

@@ -312,7 +312,8 @@ impl PyIndex {
         };
         let (engine, graph_report) = py
             .detach(|| -> hoprag::Result<(Engine, Option<Value>)> {
-                let embedder = load_embedder(&spec, &config.embedder)?;
+                // A new index names the composed embedder's word table, as `hoprag index` does.
+                let embedder = load_embedder(&spec.pinned()?, &config.embedder)?;
                 let options = BuildOptions { overwrite, ..Default::default() };
                 let store = store::open_in(&spec_of_store, &namespace, store::Open::OrCreate)?;
                 store::build_index(store.as_ref(), &corpus, vec![source], embedder.as_ref(), &options, &Silent)?;

@@ -28,16 +28,16 @@ pub fn triples_without_llm(index: &Index, openie: Option<&Path>) -> Result<(Extr
     })
 }
 
-/// The embedder of a graph's entity and fact vectors: `spec` when given, else the
-/// default beside the index's own embedder (MiniLM beside EmbeddingGemma, else the
-/// index's).
+/// The embedder of a graph's entity and fact vectors: `spec` when given (a composed
+/// embedder's table named by its key, as a new index records it), else the default
+/// beside the index's own embedder (MiniLM beside EmbeddingGemma, else the index's).
 pub fn graph_embedder(
     index: &Index,
     spec: Option<&EmbedderSpec>,
     settings: &EmbedderSettings,
 ) -> Result<Arc<dyn Embedder>> {
     let spec = match spec {
-        Some(spec) => spec.clone(),
+        Some(spec) => spec.clone().pinned()?,
         None => EmbedderSpec::from_id(&index.manifest.embedder.id)?.default_graph_embedder(),
     };
     load_embedder(&spec, settings)
