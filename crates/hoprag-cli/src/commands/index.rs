@@ -137,7 +137,8 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let corpus = args.corpus.load(ctx)?;
     // A new index names the composed embedder's word table, whichever way it was asked for.
-    let embedder = load_embedder(&args.embedder.pinned()?, &ctx.config.embedder)?;
+    let spec = args.embedder.pinned()?;
+    let embedder = load_embedder(&spec, &ctx.config.embedder)?;
     ctx.note(format!("embedding with {} ({} dimensions)", embedder.id(), embedder.dim()));
     let hnsw = HnswParams { quantization: args.hnsw_quantization, ..Default::default() };
     let options = BuildOptions { vector_index: args.vector_index, hnsw, overwrite: args.force, ..Default::default() };
@@ -149,12 +150,15 @@ pub fn run_index(ctx: &Context, args: IndexArgs) -> anyhow::Result<()> {
         graph_source.extract = Some(super::graph::Extractor::Heuristic);
     }
     // The default graph's facts are read in their passages (contextual fact vectors):
-    // read with the passages, each passage goes through the model once.
+    // read with the passages, each passage goes through the model once. Only where the
+    // graph's embedder is the passages' own: beside EmbeddingGemma the graph reads with
+    // MiniLM, and spans kept from EmbeddingGemma's pass would go unused.
     let heuristic =
         graph_source.triples.is_none() && matches!(graph_source.extract, Some(super::graph::Extractor::Heuristic));
     let read_once = (!args.no_graph
         && heuristic
         && graph_source.graph_embedder.is_none()
+        && spec.default_graph_embedder() == spec
         && ctx.config.graph.fact_vectors == FactVectors::Contextual)
         .then(|| {
             let extraction = hoprag::graph::extract_heuristic(&corpus.passages);
