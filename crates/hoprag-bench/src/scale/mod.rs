@@ -15,6 +15,7 @@
 
 mod against;
 mod corpus;
+mod edits;
 mod filtered;
 mod words;
 
@@ -107,8 +108,10 @@ pub struct ScaleBench {
     #[arg(long, value_name = "STEPS")]
     split_budget: Option<usize>,
     /// Time only these methods (comma-separated: bm25, dense, hybrid, ppr, auto,
-    /// phasegraph; `dense` is both the HNSW and the exact search); by default all.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = clap::builder::PossibleValuesParser::new(TIMED.map(|m| m.name)))]
+    /// phasegraph; `dense` is both the HNSW and the exact search); by default all. With
+    /// --edits: the methods the query clients run (any LLM-free method; by default every
+    /// one the index supports).
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = clap::builder::PossibleValuesParser::new(hoprag::retrieve::METHODS.iter().map(|m| m.name)))]
     methods: Vec<String>,
     /// Also write the JSON report to this file (whatever the output format).
     #[arg(long, value_name = "FILE")]
@@ -117,6 +120,27 @@ pub struct ScaleBench {
     /// passages, beside it unfiltered, on the first N questions (0: off).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub filtered: usize,
+    /// Instead of timing the queries, apply a stream of N document edits (adds, changes,
+    /// deletes) to the index (--index: edited in place, so give it a copy; or the one
+    /// built), as `hoprag serve` applies them, while two query clients run every
+    /// LLM-free method: each edit's time, I/O, store size and visibility, and the
+    /// methods' latency during and after the stream (docs/scale.md).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    edits: usize,
+    /// Edits requested per second (0: back to back).
+    #[arg(long, default_value_t = 1.0, value_name = "PER_SEC", requires = "edits")]
+    edit_rate: f64,
+    /// After the stream, wait at most this long for the last edit's walk (solved in the
+    /// background) before timing the queries again.
+    #[arg(long, default_value_t = 900, value_name = "SECS", requires = "edits")]
+    settle_secs: u64,
+    /// After the stream, queries per client (0: every method on every question once,
+    /// between the two clients) ...
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "edits")]
+    after_queries: usize,
+    /// ... within this many seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECS", requires = "edits")]
+    after_secs: u64,
 }
 
 fn at_least_1000(s: &str) -> Result<usize, String> {
@@ -176,7 +200,12 @@ struct Report {
     /// Peak resident memory of the building process (corpus generation, index and
     /// graph build, all in one process), read when the build is done.
     build_peak_rss_mb: f64,
-    queries: QueryReport,
+    /// The queries timed on the index built; `None` with --edits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queries: Option<QueryReport>,
+    /// The edit stream on the index built (--edits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edits: Option<edits::EditsReport>,
 }
 
 #[derive(Serialize)]
@@ -344,6 +373,27 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if args.edits == 0 {
+        if let Some(m) = args.methods.iter().find(|m| !TIMED.iter().any(|t| t.name == *m)) {
+            anyhow::bail!(
+                "--methods {m}: the query measurement times {} (any LLM-free method with --edits)",
+                TIMED.map(|t| t.name).join(", ")
+            );
+        }
+    }
+    if let (Some(spec), true) = (&args.index, args.edits > 0) {
+        let report = edits::run(ctx, store::open(spec)?, &inputs, &args)?;
+        if let Some(path) = &args.report {
+            std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if ctx.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            edits::print(&report);
+        }
+        return Ok(());
+    }
     if let Some(spec) = &args.index {
         let report = measure_queries(ctx, store::open(spec)?, &inputs, &args)?;
         if let Some(path) = &args.report {
@@ -420,7 +470,10 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     let build_peak_rss_mb = peak_rss_mb();
     drop(inputs);
 
-    let queries = query_in_child(ctx, &spec, &args)?;
+    let (queries, edits) = match args.edits {
+        0 => (Some(query_in_child(ctx, &spec, &args)?), None),
+        _ => (None, Some(edits::in_child(ctx, &spec, &args)?)),
+    };
     // A store given with --out is the user's: never removed.
     match temp {
         Some(t) if !args.keep => t.close().with_context(|| format!("removing {spec}"))?,
@@ -435,6 +488,7 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
         build,
         build_peak_rss_mb,
         queries,
+        edits,
     };
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)
@@ -856,7 +910,12 @@ fn print(r: &Report) {
     .collect();
     println!("{}", table(&header, &rows));
     println!("peak memory of the build: {:.0} MB", r.build_peak_rss_mb);
-    print_queries(&r.queries);
+    if let Some(q) = &r.queries {
+        print_queries(q);
+    }
+    if let Some(e) = &r.edits {
+        edits::print(e);
+    }
 }
 
 fn print_queries(q: &QueryReport) {
