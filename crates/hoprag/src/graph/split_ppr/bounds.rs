@@ -9,20 +9,24 @@ use crate::rank::NthLargest;
 
 /// Passage p's share of the score, `w · (a · (S V)_p · q + b · (S 1)_p)`, and its bound:
 /// the dot product's error, f32 storage (relative 2^-24 per entry, so at most
-/// `2^-24 · |row| · |q|` per dot product, `per_norm · norm_p`) and convergence (`fixed`).
+/// `2^-24 · |row| · |q|` per dot product, `per_norm · norm_p`) and convergence: `fixed`
+/// (the residual bounded in L1) and `per_degree · deg(p)` (a repaired walk's per-node
+/// residual bound; 0 after a solve).
 pub(super) struct PassageShare {
     pub(super) w: f64,
     pub(super) a: f64,
     pub(super) b: f64,
     pub(super) per_norm: f64,
     pub(super) fixed: f64,
+    pub(super) per_degree: f64,
 }
 
 impl PassageShare {
     #[inline]
-    pub(super) fn of(&self, dot: f64, dot_error: f64, constant: f64, norm: f64) -> (f64, f64) {
+    pub(super) fn of(&self, dot: f64, dot_error: f64, constant: f64, norm: f64, degree: f64) -> (f64, f64) {
         let (x, y) = (self.a * dot, self.b * constant);
-        let bound = self.w * (self.a.abs() * (dot_error + self.per_norm * norm) + self.fixed);
+        let fixed = self.fixed + self.per_degree * degree;
+        let bound = self.w * (self.a.abs() * (dot_error + self.per_norm * norm) + fixed);
         // Plus the f64 rounding of the sums.
         (self.w * (x + y), bound + 1e-12 * self.w * (x.abs() + y.abs()))
     }

@@ -267,19 +267,22 @@ impl<'a> Split<'a> {
             Half::Rows { norms, .. } => (norms, 1.0),
             Half::Entities { norms, .. } => (norms, d),
         };
+        let per_degree: f64 = response.degree_error.iter().zip(q.query).map(|(e, &v)| e * (v as f64).abs()).sum();
         let share = PassageShare {
             w,
             a,
             b,
             per_norm: storage * norm_factor * q_norm,
             fixed: a.abs() * convergence + b.abs() * response.constant_error,
+            per_degree: a.abs() * per_degree + b.abs() * response.degree_constant_error,
         };
         Split { graph, response, q, n, share, norms, dots, kappa }
     }
 
     /// Passage p's share of the score and its bound, its product within `dot`.
     fn passage(&self, p: usize, (dot, dot_error): (f64, f64)) -> (f64, f64) {
-        self.share.of(dot, dot_error, self.response.constant[p], self.norms[p])
+        let degree = self.response.steps.degrees[self.response.entities + p];
+        self.share.of(dot, dot_error, self.response.constant[p], self.norms[p], degree)
     }
 
     /// What an interval's width adds to the bound: 0 once the product is exact.
@@ -345,7 +348,7 @@ impl<'a> Split<'a> {
                     .zip(&self.norms[rows.clone()])
                     .zip(&degrees[e + first..]);
                 for ((lo, hi), ((&constant, &norm), &degree)) in lows.iter_mut().zip(highs.iter_mut()).zip(per_row) {
-                    let (part, bound) = self.share.of(*lo, *hi, constant, norm);
+                    let (part, bound) = self.share.of(*lo, *hi, constant, norm, degree);
                     let slack = push_bound(residual, eps, degree) + bound;
                     // Unreached: its estimate is 0, which also bounds a reached one's from
                     // below.

@@ -8,21 +8,29 @@
 //! the old one, bounded without being known: after the solve's last iteration
 //! `y_{k+1} = c + M y_k`, `r(y_{k+1}) = M (y_{k+1} − y_k)`, at most `ρ·Δ` in L1 (`ρ` the
 //! contraction, `Δ` the stored last change). The repair computes the residual exactly on
-//! the rows whose equation changed, pushes it (Gauss–Southwell, as forward push repairs
-//! personalized PageRank on a dynamic graph: Zhang, Lofgren & Goel, KDD 2016) until what
-//! is left is small against the solve's tolerance, and stores the `Δ` whose bound covers
-//! what is left and what it inherited.
+//! the rows whose equation changed and pushes it (forward push as it repairs personalized
+//! PageRank on a dynamic graph: Zhang, Lofgren & Goel, KDD 2016) until every entity's is
+//! at most `ε · deg(u)` per column: a per-node bound, which on the walk's undirected graph
+//! bounds each node's error by `ε · κ · deg(v)` however many nodes hold residual
+//! ([`super::response::node_factor`]). Its work is then the edit's residual over `ε`, not
+//! the graph's size.
 //!
-//! What that costs depends on how far the residual must travel, and the tolerance is
-//! global: one passage's share of the reset mass (1/6,119 on 2wiki-corpus) must fall to
-//! 1e-11 of all of it, about 30 halvings, and a graph whose entities are a few steps apart
-//! spreads it to every entity first. On 2wiki-corpus (46,887 entities) one passage deleted
-//! or added changed 3,100 to 5,800 entities' equations, and the push reached all of them:
-//! 31 to 36 million pushes, 560 to 660 million edge steps against a solve's 877 million,
-//! two to four times the solve's time (a push reads at random where the solve streams).
-//! Past its budget the repair declines, and the caller solves the walk again from the old
-//! values ([`Solved::solve_warm`]: 22 or 23 iterations there instead of 31).
+//! The bound has two parts, both stored: the L1 part (`Δ`, as after a solve: the old
+//! residual of the rows the repair did not reach, inherited, plus rounding) and the
+//! per-node part (`ε` per column, [`Solved`]'s `node_error`). Neither grows along a chain
+//! of repairs: a row the repair reaches has its residual taken exactly and pushed under
+//! `ε · deg`, a row it does not keeps the residual, and the bound, it had. `ε` is
+//! [`REPAIR_TOLERANCE`] of each column's reset mass per unit of the graph's total degree,
+//! `ε_c = τ · mass_c / vol`: every node within `τ · κ` of its share of the column's mass
+//! at the walk's stationary distribution, whatever the corpus's size.
+//!
+//! A global tolerance (the solve's, 1e-11 of each column's mass in L1) is not local: one
+//! passage is 1/6,119 of the mass on 2wiki-corpus, and pushing it to 1e-11 of all of it
+//! spread it to all 46,887 entities, at two to four times a solve's time. Past its budget
+//! the repair declines, and the caller solves the walk again from the old values
+//! ([`Solved::solve_warm`]).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -35,14 +43,22 @@ use crate::corpus::PassageIdx;
 use crate::graph::ppr::PprGraph;
 use crate::index::Matrix;
 
-/// The push stops once a column's residual is at most this share of what a fresh solve
-/// may leave (`ρ · PRECOMPUTE_TOLERANCE · mass`): each repair adds at most that much to
-/// the bound it inherits.
+/// `τ`: the repair pushes until each entity's residual is at most `ε_c · deg(u)`, with
+/// `ε_c = τ · mass_c / vol` (each column's reset mass per unit of the graph's total walk
+/// degree), so that every node of the walk is within `τ · κ` (`κ ≤ 2` at the damping 0.5)
+/// of its share of the column's mass at the stationary distribution. TOLERANCE_WHY
+pub const REPAIR_TOLERANCE: f64 = 1e-4;
+
+/// The rows the push could not bring under `ε · deg` within its rounds leave their excess
+/// to the L1 part of the bound: at most this share of what a fresh solve may leave
+/// (`ρ · PRECOMPUTE_TOLERANCE · mass`) before the push runs again.
 const REPAIR_SHARE: f64 = 1.0 / 16.0;
 
-/// Past this many times a fresh solve's largest residual, the inherited bound is dropped:
-/// every row's residual is computed (one pass, as one iteration of the solve) and pushed,
-/// so that the bounds of a line of repairs stay within a few times a fresh solve's.
+/// Past this many times a fresh solve's L1 residual, or this many times the per-node
+/// target (the graph changed enough that `ε` shrank), the inherited bound is dropped:
+/// every row's residual is computed (one pass, as one iteration of the solve) and pushed
+/// under the target, so that the bounds of any chain of repairs stay within this factor
+/// of a single repair's, whose proof rate is what [`REPAIR_TOLERANCE`] was chosen by.
 const REFRESH_AT: f64 = 2.0;
 
 /// More changed rows than this share of the entities: the solve is cheaper to reason about
@@ -87,8 +103,15 @@ pub struct RepairStats {
     /// entries): what `steps` compares with.
     pub solve_steps: usize,
     /// The largest column's stored change against a fresh solve's largest
-    /// (`PRECOMPUTE_TOLERANCE · mass`): how much looser its bounds may be.
+    /// (`PRECOMPUTE_TOLERANCE · mass`): how much looser its L1 bound may be.
     pub bound_ratio: f64,
+    /// `τ`, the per-node tolerance pushed to ([`REPAIR_TOLERANCE`]).
+    #[serde(default)]
+    pub tolerance: f64,
+    /// The largest column's stored per-node bound against this repair's target `ε`:
+    /// above 1 where it was inherited from a larger one.
+    #[serde(default)]
+    pub node_ratio: f64,
     /// Seconds comparing the graphs (steps, contractions, changed rows, masses), and in
     /// all.
     pub compare_secs: f64,
@@ -97,7 +120,8 @@ pub struct RepairStats {
 
 /// What one block of columns left.
 struct BlockOutcome {
-    /// Per column, the L1 residual on the rows the repair touched, rounding included.
+    /// Per column, the L1 residual on the rows the repair touched beyond `ε · deg`,
+    /// rounding included.
     residual: [f64; BLOCK],
     touched: usize,
     pushes: usize,
@@ -132,10 +156,25 @@ impl Solved {
         origins: &Origins,
         vectors: &Matrix,
     ) -> Result<(Solved, RepairStats), String> {
-        self.repair_within(old, graph, entities, origins, vectors, BUDGET)
+        self.repair_to(old, graph, entities, origins, vectors, REPAIR_TOLERANCE)
     }
 
-    /// [`Solved::repair`], giving up past `budget` times a solve's work per block.
+    /// [`Solved::repair`] to the per-node tolerance `tolerance` (`τ`) instead of
+    /// [`REPAIR_TOLERANCE`]: what that constant was chosen by.
+    pub fn repair_to(
+        &self,
+        old: &PprGraph,
+        graph: &PprGraph,
+        entities: usize,
+        origins: &Origins,
+        vectors: &Matrix,
+        tolerance: f64,
+    ) -> Result<(Solved, RepairStats), String> {
+        self.repair_within(old, graph, entities, origins, vectors, BUDGET, tolerance)
+    }
+
+    /// [`Solved::repair_to`], giving up past `budget` times a solve's work per block.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn repair_within(
         &self,
         old: &PprGraph,
@@ -144,6 +183,7 @@ impl Solved {
         origins: &Origins,
         vectors: &Matrix,
         budget: f64,
+        tolerance: f64,
     ) -> Result<(Solved, RepairStats), String> {
         let start = Instant::now();
         let (d, dim) = (self.damping, self.dim);
@@ -157,6 +197,12 @@ impl Solved {
                 vectors.rows(),
                 vectors.dim()
             ));
+        }
+        if !(tolerance > 0.0 && tolerance.is_finite()) {
+            return Err(format!("a per-node tolerance of {tolerance}"));
+        }
+        if self.node_error.len() != dim + 1 || self.change.len() != dim + 1 {
+            return Err("the stored walk's bounds are not one per column".into());
         }
         if origins.entities.len() != entities || origins.passages.len() != passages {
             return Err("origins for other counts of entities or passages".into());
@@ -181,7 +227,11 @@ impl Solved {
         // every repair keeps: ‖r‖₁ ≤ ρ·Δ).
         let fresh: Vec<f64> = mass.iter().map(|m| rho * PRECOMPUTE_TOLERANCE * m).collect();
         let inherited: Vec<f64> = self.change.iter().map(|ch| old_walk.contraction * ch).collect();
-        let refreshed = inherited.iter().zip(&fresh).any(|(u, f)| *u > REFRESH_AT * f);
+        // The per-node target, `ε_c = τ · mass_c / vol`.
+        let volume: f64 = steps.degrees.iter().sum();
+        let eps: Vec<f64> = mass.iter().map(|m| tolerance * m / volume.max(f64::MIN_POSITIVE)).collect();
+        let refreshed = inherited.iter().zip(&fresh).any(|(u, f)| *u > REFRESH_AT * f)
+            || self.node_error.iter().zip(&eps).any(|(old, e)| *old > REFRESH_AT * e);
         let (rows, inherited) = if refreshed {
             ((0..entities as u32).collect(), vec![0.0; dim + 1])
         } else if changed.len() as f64 > MAX_CHANGED * entities as f64 {
@@ -202,20 +252,25 @@ impl Solved {
             blocks.push((first, width, block));
             rest = tail;
         }
-        let targets: Vec<f64> = fresh.iter().map(|f| REPAIR_SHARE * f).collect();
+        let excess: Vec<f64> = fresh.iter().map(|f| REPAIR_SHARE * f).collect();
         let outcomes: Vec<Option<BlockOutcome>> = blocks
             .into_par_iter()
-            .map(|(first, width, y)| ctx.block(first, width, y, &targets[first..first + width]))
+            .map(|(first, width, y)| {
+                let columns = first..first + width;
+                ctx.block(first, width, y, &eps[columns.clone()], &excess[columns])
+            })
             .collect();
         let outcomes: Vec<BlockOutcome> =
             outcomes.into_iter().collect::<Option<_>>().ok_or("the push went past its budget")?;
-        // The bound. With r = c' + M'y − y, y* − y = (I − M')⁻¹ r = Σ_k M'^k r, so
-        // ‖y* − y‖₁ ≤ ‖r‖₁ / (1 − ρ'). Every row the repair touched has its residual
-        // computed exactly (R, rounding included); every other row's is the old one (its
-        // equation and every value it reads are), and all of those together are at most
-        // the old bound U = ρ·Δ. The response bounds the error by Δ'·ρ' / (1 − ρ'), so
-        // Δ' = (R + U) / ρ' makes that (R + U) / (1 − ρ') ≥ ‖y* − y‖₁, and keeps
-        // ‖r‖₁ ≤ ρ'·Δ' for the next repair, as after a solve.
+        // The bound. With r = c' + M'y − y, y* − y = (I − M')⁻¹ r. Every row the repair
+        // touched has its residual computed exactly, each at most ε·deg(u) but for an
+        // excess (R, in L1, rounding included); every other row's is the old one (its
+        // equation, degree and every value it reads are): at most the old ε·deg(u) where
+        // a repair left it, and all the rest together at most the old L1 bound U = ρ·Δ.
+        // So r splits into a part under max(ε, ε_old)·deg per node (node_error) and a part
+        // of at most R + U in L1, whose error is ‖·‖₁ ≤ (R + U) / (1 − ρ'): the response
+        // bounds it by Δ'·ρ' / (1 − ρ'), so Δ' = (R + U) / ρ', which keeps the L1 part
+        // under ρ'·Δ' for the next repair, as after a solve.
         let mut change = Vec::with_capacity(dim + 1);
         for (first, o) in (0..dim + 1).step_by(BLOCK).zip(&outcomes) {
             let width = BLOCK.min(dim + 1 - first);
@@ -224,6 +279,11 @@ impl Solved {
             }
         }
         let bound_ratio = change.iter().zip(&mass).map(|(ch, m)| ch / (PRECOMPUTE_TOLERANCE * m)).fold(0.0, f64::max);
+        let node_error: Vec<f64> = match refreshed {
+            true => eps.clone(),
+            false => self.node_error.iter().zip(&eps).map(|(old, e)| old.max(*e)).collect(),
+        };
+        let node_ratio = node_error.iter().zip(&eps).map(|(n, e)| n / e.max(f64::MIN_POSITIVE)).fold(0.0, f64::max);
         let stats = RepairStats {
             entities,
             changed: changed.len(),
@@ -233,6 +293,8 @@ impl Solved {
             steps: outcomes.iter().map(|o| o.steps).sum(),
             solve_steps: self.iterations * graph.entries() * outcomes.len(),
             bound_ratio,
+            tolerance,
+            node_ratio,
             compare_secs,
             secs: start.elapsed().as_secs_f64(),
         };
@@ -245,6 +307,7 @@ impl Solved {
             iterations: self.iterations,
             secs: stats.secs,
             change,
+            node_error,
             values,
         };
         Ok((solved, stats))
@@ -322,7 +385,9 @@ fn changed_rows(old: &PprGraph, graph: &PprGraph, old_entities: usize, entities:
             old.row(o as usize).filter(|s| s.1 > 0.0).map(|(i, p)| (i, p.to_bits())).collect();
         new.sort_unstable();
         was.sort_unstable();
-        new == was
+        // The same steps in, and (undirected) the same degree: a per-node bound
+        // `ε · deg(u)` left by an earlier repair still holds for the row.
+        new == was && graph.degree(u) == old.degree(o as usize)
     };
     let same: Vec<bool> = (0..graph.nodes()).into_par_iter().map(same_steps).collect();
     (0..entities)
@@ -351,15 +416,22 @@ fn column_mass(vectors: &Matrix, passages: usize, dim: usize) -> Vec<f64> {
 }
 
 impl Context<'_> {
-    /// Repairs columns `first..first + width` into `y` (entity-major); `None` past the
-    /// budget.
-    fn block(&self, first: usize, width: usize, y: &mut [f64], targets: &[f64]) -> Option<BlockOutcome> {
+    /// Repairs columns `first..first + width` into `y` (entity-major), every touched
+    /// row's residual under `eps · deg` but for an L1 excess of at most `excess` (else
+    /// pushed again, [`ROUNDS`] times at most); `None` past the budget.
+    fn block(&self, first: usize, width: usize, y: &mut [f64], eps: &[f64], excess: &[f64]) -> Option<BlockOutcome> {
         let e = self.walk.entities;
         self.old.moved(self.origins.entities, first, width, y);
-        let mut target = [0f64; BLOCK];
-        target[..width].copy_from_slice(targets);
-        let met = |total: &[f64; BLOCK], share: f64| total.iter().zip(&target).all(|(t, target)| *t <= share * target);
+        let mut per_node = [0f64; BLOCK];
+        per_node[..width].copy_from_slice(eps);
+        // A row the push reaches that it did not start from holds its old residual (after
+        // a repair, up to the old ε·deg): taken from the values before the push, so that
+        // the push's running sums stay the residuals.
+        let before = y.to_vec();
+        let baseline =
+            |i: usize, out: &mut [f64]| out.copy_from_slice(&self.residuals(first, width, &before, &[i as u32]).0);
         let mut push = BlockPush {
+            baseline: &baseline,
             walk: self.walk,
             width,
             y,
@@ -370,7 +442,7 @@ impl Context<'_> {
             held: vec![false; self.walk.passages],
             queued: vec![false; self.graph.nodes()],
             queue: Default::default(),
-            target,
+            eps: per_node,
             pushes: 0,
             steps: 0,
             budget: self.budget,
@@ -380,19 +452,23 @@ impl Context<'_> {
         for (&i, r) in self.rows.iter().zip(exact.chunks_exact(width)) {
             push.set(i as usize, r);
         }
+        let degrees = &self.walk.steps.degrees;
         let mut rounds = 0;
         loop {
             push.run()?;
             let rows = push.touched.clone();
             let (exact, rounding) = self.residuals(first, width, push.y, &rows);
+            // What is over ε·deg on a row goes to the L1 part, with the rounding.
             let mut total = rounding;
-            for r in exact.chunks_exact(width) {
-                for (t, x) in total.iter_mut().zip(r) {
-                    *t += x.abs();
+            for (&i, r) in rows.iter().zip(exact.chunks_exact(width)) {
+                let degree = degrees[i as usize];
+                for c in 0..width {
+                    total[c] += (r[c].abs() - per_node[c] * degree).max(0.0);
                 }
             }
             rounds += 1;
-            if rounds == ROUNDS || met(&total, 2.0) {
+            let over = total.iter().zip(&rounding).zip(excess).any(|((t, r), x)| t - r > *x);
+            if rounds == ROUNDS || !over {
                 let mut residual = [0f64; BLOCK];
                 residual[..width].copy_from_slice(&total[..width]);
                 return Some(BlockOutcome {
@@ -415,17 +491,21 @@ impl Context<'_> {
     /// `n · ε · Σ|terms|` of its value.
     fn residuals(&self, first: usize, width: usize, y: &[f64], rows: &[u32]) -> (Vec<f64>, [f64; BLOCK]) {
         let (e, d) = (self.walk.entities, self.walk.damping);
-        // Each passage's value `(1 − d)·v_p + d·(A y)_p` and its terms' absolute sum, once.
-        let mut done = vec![false; self.walk.passages];
-        let (mut value, mut terms) = (vec![0f64; self.walk.passages * width], vec![0f64; self.walk.passages * width]);
+        // Each passage's value `(1 − d)·v_p + d·(A y)_p` and its terms' absolute sum, once,
+        // in the order first read (`slot`): as many as the rows read, not the corpus's.
+        let mut slot: HashMap<usize, usize> = HashMap::new();
+        let (mut value, mut terms) = (Vec::new(), Vec::new());
         let mut longest = 0;
         for &i in rows {
             for (s, _) in self.graph.row(i as usize).filter(|s| s.1 > 0.0 && s.0 as usize >= e) {
                 let p = s as usize - e;
-                if std::mem::replace(&mut done[p], true) {
+                let at = slot.len();
+                if *slot.entry(p).or_insert(at) != at {
                     continue;
                 }
-                let (value, terms) = (&mut value[p * width..][..width], &mut terms[p * width..][..width]);
+                value.resize((at + 1) * width, 0.0);
+                terms.resize((at + 1) * width, 0.0);
+                let (value, terms) = (&mut value[at * width..][..width], &mut terms[at * width..][..width]);
                 reset_columns(self.vectors, first, p, value);
                 for (v, t) in value.iter_mut().zip(terms.iter_mut()) {
                     *v *= 1.0 - d;
@@ -462,10 +542,10 @@ impl Context<'_> {
                         abs[c] += term.abs();
                     }
                 } else {
-                    let p = s as usize - e;
+                    let at = slot[&(s as usize - e)];
                     for c in 0..width {
-                        r[c] += f * value[p * width + c];
-                        abs[c] += f * terms[p * width + c];
+                        r[c] += f * value[at * width + c];
+                        abs[c] += f * terms[at * width + c];
                     }
                 }
             }
@@ -483,9 +563,14 @@ impl Context<'_> {
 /// into one passage reach its entities in one step (the equation's residual is the
 /// entities' plus `d·B` times the passages'). Pushing entity `u` moves its residual into
 /// `y_u` and `d·P(u → v)` of it to each neighbour `v`; pushing a passage moves
-/// `d·P(p → e)` of its residual to each entity `e`.
+/// `d·P(p → e)` of its residual to each entity `e`. It stops once every entity's residual
+/// is at most `eps · deg(u)` in every column and no passage holds any: each push of `u`
+/// takes at least `(1 − d)·eps·deg(u)` off the residual's L1 norm, so the work is the
+/// edit's residual over `eps`, wherever the graph is large.
 struct BlockPush<'a> {
     walk: &'a EntityWalk<'a>,
+    /// An entity's residual before the push (its row and what it reads unchanged).
+    baseline: &'a dyn Fn(usize, &mut [f64]),
     width: usize,
     y: &'a mut [f64],
     /// Node-major, `width` columns.
@@ -499,8 +584,8 @@ struct BlockPush<'a> {
     queue: std::collections::VecDeque<u32>,
     /// Whether a passage is in `pending`.
     held: Vec<bool>,
-    /// Per column, the residual the push leaves (in all, on the entities).
-    target: [f64; BLOCK],
+    /// Per column, `ε`: an entity's residual is left once at most `ε · deg(u)`.
+    eps: [f64; BLOCK],
     pushes: usize,
     steps: usize,
     budget: usize,
@@ -516,13 +601,15 @@ impl BlockPush<'_> {
         }
     }
 
-    /// Node `u`'s residual against what the push leaves: the largest column's share; a
-    /// passage's counts at `d`, what of it reaches the entities.
+    /// Node `u`'s residual against what the push leaves on it, `ε · deg(u)`: the largest
+    /// column's share (over 1: to be pushed); a passage's counts at `d`, what of it
+    /// reaches the entities, against its own degree.
     fn weight(&self, u: usize) -> f64 {
         let r = &self.residual[u * self.width..][..self.width];
-        // (A column whose target is 0 has no reset mass: its residual is 0 too.)
-        let share = |(x, t): (&f64, &f64)| if *x == 0.0 { 0.0 } else { x.abs() / t };
-        let w = r.iter().zip(&self.target).map(share).fold(0.0, f64::max);
+        let degree = self.walk.steps.degrees[u];
+        // (A column whose ε is 0 has no reset mass: its residual is 0 too.)
+        let share = |(x, eps): (&f64, &f64)| if *x == 0.0 { 0.0 } else { x.abs() / (eps * degree) };
+        let w = r.iter().zip(&self.eps).map(share).fold(0.0, f64::max);
         if u < self.walk.entities {
             w
         } else {
@@ -530,22 +617,23 @@ impl BlockPush<'_> {
         }
     }
 
-    /// Pushes in rounds, each to a threshold a quarter of the last (the largest residuals
-    /// first, as Gauss–Southwell), passing every passage's residual on at the end of each,
-    /// until the entities' residuals sum to at most the target in every column; `None`
-    /// past the budget (in this block or another).
+    /// Pushes in rounds, each to a threshold a quarter of the last down to 1 (the largest
+    /// residuals first, as Gauss–Southwell), passing every passage's residual on at the
+    /// end of each, until every entity's weight is at most 1; `None` past the budget (in
+    /// this block or another).
     fn run(&mut self) -> Option<()> {
         let e = self.walk.entities;
-        let mut eps = self.touched.iter().map(|&i| self.weight(i as usize)).fold(0.0, f64::max) / 4.0;
+        let largest = self.touched.iter().map(|&i| self.weight(i as usize)).fold(0.0, f64::max);
+        let mut threshold = (largest / 4.0).max(1.0);
         loop {
             for k in 0..self.touched.len() {
-                self.offer(self.touched[k] as usize, eps);
+                self.offer(self.touched[k] as usize, threshold);
             }
             while let Some(u) = self.queue.pop_front() {
                 let u = u as usize;
                 self.queued[u] = false;
-                if self.weight(u) > eps {
-                    self.push(u, eps);
+                if self.weight(u) > threshold {
+                    self.push(u, threshold);
                 }
                 if self.steps > self.budget || self.over.load(Ordering::Relaxed) {
                     self.over.store(true, Ordering::Relaxed);
@@ -556,32 +644,24 @@ impl BlockPush<'_> {
                 self.held[p as usize] = false;
                 self.push(e + p as usize, f64::INFINITY);
             }
-            let mut total = [0f64; BLOCK];
-            let mut largest = 0f64;
-            for &i in &self.touched {
-                let r = &self.residual[i as usize * self.width..][..self.width];
-                for (t, x) in total.iter_mut().zip(r) {
-                    *t += x.abs();
-                }
-                largest = largest.max(self.weight(i as usize));
-            }
-            if total.iter().zip(&self.target).all(|(t, target)| t <= target) {
+            let largest = self.touched.iter().map(|&i| self.weight(i as usize)).fold(0.0, f64::max);
+            if largest <= 1.0 {
                 return Some(());
             }
-            eps = eps.min(largest) / 4.0;
+            threshold = (threshold.min(largest) / 4.0).max(1.0);
         }
     }
 
-    /// Queues node `u` if its residual is over `eps`.
-    fn offer(&mut self, u: usize, eps: f64) {
-        if !self.queued[u] && self.weight(u) > eps {
+    /// Queues node `u` if its weight is over `threshold`.
+    fn offer(&mut self, u: usize, threshold: f64) {
+        if !self.queued[u] && self.weight(u) > threshold {
             self.queued[u] = true;
             self.queue.push_back(u as u32);
         }
     }
 
-    /// Pushes node `u`'s residual, queueing the neighbours it puts over `eps`.
-    fn push(&mut self, u: usize, eps: f64) {
+    /// Pushes node `u`'s residual, queueing the neighbours it puts over `threshold`.
+    fn push(&mut self, u: usize, threshold: f64) {
         let (w, d, e) = (self.width, self.walk.damping, self.walk.entities);
         let mut r = [0f64; BLOCK];
         r[..w].copy_from_slice(&self.residual[u * w..][..w]);
@@ -606,13 +686,18 @@ impl BlockPush<'_> {
             if v < e {
                 if !std::mem::replace(&mut self.seen[v], true) {
                     self.touched.push(v as u32);
+                    let mut old = [0f64; BLOCK];
+                    (self.baseline)(v, &mut old[..w]);
+                    for (x, o) in self.residual[v * w..][..w].iter_mut().zip(&old) {
+                        *x += o;
+                    }
                 }
             } else if !std::mem::replace(&mut self.held[v - e], true) {
                 // Passed on at the end of the round, unless a push from the queue has
                 // (it then pushes nothing).
                 self.pending.push((v - e) as u32);
             }
-            self.offer(v, eps);
+            self.offer(v, threshold);
         }
     }
 }

@@ -9,6 +9,17 @@ use super::solve::{reset_columns, Csr, EntityWalk, Solved, BLOCK};
 use crate::graph::ppr::PprGraph;
 use crate::index::{Matrix, Screen};
 
+/// `κ`: with every entity's residual at most `ε · deg(u)` (and none on the passages),
+/// every node `v` of the full walk is within `ε · κ · deg(v)` of the fixed point. The
+/// walk's error is `(I − d·Pᵀ)⁻¹` applied to the residual, whose entries from `u` to
+/// `v` are `Σ_k d^k (P^k)_uv`; on an undirected graph `deg(u)·(P^k)_uv =
+/// deg(v)·(P^k)_vu` and `Σ_u (P^k)_vu ≤ 1`, so the error at `v` is at most
+/// `ε · deg(v) / (1 − d)`. The stored probabilities are `P` rounded to f32 (relative
+/// 2^-24, each at most `(1 + η)·P`): `κ = 1 / (1 − d·(1 + η))`, `η = 1e-6`.
+pub(super) fn node_factor(d: f64) -> f64 {
+    1.0 / (1.0 - d * (1.0 + 1e-6)) * (1.0 + 1e-9)
+}
+
 /// `S` applied to the passage seeds, on the passage nodes.
 pub struct PassageResponse {
     pub(super) entities: usize,
@@ -29,6 +40,11 @@ pub struct PassageResponse {
     /// Per column of `S V`, a bound on any passage entry's convergence error.
     pub(super) column_error: Vec<f64>,
     pub(super) constant_error: f64,
+    /// Per column of `S V`, and for `S 1`, a bound on a passage entry's error from a
+    /// repaired walk's per-node residuals, per unit of the passage's walk degree (0 after
+    /// a solve): `ε · κ` ([`node_factor`]).
+    pub(super) degree_error: Vec<f64>,
+    pub(super) degree_constant_error: f64,
     /// Passages with no entity: dangling nodes of the walk.
     pub(super) dangling: Vec<u32>,
     /// The walk's steps by source node, for the push.
@@ -214,6 +230,9 @@ impl PassageResponse {
         let mut constant = vec![0f64; passages];
         let mut column_error = vec![0f64; dim];
         let mut constant_error = 0.0;
+        let mut degree_error = vec![0f64; dim];
+        let mut degree_constant_error = 0.0;
+        let per_degree = node_factor(d);
         let rho = walk.contraction;
         // A passage's error is at most d times the entities' (L1), bounded by the
         // contraction: Δ·ρ / (1 − ρ).
@@ -233,6 +252,12 @@ impl PassageResponse {
                 match first + c {
                     col if col < dim => column_error[col] = bound(ch),
                     _ => constant_error = bound(ch),
+                }
+            }
+            for (c, &eps) in solved.node_error[first..first + width].iter().enumerate() {
+                match first + c {
+                    col if col < dim => degree_error[col] = eps * per_degree,
+                    _ => degree_constant_error = eps * per_degree,
                 }
             }
             // The passages' values, x_p = (1 − d)·r_p + d·(A y)_p: every column for the
@@ -325,6 +350,8 @@ impl PassageResponse {
             constant,
             column_error,
             constant_error,
+            degree_error,
+            degree_constant_error,
             dangling,
             steps,
             by_degree,

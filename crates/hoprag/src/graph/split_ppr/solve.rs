@@ -230,8 +230,12 @@ pub struct Solved {
     pub(super) damping: f64,
     pub(super) iterations: usize,
     pub(super) secs: f64,
-    /// Per column, the L1 change of the last iteration.
+    /// Per column, the L1 change of the last iteration (after a repair, the `Δ` whose
+    /// bound `ρ·Δ` covers the part of the residual bounded in L1).
     pub(super) change: Vec<f64>,
+    /// Per column, `ε`: the rest of the residual is at most `ε · deg(u)` on each entity
+    /// `u` (a local repair's per-node bound, [`super::repair`]); all 0 after a solve.
+    pub(super) node_error: Vec<f64>,
     /// Blocks of [`BLOCK`] columns (the last one shorter), each entity-major.
     pub(super) values: Vec<f64>,
 }
@@ -242,6 +246,7 @@ impl PartialEq for Solved {
         (self.entities, self.passages, self.dim, self.iterations) == (o.entities, o.passages, o.dim, o.iterations)
             && self.damping.to_bits() == o.damping.to_bits()
             && self.change.iter().map(|x| x.to_bits()).eq(o.change.iter().map(|x| x.to_bits()))
+            && self.node_error.iter().map(|x| x.to_bits()).eq(o.node_error.iter().map(|x| x.to_bits()))
             && self.values.iter().map(|x| x.to_bits()).eq(o.values.iter().map(|x| x.to_bits()))
     }
 }
@@ -336,6 +341,7 @@ impl Solved {
             iterations,
             secs: start.elapsed().as_secs_f64(),
             change,
+            node_error: vec![0.0; dim + 1],
             values,
         })
     }
