@@ -54,7 +54,7 @@ pub fn run(ctx: &Context, args: PprBench) -> anyhow::Result<()> {
         (Some(dir), _) => {
             let store = hoprag::store::folder(dir);
             let index = store.load()?;
-            let g = store.load_graph(&index)?.ok_or_else(|| {
+            let g = hoprag::store::load_graph_of(store.as_ref(), &index, &Default::default())?.ok_or_else(|| {
                 anyhow::anyhow!("{} has no entity graph; build one with `hoprag graph`", dir.display())
             })?;
             let e = g.entities.len() as u32;

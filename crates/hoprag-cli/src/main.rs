@@ -50,6 +50,10 @@ enum Command {
     /// Make the index hold exactly a corpus's documents: add new ones, replace changed
     /// ones, delete missing ones, embedding only what changed.
     Sync(commands::edit::SyncArgs),
+    /// Write the live generation whole where edits left it a delta on an older one: the
+    /// files a fresh build of its passages writes (edits do it by themselves past 1 % of
+    /// the passages).
+    Compact(commands::edit::CompactArgs),
     /// Write what an index holds: `hoprag export documents --index DIR --out FILE.jsonl`.
     Export(commands::edit::ExportArgs),
     /// Build the entity graph of an index from triples (imported or extracted).
@@ -102,6 +106,7 @@ impl Command {
             Command::Index(a) => a.json,
             Command::Add(a) => a.target.json,
             Command::Delete(a) => a.target.json,
+            Command::Compact(a) => a.json,
             Command::Sync(a) => a.target.json,
             Command::Export(a) => a.json(),
             Command::Embed(_) => false,
@@ -141,6 +146,7 @@ fn main() -> ExitCode {
         Command::Index(a) => commands::index::run_index(&ctx, a),
         Command::Add(a) => commands::edit::run_add(&ctx, a),
         Command::Delete(a) => commands::edit::run_delete(&ctx, a),
+        Command::Compact(a) => commands::edit::run_compact(&ctx, a),
         Command::Sync(a) => commands::edit::run_sync(&ctx, a),
         Command::Export(a) => commands::edit::run_export(&ctx, a),
         Command::Embed(a) => commands::embed::run(&ctx, a),

@@ -411,19 +411,24 @@ impl Engine {
     pub fn graph(&self) -> Result<Arc<GraphContext>> {
         // A graph that is there but cannot be read is damaged, not missing: the error
         // names the file and says how to rebuild it.
-        let loaded = self.graph.get_or_compute(|| match self.store.load_graph(&self.index) {
-            Ok(Some(g)) => {
-                let mut context = GraphContext::new(Arc::new(g));
-                context.linker.set_llm(self.llm.clone());
-                context.embedder = self.graph_embedder().map_err(|e| e.to_string())?;
-                Ok(Some(Arc::new(context)))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(format!(
+        let loaded = self.graph.get_or_compute(|| {
+            let own = self.graph_embedder().map_err(|e| e.to_string())?;
+            // A delta generation derives its graph with the graph's embedder.
+            let embedder = own.as_deref().unwrap_or(self.embedder.as_ref());
+            match self.store.load_graph(&self.index, Some(embedder)) {
+                Ok(Some(g)) => {
+                    let mut context = GraphContext::new(Arc::new(g));
+                    context.linker.set_llm(self.llm.clone());
+                    context.embedder = own;
+                    Ok(Some(Arc::new(context)))
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(format!(
                 "the entity graph is damaged ({e}); rebuild it with `hoprag graph --index {} --triples OPENIE.json` \
                  or `--extract heuristic|llm`",
                 self.index.location()
             )),
+            }
         });
         match loaded {
             Ok(Some(g)) => Ok(g.clone()),

@@ -100,7 +100,7 @@ fn names(r: &Retrieval) -> Vec<&str> {
 fn the_triple_index_lines_up_with_the_graph() {
     let dir = tempfile::tempdir().unwrap();
     let index = mill_index(dir.path());
-    let graph = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
+    let graph = store::folder(dir.path()).load_graph(&index, None).unwrap().unwrap();
     let triples = TripleIndex::build(&graph, &HashEmbedder::new()).unwrap();
     assert_eq!(triples.graph.len(), TRIPLES.len());
     for (t, &(p, s, r, o)) in TRIPLES.iter().enumerate() {

@@ -45,7 +45,7 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
 
     let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.manifest.graph.as_ref().unwrap().source, "heuristic");
-    let reloaded = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
+    let reloaded = store::folder(dir.path()).load_graph(&index, None).unwrap().unwrap();
     assert_eq!(reloaded.entities, graph.entities);
     assert_eq!(reloaded.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
     assert!(reloaded.entity_id("maud corrigan").is_some());
@@ -192,7 +192,7 @@ fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.len(), 61);
     assert_eq!(index.manifest.graph.as_ref().unwrap().passages, 61);
-    let edited = store::folder(dir.path()).load_graph(&index).unwrap().unwrap();
+    let edited = store::folder(dir.path()).load_graph(&index, None).unwrap().unwrap();
     let fresh = EntityGraph::build(
         index.passages(),
         extract_heuristic(index.passages()),
@@ -402,7 +402,7 @@ fn a_graph_with_its_own_embedder_links_questions_in_its_space() {
     assert_eq!(index.manifest.embedder.id, "openai:hash-test");
     let own = index.manifest.graph.as_ref().unwrap().embedder.clone().expect("the graph's embedder is recorded");
     assert_eq!((own.id.as_str(), own.dim), ("minilm", 384));
-    let reloaded = folder.load_graph(&index).unwrap().unwrap();
+    let reloaded = folder.load_graph(&index, None).unwrap().unwrap();
     assert_eq!(reloaded.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
     assert_eq!(reloaded.fact_vectors.dim(), 384);
 

@@ -262,7 +262,7 @@ fn a_generation_in_use_outlives_back_to_back_additions() {
     let live = folder.load().unwrap();
     assert_ne!(live.generation(), reader.generation());
     assert!(generations(dir.path()).contains(&reader.generation().to_string()), "{:?}", generations(dir.path()));
-    let loaded = folder.load_graph(&reader).unwrap().expect("the reader's generation has its graph");
+    let loaded = folder.load_graph(&reader, None).unwrap().expect("the reader's generation has its graph");
     assert_eq!(loaded.passage_entities.len(), reader.len());
     // Once no reader holds it (and `index`, the first generation's reader, is gone too),
     // the next write removes it: old generations do not pile up.

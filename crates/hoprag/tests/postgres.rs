@@ -117,7 +117,7 @@ fn parity(dataset: &str, n: usize, questions: usize) {
     attach_graph(folder.as_ref(), &graph, "heuristic".into()).unwrap();
     attach_graph(pgs.as_ref(), &graph, "heuristic".into()).unwrap();
     let pi = pgs.load().unwrap();
-    let g = pgs.load_graph(&pi).unwrap().expect("a graph");
+    let g = pgs.load_graph(&pi, None).unwrap().expect("a graph");
     assert_eq!(g.entities, graph.entities);
     assert_eq!(g.labels, graph.labels);
     assert_eq!(g.passage_entities, graph.passage_entities);
@@ -132,7 +132,8 @@ fn parity(dataset: &str, n: usize, questions: usize) {
     assert_eq!(g.mentions.len(), fi.len());
     assert_eq!(g.options, graph.options);
     // The passage seeds' walk, solved when the graph was attached, is stored with it.
-    let folder_walk = folder.load_graph(&folder.load().unwrap()).unwrap().unwrap().walk.expect("solved at attach");
+    let folder_walk =
+        folder.load_graph(&folder.load().unwrap(), None).unwrap().unwrap().walk.expect("solved at attach");
     assert_eq!(g.walk.as_deref(), Some(&*folder_walk), "the stored walk round-trips, equal on both stores");
     // Statistics through JSON: counts exactly, timings to the last bits (serde_json's
     // default float parser may round the last digit differently).
@@ -168,7 +169,7 @@ fn parity(dataset: &str, n: usize, questions: usize) {
              WHERE f.graph = t.graph AND f.id = t.fact; DELETE FROM {schema}.facts"
         ))
         .unwrap();
-    let old = pgs.load_graph(&pgs.load().unwrap()).unwrap().expect("a graph");
+    let old = pgs.load_graph(&pgs.load().unwrap(), None).unwrap().expect("a graph");
     assert_eq!(old.fact_count(), graph.triples.len());
     assert!(graph.fact_count() < graph.triples.len(), "the slice repeats some statements");
     for t in 0..graph.triples.len() as u32 {
@@ -552,7 +553,7 @@ fn a_graph_with_its_own_embedder_round_trips() {
     let own = index.manifest.graph.as_ref().unwrap().embedder.clone().expect("recorded");
     assert_eq!((own.id.as_str(), own.dim), ("mpnet", 48));
     assert_eq!(index.manifest.embedder.dim, 64);
-    let g = store.load_graph(&index).unwrap().expect("a graph");
+    let g = store.load_graph(&index, None).unwrap().expect("a graph");
     assert_eq!(g.entity_vectors.dim(), 48);
     assert_eq!(g.entity_vectors.as_flat(), graph.entity_vectors.as_flat());
     assert_eq!(g.fact_vectors.as_flat(), graph.fact_vectors.as_flat());

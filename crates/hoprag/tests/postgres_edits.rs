@@ -70,7 +70,7 @@ fn assert_same_index(what: &str, folder: &dyn Store, pg: &dyn Store, e: &HashEmb
         let v = embed(e, q);
         assert_eq!(p.vector_index().search(&v, 10).unwrap(), f.vector_index().search(&v, 10).unwrap(), "{what}: {q}");
     }
-    let (fg, pg_graph) = (folder.load_graph(&f).unwrap(), pg.load_graph(&p).unwrap());
+    let (fg, pg_graph) = (folder.load_graph(&f, None).unwrap(), pg.load_graph(&p, None).unwrap());
     let (Some(fg), Some(g)) = (fg, pg_graph) else { panic!("{what}: a graph on both stores") };
     assert_eq!(g.entities, fg.entities, "{what}");
     assert_eq!(g.labels, fg.labels, "{what}");
@@ -117,7 +117,7 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
     assert_same_index("build", folder.as_ref(), pgs.as_ref(), &e);
     let stored = pgs.load().unwrap();
     assert_eq!(stored.passages().iter().filter(|p| p.doc.as_deref() == Some("p-doc3")).count(), 3);
-    let g = pgs.load_graph(&stored).unwrap().unwrap();
+    let g = pgs.load_graph(&stored, None).unwrap().unwrap();
     assert_eq!(g.options, options, "the graph's options are stored");
     assert_eq!(g.mentions.len(), stored.len(), "and its mentions");
     drop((g, stored));
@@ -180,7 +180,7 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
     assert!(index.passages().iter().any(|p| p.id == "r-1"));
     assert!(!index.passages().iter().any(|p| p.document() == "p-doc5" || p.document() == "p-doc7"));
     assert_eq!(index.len(), synced.unwrap().len());
-    assert_eq!(pgs.load_graph(&index).unwrap().unwrap().options, options, "kept through every edit");
+    assert_eq!(pgs.load_graph(&index, None).unwrap().unwrap().options, options, "kept through every edit");
 }
 
 /// Two handles on one database, as two servers: one opens generation N (its graph not
@@ -266,7 +266,7 @@ fn a_reader_keeps_its_generation_while_another_server_edits() {
 
     // The graph, read now on first use, is generation N's, and graph methods answer on
     // it as a folder store of the same generation does.
-    let g = reader_store.load_graph(&reader).unwrap().expect("generation N's graph");
+    let g = reader_store.load_graph(&reader, None).unwrap().expect("generation N's graph");
     assert_eq!((g.passage_entities.len(), g.entities.clone()), (reader.len(), graph.entities.clone()));
     assert_eq!(g.mentions, graph.mentions);
     let (ppr, folder_ppr) = (engine.retriever("ppr").unwrap(), folder_engine.retriever("ppr").unwrap());
@@ -449,7 +449,7 @@ fn concurrent_edits_both_land(open: impl Fn() -> Arc<dyn Store> + Clone + Send +
     let mut sources = index.manifest.sources.clone();
     sources.sort();
     assert_eq!(sources, ["x-delete", "x0", "x1", "x2", "y-delete", "y0", "y1", "y2"]);
-    let g = store.load_graph(&index).unwrap().expect("the graph, rebuilt by every edit");
+    let g = store.load_graph(&index, None).unwrap().expect("the graph, rebuilt by every edit");
     assert_eq!(g.passage_entities.len(), index.len());
     assert_eq!(g.mentions.len(), index.len());
 }

@@ -36,6 +36,18 @@ pub struct EditTarget {
 }
 
 #[derive(Args)]
+pub struct CompactArgs {
+    /// The index: a folder, or a PostgreSQL URL (`--store` is the same flag).
+    #[arg(long, alias = "store", env = "HOPRAG_STORE", value_name = "DIR|URL")]
+    index: PathBuf,
+    #[command(flatten)]
+    namespace: super::NamespaceArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
 pub struct AddArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
@@ -169,6 +181,38 @@ pub fn run_delete(ctx: &Context, args: DeleteArgs) -> anyhow::Result<()> {
     run(ctx, &args.target, Request::Delete(ids), "delete".into())
 }
 
+/// Writes a delta generation whole: its graph derived, its walk solved, its files a
+/// fresh build's.
+pub fn run_compact(ctx: &Context, args: CompactArgs) -> anyhow::Result<()> {
+    let store = super::open_store(&args.index, &args.namespace, Open::Existing)?;
+    let manifest = store
+        .manifest()?
+        .ok_or_else(|| anyhow::anyhow!("{}: no index here; build one with `hoprag index`", store.location()))?;
+    let config = ctx.config_for(store.as_ref(), &[])?;
+    let embedders = Embedders::for_manifest(&manifest, &config.embedder)?;
+    let done = hoprag::store::edit::compact(store.as_ref(), &embedders, &ctx.progress)
+        .with_context(|| format!("compacting the index in {}", store.location()))?;
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"index": store.location(), "report": done}))?);
+    } else {
+        match &done.generation {
+            Some(g) => println!(
+                "index {}: generation {g} written whole in {:.2}s ({} passages removed and {} added since the last \
+                 whole one; graph {:.2}s, walk {:.2}s, write {:.2}s)",
+                store.location(),
+                done.total_secs,
+                done.removed,
+                done.added,
+                done.graph_secs,
+                done.walk_secs,
+                done.write_secs
+            ),
+            None => println!("index {}: the live generation is whole already; nothing to do", store.location()),
+        }
+    }
+    Ok(())
+}
+
 pub fn run_sync(ctx: &Context, args: SyncArgs) -> anyhow::Result<()> {
     let corpus = args.corpus.load(ctx)?;
     let source = format!("sync {}", args.corpus.corpus.display());
@@ -261,7 +305,7 @@ fn print_report(ctx: &Context, store: &dyn Store, report: &EditReport) -> anyhow
 fn export_triples(ctx: &Context, to: &ExportTo) -> anyhow::Result<()> {
     let (out, store) = (&to.out, super::open_store(&to.index, &to.namespace, Open::Existing)?);
     let index = store.load()?;
-    let graph = store.load_graph(&index)?.ok_or_else(|| {
+    let graph = hoprag::store::load_graph_of(store.as_ref(), &index, &ctx.config.embedder)?.ok_or_else(|| {
         anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location())
     })?;
     let mut bytes = Vec::new();
@@ -286,7 +330,7 @@ fn export_graph(ctx: &Context, to: &GraphExportTo) -> anyhow::Result<()> {
     use hoprag::graph::export::{export, Format};
     let store = super::open_store(&to.index, &to.namespace, Open::Existing)?;
     let index = store.load()?;
-    let graph = store.load_graph(&index)?.ok_or_else(|| {
+    let graph = hoprag::store::load_graph_of(store.as_ref(), &index, &ctx.config.embedder)?.ok_or_else(|| {
         anyhow::anyhow!("{}: the index has no graph; build one with `hoprag graph`", store.location())
     })?;
     let format = match to.format {

@@ -25,6 +25,20 @@ pub struct Manifest {
     /// Seconds since the Unix epoch.
     pub created_at: u64,
     pub updated_at: u64,
+    /// Where the generation is a delta on a full one ([`crate::store::delta`]): how big.
+    /// The graph's statistics are then its base's until the delta is compacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaInfo>,
+}
+
+/// The size of a delta generation ([`crate::store::delta::Delta`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeltaInfo {
+    /// Passages of the full generation it is a delta on.
+    pub base_passages: usize,
+    /// The base's passages it no longer holds, and those it holds that the base does not.
+    pub removed: usize,
+    pub added: usize,
 }
 
 impl Manifest {

@@ -7,7 +7,9 @@ mod manifest;
 pub mod vector;
 
 pub use lexical::{analyze, analyzer, LexicalIndex, PartedBm25, TantivyBm25};
-pub use manifest::{Counts, EmbedWork, EmbedderInfo, GraphBuildTimes, GraphInfo, GraphStats, Manifest, FORMAT_VERSION};
+pub use manifest::{
+    Counts, DeltaInfo, EmbedWork, EmbedderInfo, GraphBuildTimes, GraphInfo, GraphStats, Manifest, FORMAT_VERSION,
+};
 pub use vector::{
     hnsw_breadth, ExactIndex, Extremes, HnswIndex, HnswParams, HnswUpdate, Matrix, Quantization, Rescored, Screen,
     Screened, Slots, VectorIndex, VectorIndexKind, REBUILD_AFTER,
@@ -49,6 +51,9 @@ pub struct Index {
     /// The passages' `meta` as typed columns, for metadata filters: built on the first
     /// filtered query.
     meta: crate::lazy::Lazy<Arc<crate::filter::MetaColumns>>,
+    /// Where the generation was derived from a full one and a delta
+    /// ([`crate::store::delta`]): what its graph and the next edit's delta start from.
+    derived: Option<Arc<Derived>>,
     /// What keeps the generation's files in place while this index is open (the folder
     /// store's shared lock on it): parts such as the graph are read on first use.
     _hold: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -109,8 +114,21 @@ impl Index {
             vector,
             exact,
             meta: crate::lazy::Lazy::new(),
+            derived: None,
             _hold: None,
         })
+    }
+
+    /// The same index, derived from a full generation and a delta as `derived` says.
+    pub fn derived_from(mut self, derived: Derived) -> Index {
+        self.derived = Some(Arc::new(derived));
+        self
+    }
+
+    /// Where the generation is a delta on a full one: that generation's passages, and
+    /// each passage's identical row among them.
+    pub fn derived(&self) -> Option<&Arc<Derived>> {
+        self.derived.as_ref()
     }
 
     /// The passages' metadata as columns ([`crate::filter`]), built once per generation.
@@ -198,6 +216,15 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// A generation read as a delta on a full one ([`crate::store::delta`]).
+pub struct Derived {
+    /// The full generation's passages (its graph's, where it has one), in its order.
+    pub base_passages: Vec<Passage>,
+    /// For each passage of the generation, its identical row of the base; `None` for a
+    /// passage the delta added.
+    pub of_base: Vec<Option<crate::corpus::PassageIdx>>,
 }
 
 /// SHA-256 over id, title and text of every passage, in order, and its document and

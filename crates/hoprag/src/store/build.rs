@@ -98,6 +98,7 @@ pub fn build_index(
         hnsw: options.hnsw,
         sources,
         graph: None,
+        delta: None,
         created_at: now,
         updated_at: now,
     };

@@ -89,7 +89,7 @@ pub fn build_graph(
     let mut report = extraction.report.clone();
     let info = index.manifest.graph_embedder();
     let before = match &index.manifest.graph {
-        Some(_) if info.id == embedder.id() && info.dim == embedder.dim() => store.load_graph(index)?,
+        Some(_) if info.id == embedder.id() && info.dim == embedder.dim() => store.load_graph(index, Some(embedder))?,
         _ => None,
     };
     // Built again over the same passages: each is its own passage of the graph before.

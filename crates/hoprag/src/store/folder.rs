@@ -14,6 +14,15 @@
 //!                        slot = row)
 //!     graph/             the entity graph (when attached)
 //!     readers.lock       held (shared) by every reader of the generation, empty
+//! DIR/g000002/           a delta generation (an edit: [`super::delta`]): its manifest
+//!     manifest.json      says so; it holds its own lexical index, and for the rest
+//!     lexical/
+//!     base/              hard links to a full generation's manifest, passages,
+//!                        vectors, HNSW files and graph
+//!     delta/             removed.u32 (the base's rows it no longer holds), passages.jsonl
+//!                        and vectors.f32 (those it adds)
+//!     graph/             its own graph, once one was stored for it (the walk solved
+//!                        after an edit); else derived from the base's when read
 //! ```
 //! A writer fills a hidden temporary folder, renames it into place and then swaps
 //! `CURRENT`: an interrupted write never leaves a broken index, and a reader always sees
@@ -31,13 +40,16 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::delta::Delta;
 use super::{Change, PassagesPart, Staged, Store, StoreWriter, WriteTimes};
 use crate::corpus::Passage;
+use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::files::{link_tree, write_file};
 use crate::graph::EntityGraph;
 use crate::index::{
-    HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, Slots, TantivyBm25, VectorIndex, VectorIndexKind,
+    Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, Slots, TantivyBm25, VectorIndex,
+    VectorIndexKind,
 };
 use crate::progress::{Progress, Silent};
 
@@ -51,6 +63,10 @@ const HNSW: &str = "hnsw.usearch";
 const SLOTS: &str = "hnsw.slots";
 const GRAPH: &str = "graph";
 const READERS: &str = "readers.lock";
+/// A delta generation's links to its full generation, and its delta.
+const BASE: &str = "base";
+const DELTA: &str = "delta";
+const REMOVED: &str = "removed.u32";
 /// The prefix of a generation staged ahead of its commit ([`Store::stage`]); its
 /// `readers.lock` is held exclusively by the stager until it is published or dropped.
 const STAGE: &str = ".stage-";
@@ -102,6 +118,44 @@ impl FolderStore {
         }
     }
 
+    fn read_vectors(&self, path: &Path, dim: usize) -> Result<Matrix> {
+        Matrix::open(path, dim)
+            .map_err(|e| Error::io(path, e))?
+            .ok_or_else(|| Error::index(path, format!("{VECTORS} is not a whole number of vectors of dimension {dim}")))
+    }
+
+    /// A delta generation's passages, vectors and HNSW graph: its base's with its delta
+    /// applied ([`Delta::apply`]; the HNSW graph updated in memory as an edit updates it).
+    #[allow(clippy::type_complexity)]
+    fn read_delta(
+        &self,
+        generation: &Path,
+        manifest: &Manifest,
+    ) -> Result<(Vec<Passage>, Matrix, Option<Arc<dyn VectorIndex>>, Derived)> {
+        let base = generation.join(BASE);
+        let base_manifest: Manifest = read_json(&base.join(MANIFEST))?;
+        let dim = manifest.embedder.dim;
+        if base_manifest.embedder != manifest.embedder || base_manifest.delta.is_some() {
+            return Err(Error::index(&base, "the base of this delta generation is not a full generation of the index"));
+        }
+        let base_passages = read_passages(&base.join(PASSAGES))?;
+        let base_vectors = self.read_vectors(&base.join(VECTORS), dim)?;
+        let dir = generation.join(DELTA);
+        let delta = Delta {
+            removed: read_rows(&dir.join(REMOVED))?,
+            added: read_passages(&dir.join(PASSAGES))?,
+            vectors: self.read_vectors(&dir.join(VECTORS), dim)?,
+        };
+        let location = generation.display().to_string();
+        let (passages, vectors, of_base) = delta.apply(&base_passages, &base_vectors, &location)?;
+        drop(base_vectors);
+        let ann: Option<Arc<dyn VectorIndex>> = match manifest.vector_index {
+            VectorIndexKind::Hnsw => Some(Arc::new(hnsw_after(&base, &base_manifest, &vectors, Some(&of_base))?.0)),
+            _ => None,
+        };
+        Ok((passages, vectors, ann, Derived { base_passages, of_base }))
+    }
+
     fn live(&self) -> Result<PathBuf> {
         self.current()?
             .ok_or_else(|| Error::index(&self.root, "no index here (no CURRENT file); build one with `hoprag index`"))
@@ -124,12 +178,7 @@ impl Store for FolderStore {
     fn load(&self) -> Result<Index> {
         let (generation, readers) = self.hold_live()?;
         let manifest: Manifest = read_json(&generation.join(MANIFEST))?;
-        let passages = read_passages(&generation.join(PASSAGES))?;
-        let vpath = generation.join(VECTORS);
-        let dim = manifest.embedder.dim;
-        let vectors = Matrix::open(&vpath, dim).map_err(|e| Error::io(&vpath, e))?.ok_or_else(|| {
-            Error::index(&self.root, format!("{VECTORS} is not a whole number of vectors of dimension {dim}"))
-        })?;
+        let id = generation.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ldir = generation.join(LEXICAL);
         // Indexes written before BM25 was kept in parts hold one tantivy index.
         let lexical: Arc<dyn LexicalIndex> = if PartedBm25::is_in(&ldir) {
@@ -137,24 +186,53 @@ impl Store for FolderStore {
         } else {
             Arc::new(TantivyBm25::open(&ldir)?)
         };
+        if manifest.delta.is_some() {
+            let (passages, vectors, ann, derived) = self.read_delta(&generation, &manifest)?;
+            let index = Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)?;
+            return Ok(index.derived_from(derived).holding(readers));
+        }
+        let passages = read_passages(&generation.join(PASSAGES))?;
+        let vectors = self.read_vectors(&generation.join(VECTORS), manifest.embedder.dim)?;
         let ann: Option<Arc<dyn VectorIndex>> = match manifest.vector_index {
             VectorIndexKind::Hnsw => Some(Arc::new(load_hnsw(&generation, &manifest, Some(passages.len()))?)),
             _ => None,
         };
-        let id = generation.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)?.holding(readers))
     }
 
-    fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>> {
+    fn load_graph(&self, index: &Index, embedder: Option<&dyn Embedder>) -> Result<Option<EntityGraph>> {
         if index.manifest.graph.is_none() {
             return Ok(None);
         }
-        let dir = self.root.join(index.generation()).join(GRAPH);
-        let graph = EntityGraph::load(&dir, index.manifest.graph_embedder().dim)?;
+        let generation = self.root.join(index.generation());
+        let dim = index.manifest.graph_embedder().dim;
+        let dir = generation.join(GRAPH);
+        let graph = match index.derived() {
+            // A delta generation whose graph was not stored: derived from its base's.
+            Some(derived) if !dir.is_dir() => {
+                let base = generation.join(BASE).join(GRAPH);
+                let base_graph = EntityGraph::load(&base, dim)?;
+                base_graph
+                    .check(derived.base_passages.len())
+                    .map_err(|m| Error::index(&base, format!("{m}: the graph does not belong to this delta's base")))?;
+                let embedder = embedder.ok_or_else(|| {
+                    Error::index(
+                        &generation,
+                        "this delta generation's graph is derived with the graph's embedder; none was given",
+                    )
+                })?;
+                super::edit::delta_graph(index, &base_graph, embedder)?
+            }
+            _ => EntityGraph::load(&dir, dim)?,
+        };
         graph
             .check(index.len())
             .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
         Ok(Some(graph))
+    }
+
+    fn keeps_deltas(&self) -> bool {
+        true
     }
 
     fn writer(&self) -> Result<Box<dyn StoreWriter + '_>> {
@@ -190,8 +268,8 @@ impl Store for FolderStore {
         Ok(Box::new(FolderWriter { store: self, base, _lock: lock }))
     }
 
-    fn stage(&self, base: &Index, part: PassagesPart<'_>) -> Result<Option<Staged>> {
-        let base = self.root.join(base.generation());
+    fn stage(&self, base_index: &Index, part: PassagesPart<'_>) -> Result<Option<Staged>> {
+        let base = self.root.join(base_index.generation());
         if base.file_name().is_none_or(|n| n.to_string_lossy().starts_with('.')) || !base.join(MANIFEST).is_file() {
             // Not a generation of this folder: written at the commit, from the writer's base.
             return Ok(None);
@@ -202,8 +280,17 @@ impl Store for FolderStore {
         let lock = fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
         lock.lock().map_err(|e| Error::io(&path, e))?;
         let mut times = WriteTimes::default();
-        let PassagesPart { manifest, passages, vectors, kept } = part;
-        write_passages_part(tmp.path(), Some(&base), manifest, passages, vectors, Some(kept), &Silent, &mut times)?;
+        let PassagesPart { manifest, passages, vectors, kept, delta } = part;
+        // A whole generation written from a delta one updates the HNSW graph of the
+        // delta's full generation.
+        let full = base.join(BASE);
+        let composed: Option<Vec<Option<crate::corpus::PassageIdx>>> = match (base_index.derived(), delta) {
+            (Some(derived), None) => Some(kept.iter().map(|k| k.and_then(|j| derived.of_base[j as usize])).collect()),
+            _ => None,
+        };
+        let hnsw_from = composed.as_deref().map(|rows| (full.as_path(), rows));
+        let written = Written { passages, vectors, kept: Some(kept), delta, hnsw_from };
+        write_passages_part(tmp.path(), Some(&base), manifest, &written, &Silent, &mut times)?;
         Ok(Some(Staged { dir: tmp, lock: Some(lock), times }))
     }
 
@@ -236,23 +323,28 @@ impl StoreWriter for FolderWriter<'_> {
         let manifest = change.manifest().clone();
         let mut staged_lock = None;
         let tmp = match change {
-            Change::Replace { staged: Some(staged), graph, walk, .. } => {
-                // The passages' part is written: the graph's files join it.
+            Change::Replace { staged: Some(staged), graph, walk, delta, .. } => {
+                // The passages' part is written: the graph's files join it (a delta
+                // generation's readers derive its graph).
                 let Staged { dir: tmp, lock, times: staged_times } = staged;
                 times = staged_times;
                 staged_lock = lock;
-                timed(&mut times.write_secs, || write_graph_part(tmp.path(), base, graph, walk))?;
+                if delta.is_none() {
+                    timed(&mut times.write_secs, || write_graph_part(tmp.path(), base, graph, walk))?;
+                }
                 tmp
             }
-            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: None } => {
+            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: None, delta } => {
                 let tmp = temporary(root)?;
                 let dir = tmp.path();
+                let graph = graph.filter(|_| delta.is_none());
                 std::thread::scope(|scope| {
                     // The graph's files (hundreds of MB of vectors) are written while the
                     // lexical index is built: one is mostly copying, the other computing.
                     let graph_files =
                         graph.map(|graph| scope.spawn(move || write_graph_part(dir, base, Some(graph), walk)));
-                    write_passages_part(dir, base, manifest, passages, vectors, kept, progress, &mut times)?;
+                    let written = Written { passages, vectors, kept, delta, hnsw_from: None };
+                    write_passages_part(dir, base, manifest, &written, progress, &mut times)?;
                     timed(&mut times.write_secs, || match graph_files.map(|h| h.join()) {
                         Some(Ok(written)) => written,
                         Some(Err(_)) => Err(Error::Other("writing the graph's files panicked".into())),
@@ -299,20 +391,32 @@ fn temporary(root: &Path) -> Result<tempfile::TempDir> {
     tempfile::Builder::new().prefix(".tmp-").tempdir_in(root).map_err(|e| Error::io(root, e))
 }
 
+/// What a generation's passages' part is written from.
+struct Written<'a> {
+    passages: &'a [Passage],
+    vectors: &'a Matrix,
+    /// For each passage, the base's passage of the same indexed text, where known (an edit).
+    kept: Option<&'a [Option<crate::corpus::PassageIdx>]>,
+    /// Written as this delta on the base's full generation.
+    delta: Option<&'a Delta>,
+    /// The generation whose HNSW graph is updated, and `kept` as its rows, where that is
+    /// not the base (a delta generation's is its full generation's).
+    hnsw_from: Option<(&'a Path, &'a [Option<crate::corpus::PassageIdx>])>,
+}
+
 /// Writes the passages' part of a generation into `dir`: the lexical index (an edit's
-/// indexes only the passages it brings, linking its base's parts), the approximate vector
-/// index where the manifest keeps one, the passages and their vectors.
-#[allow(clippy::too_many_arguments)]
+/// indexes only the passages it brings, linking its base's parts), then either the delta
+/// with links to its full generation, or the approximate vector index where the manifest
+/// keeps one, the passages and their vectors.
 fn write_passages_part(
     dir: &Path,
     base: Option<&Path>,
     manifest: &Manifest,
-    passages: &[Passage],
-    vectors: &Matrix,
-    kept: Option<&[Option<crate::corpus::PassageIdx>]>,
+    written: &Written<'_>,
     progress: &dyn Progress,
     times: &mut WriteTimes,
 ) -> Result<()> {
+    let Written { passages, vectors, kept, delta, hnsw_from } = *written;
     let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
     timed(&mut times.lexical_secs, || {
         let base = base.map(|b| b.join(LEXICAL)).filter(|b| PartedBm25::is_in(b));
@@ -330,10 +434,17 @@ fn write_passages_part(
         progress.finish();
         r
     })?;
+    if let Some(delta) = delta {
+        let base = base.ok_or_else(|| Error::index(dir, "a delta generation needs a base"))?;
+        return timed(&mut times.write_secs, || write_delta(dir, base, delta));
+    }
     if manifest.vector_index == VectorIndexKind::Hnsw {
         timed(&mut times.vector_secs, || {
             progress.start("hnsw graph", 0);
-            let r = write_hnsw(dir, base, manifest, vectors, kept);
+            let r = match hnsw_from {
+                Some((from, kept)) => write_hnsw(dir, Some(from), manifest, vectors, Some(kept)),
+                None => write_hnsw(dir, base, manifest, vectors, kept),
+            };
             progress.finish();
             r
         })?;
@@ -342,6 +453,40 @@ fn write_passages_part(
         write_passages(&dir.join(PASSAGES), passages)?;
         write_file(&dir.join(VECTORS), &vectors.to_le_bytes(), false)
     })
+}
+
+/// Writes `delta` into `dir` with links to the full generation of `base` (the base
+/// itself, or the one a delta generation links).
+fn write_delta(dir: &Path, base: &Path, delta: &Delta) -> Result<()> {
+    let full = base.join(BASE);
+    if full.is_dir() {
+        link_tree(&full, &dir.join(BASE))?;
+    } else {
+        let to = dir.join(BASE);
+        fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+        for name in [MANIFEST, PASSAGES, VECTORS, HNSW, SLOTS, GRAPH] {
+            let (src, dst) = (base.join(name), to.join(name));
+            if src.is_dir() {
+                link_tree(&src, &dst)?;
+            } else if src.is_file() && fs::hard_link(&src, &dst).is_err() {
+                fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+            }
+        }
+    }
+    let to = dir.join(DELTA);
+    fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+    let removed: Vec<u8> = delta.removed.iter().flat_map(|r| r.to_le_bytes()).collect();
+    write_file(&to.join(REMOVED), &removed, false)?;
+    write_passages(&to.join(PASSAGES), &delta.added)?;
+    write_file(&to.join(VECTORS), &delta.vectors.to_le_bytes(), false)
+}
+
+fn read_rows(path: &Path) -> Result<Vec<crate::corpus::PassageIdx>> {
+    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    if bytes.len() % 4 != 0 {
+        return Err(Error::index(path, format!("{} bytes is not a list of rows", bytes.len())));
+    }
+    Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
 }
 
 /// Writes the HNSW graph of `vectors` into `dir`: an edit's is its base's graph updated
@@ -354,11 +499,8 @@ fn write_hnsw(
     kept: Option<&[Option<crate::corpus::PassageIdx>]>,
 ) -> Result<()> {
     let t = Instant::now();
-    let (graph, update) = match (base, kept) {
-        (Some(base), Some(kept)) if base.join(HNSW).is_file() => {
-            let (graph, update) = load_hnsw(base, manifest, None)?.after_edit(vectors, kept)?;
-            (graph, Some(update))
-        }
+    let (graph, update) = match base {
+        Some(base) if base.join(HNSW).is_file() => hnsw_after(base, manifest, vectors, kept)?,
         _ => (HnswIndex::build(vectors, manifest.hnsw)?, None),
     };
     graph.save(&dir.join(HNSW))?;
@@ -371,6 +513,23 @@ fn write_hnsw(
         log::info!("hnsw: {how} and written in {secs:.2}s ({} removed, {} inserted)", u.removed, u.inserted);
     }
     Ok(())
+}
+
+/// The HNSW graph of `vectors`: the one of generation `base` (a folder holding its HNSW
+/// files) updated for the rows `kept` maps to it, or built where `kept` is unknown.
+fn hnsw_after(
+    base: &Path,
+    manifest: &Manifest,
+    vectors: &Matrix,
+    kept: Option<&[Option<crate::corpus::PassageIdx>]>,
+) -> Result<(HnswIndex, Option<crate::index::HnswUpdate>)> {
+    match kept {
+        Some(kept) if base.join(HNSW).is_file() => {
+            let (graph, update) = load_hnsw(base, manifest, None)?.after_edit(vectors, kept)?;
+            Ok((graph, Some(update)))
+        }
+        _ => Ok((HnswIndex::build(vectors, manifest.hnsw)?, None)),
+    }
 }
 
 /// A generation's HNSW graph with its slot table, where it has one (a graph built from

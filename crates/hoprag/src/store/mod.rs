@@ -15,6 +15,7 @@
 
 mod build;
 mod build_graph;
+pub mod delta;
 pub mod edit;
 mod folder;
 mod namespace;
@@ -30,6 +31,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::corpus::Passage;
+use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
 use crate::index::{Index, Manifest, Matrix};
@@ -44,6 +46,21 @@ pub fn is_live(store: &dyn Store, index: &Index) -> Result<bool> {
         return Ok(true);
     }
     Ok(store.manifest()?.is_some_and(|live| same_manifest(&live, &index.manifest)))
+}
+
+/// The entity graph of generation `index` of `store`, if it has one: where a delta
+/// generation derives it ([`delta`]), with the graph's embedder its manifest records,
+/// loaded with `settings` (nothing is loaded for any other generation).
+pub fn load_graph_of(
+    store: &dyn Store,
+    index: &Index,
+    settings: &crate::embed::EmbedderSettings,
+) -> Result<Option<EntityGraph>> {
+    if index.derived().is_none() || index.manifest.graph.is_none() {
+        return store.load_graph(index, None);
+    }
+    let embedders = edit::Embedders::for_manifest(&index.manifest, settings)?;
+    store.load_graph(index, Some(embedders.graph.as_ref()))
 }
 
 /// Manifests equal field for field (compared through their JSON, which every field has).
@@ -71,8 +88,17 @@ pub trait Store: Send + Sync {
     fn load(&self) -> Result<Index>;
 
     /// The entity graph of generation `index` (loaded from this store), if it has one.
-    /// Checked against the index: its references fall inside it.
-    fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>>;
+    /// Checked against the index: its references fall inside it. A delta generation
+    /// ([`delta`]) derives it from its base's, as an edit does, with `embedder` (the
+    /// graph's) for the texts its base's graph has no vector for; without one, that is an
+    /// error.
+    fn load_graph(&self, index: &Index, embedder: Option<&dyn Embedder>) -> Result<Option<EntityGraph>>;
+
+    /// Whether the store writes an edit as a delta on a full generation ([`delta`])
+    /// rather than whole ([`Change::Replace`]'s `delta`).
+    fn keeps_deltas(&self) -> bool {
+        false
+    }
 
     /// Takes the writer's lock; other writers wait until the returned writer commits
     /// or is dropped (a dropped writer changes nothing).
@@ -125,6 +151,8 @@ pub struct PassagesPart<'a> {
     pub passages: &'a [Passage],
     pub vectors: &'a Matrix,
     pub kept: &'a [Option<crate::corpus::PassageIdx>],
+    /// Where the generation is written as a delta on its base's full generation.
+    pub delta: Option<&'a delta::Delta>,
 }
 
 /// A generation's files written ahead of its commit ([`Store::stage`]), with that work's
@@ -153,6 +181,11 @@ pub enum Change<'a> {
         /// The passages' part, already written by [`Store::stage`] from this change's
         /// passages, vectors and `kept`.
         staged: Option<Staged>,
+        /// Where the store keeps deltas ([`Store::keeps_deltas`]): the change as a delta
+        /// on the full generation the base is (or is a delta on); the generation is then
+        /// written as that delta, with no graph or walk of its own (its readers derive
+        /// them).
+        delta: Option<&'a delta::Delta>,
     },
     /// The base's passages with this entity graph attached, replacing any other.
     /// The graph, with its passage seeds' walk where one was solved.
@@ -163,7 +196,7 @@ impl<'a> Change<'a> {
     /// A [`Change::Replace`] of passages and their vectors alone, with nothing carried
     /// from the base (a fresh build).
     pub fn passages(manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix) -> Self {
-        Change::Replace { manifest, passages, vectors, graph: None, walk: None, kept: None, staged: None }
+        Change::Replace { manifest, passages, vectors, graph: None, walk: None, kept: None, staged: None, delta: None }
     }
 
     /// The manifest of the generation the change makes.

@@ -80,7 +80,7 @@ pub enum WalkUpdate {
 /// it, from `old_graph` (the old generation's), and the source the manifest records.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn graph(
-    old: &Index,
+    old_passages: &[Passage],
     old_graph: &EntityGraph,
     graph_source: Option<&str>,
     passages: &[Passage],
@@ -94,7 +94,7 @@ pub(super) fn graph(
 ) -> Result<(Arc<EntityGraph>, String)> {
     let t = Instant::now();
     let source = graph_source.unwrap_or("heuristic");
-    let (extraction, source) = extraction(old.passages(), old_graph, source, passages, work)?;
+    let (extraction, source) = extraction(old_passages, old_graph, source, passages, work)?;
     log::debug!("edit: extraction {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
     let cached = CachedEmbedder::new(graph_embedder, &fresh.graph);
     let previous = Previous { graph: old_graph, passages: kept };
@@ -112,8 +112,41 @@ pub(super) fn graph(
     Ok((Arc::new(graph), source))
 }
 
-/// The walk of `graph` solved from scratch.
-fn solved(graph: &EntityGraph, vectors: &Matrix) -> Option<Arc<Solved>> {
+/// Passages up to which a delta generation's walk is solved when its graph is derived
+/// (under a second on two cores), not repaired.
+const SOLVE_WALK_UP_TO: usize = 2_000;
+
+/// The entity graph of delta generation `index` ([`crate::store::delta`]), derived from
+/// its full generation's, `base_graph`, as an edit derives it, the walk repaired from
+/// the base's. `embedder` (the graph's) embeds what the base's graph has no vector for.
+pub fn delta_graph(index: &Index, base_graph: &EntityGraph, embedder: &dyn Embedder) -> Result<EntityGraph> {
+    let derived = index.derived().ok_or_else(|| Error::Other("not a delta generation".into()))?;
+    let kept = kept_passages(&derived.base_passages, index.passages());
+    let source = index.manifest.graph.as_ref().map(|g| g.source.as_str());
+    let mut work = EditWork::default();
+    // A small graph's walk is solved as a fresh build solves it (then its scores are the
+    // fresh build's to the bit); a larger one's repaired from the base's, its rankings
+    // proven against the full walk's.
+    let walk = if index.len() <= SOLVE_WALK_UP_TO { WalkUpdate::Solve } else { WalkUpdate::Repair };
+    let (graph, _) = graph(
+        &derived.base_passages,
+        base_graph,
+        source,
+        index.passages(),
+        &kept,
+        index.vectors(),
+        embedder,
+        walk,
+        &Fresh::default(),
+        &mut work,
+        &crate::progress::Silent,
+    )?;
+    log::debug!("delta generation {}: graph derived: {work:?}", index.generation());
+    Ok(Arc::try_unwrap(graph).unwrap_or_else(|shared| (*shared).clone()))
+}
+
+/// The walk of `graph` solved from scratch, as a fresh build solves it.
+pub(super) fn solved(graph: &EntityGraph, vectors: &Matrix) -> Option<Arc<Solved>> {
     let ppr = PprGraph::from_entity_graph(graph);
     Solved::solve(&ppr, graph.entities.len(), vectors, PprParams::default().damping).map(Arc::new)
 }
@@ -257,12 +290,17 @@ fn extraction(
             }
         }
     }
-    let source = if source == "heuristic" || new.is_empty() || source.ends_with("(edits: heuristic)") {
+    Ok((out, source_after(source, !new.is_empty())))
+}
+
+/// The source a graph of `source` records once an edit `extracted` passages of its own
+/// (the heuristic's triples, whatever the graph's came from).
+pub(super) fn source_after(source: &str, extracted: bool) -> String {
+    if source == "heuristic" || !extracted || source.ends_with("(edits: heuristic)") {
         source.to_string()
     } else {
         format!("{source} (edits: heuristic)")
-    };
-    Ok((out, source))
+    }
 }
 
 /// The graph's embedder with the vectors this edit computed already in front (kept

@@ -18,6 +18,7 @@
 mod derive;
 mod plan;
 
+pub(crate) use derive::delta_graph;
 pub use derive::{EditWork, WalkUpdate};
 pub use plan::{plan, EditCounts, Plan, Request};
 
@@ -27,12 +28,13 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::build::unix_now;
+use super::delta::{delta_limit, of_base_after, Delta};
 use super::{Change, PassagesPart, Store};
 use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
 use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
 use crate::graph::EntityGraph;
-use crate::index::{checksum, GraphInfo, Index, Manifest};
+use crate::index::{checksum, DeltaInfo, GraphInfo, Index, Manifest};
 use crate::progress::{Progress, Silent};
 
 /// How many times an edit is computed again when other writers keep publishing first.
@@ -159,11 +161,6 @@ pub fn edit_from(
             report.work.total_secs = started.elapsed().as_secs_f64();
             return Ok(report);
         }
-        let old_graph = match loaded_graph {
-            Some(graph) => Some(graph),
-            None if old.manifest.graph.is_some() => store.load_graph(&old)?.map(Arc::new),
-            None => None,
-        };
         let kept = derive::kept_passages(old.passages(), &plan.passages);
         let vectors = derive::vectors(
             &old,
@@ -174,9 +171,27 @@ pub fn edit_from(
             &mut report.work,
             progress,
         )?;
+        // Where the store keeps deltas and this one stays small, the generation is the
+        // delta on the full generation `old` is (or is a delta on): its graph is derived
+        // by its readers, so none is loaded or derived here unless it is in memory
+        // already (a server's, which it serves next).
+        let delta = if store.keeps_deltas() { delta_of(&old, &plan.passages, &vectors) } else { None };
+        let old_graph = match loaded_graph {
+            Some(graph) => Some(graph),
+            None if old.manifest.graph.is_some() && delta.is_none() => {
+                store.load_graph(&old, Some(embedders.graph.as_ref()))?.map(Arc::new)
+            }
+            None => None,
+        };
         // The passages' part of the generation is written (where the store can, ahead of
         // its lock) while the graph is derived: neither reads what the other makes.
-        let part = PassagesPart { manifest: &old.manifest, passages: &plan.passages, vectors: &vectors, kept: &kept };
+        let part = PassagesPart {
+            manifest: &old.manifest,
+            passages: &plan.passages,
+            vectors: &vectors,
+            kept: &kept,
+            delta: delta.as_ref(),
+        };
         // `rayon::join`, not a thread of its own: the staging's work (the lexical index,
         // an HNSW graph's inserts) stays in the caller's pool, so a one-thread pool builds
         // the same HNSW graph as the store that stages nothing.
@@ -186,7 +201,7 @@ pub fn edit_from(
                     .as_deref()
                     .map(|old_graph| {
                         derive::graph(
-                            &old,
+                            old.passages(),
                             old_graph,
                             old.manifest.graph.as_ref().map(|g| g.source.as_str()),
                             &plan.passages,
@@ -221,7 +236,7 @@ pub fn edit_from(
             log::info!("{}: another writer published during the edit; computing it again", store.location());
             continue;
         }
-        let manifest = manifest_after(&old.manifest, &plan, corpus_checksum, graph.as_ref(), options, old.location())?;
+        let manifest = manifest_after(&old, &plan, corpus_checksum, graph.as_ref(), delta.as_ref(), options)?;
         drop(old);
         let (graph, _) = graph.unzip();
         let times = writer.commit(
@@ -233,6 +248,7 @@ pub fn edit_from(
                 walk: graph.as_ref().and_then(|g| g.walk.as_deref()),
                 kept: Some(&kept),
                 staged,
+                delta: delta.as_ref(),
             },
             progress,
         )?;
@@ -263,19 +279,27 @@ pub fn store_walk(store: &dyn Store, index: &Index, graph: &EntityGraph, walk: &
 }
 
 fn manifest_after(
-    old: &Manifest,
+    old: &Index,
     plan: &Plan,
     corpus_checksum: String,
     graph: Option<&(Arc<EntityGraph>, String)>,
+    delta: Option<&Delta>,
     options: &EditOptions,
-    location: &str,
 ) -> Result<Manifest> {
-    let mut m = old.clone();
+    let mut m = old.manifest.clone();
     m.corpus_checksum = corpus_checksum;
     m.counts.passages = plan.passages.len();
     m.sources.push(options.source.clone());
     m.updated_at = unix_now();
-    m.graph = match (&old.graph, graph) {
+    m.delta = delta.map(|d| DeltaInfo {
+        base_passages: old.derived().map_or(old.len(), |b| b.base_passages.len()),
+        removed: d.removed.len(),
+        added: d.added.len(),
+    });
+    m.graph = match (&old.manifest.graph, graph) {
+        // A delta generation's graph is derived by its readers: its statistics stay its
+        // full generation's until it is compacted.
+        (Some(info), _) if delta.is_some() => Some(GraphInfo { passages: plan.passages.len(), ..info.clone() }),
         (Some(info), Some((graph, source))) => Some(GraphInfo {
             source: source.clone(),
             passages: plan.passages.len(),
@@ -283,7 +307,100 @@ fn manifest_after(
             embedder: info.embedder.clone(),
         }),
         (None, None) => None,
-        _ => return Err(Error::index(location, "the graph went missing during the edit")),
+        _ => return Err(Error::index(old.location(), "the graph went missing during the edit")),
     };
     Ok(m)
+}
+
+/// The change from `old` to `passages` as a delta on the full generation `old` is, or is
+/// a delta on, while it stays within [`delta_limit`]; `None` past it (the edit writes a
+/// full generation: the compaction).
+fn delta_of(old: &Index, passages: &[crate::corpus::Passage], vectors: &crate::index::Matrix) -> Option<Delta> {
+    let derived = old.derived();
+    let of_base = of_base_after(old.passages(), derived.map(|d| &d.of_base[..]), passages);
+    let base_len = derived.map_or(old.len(), |d| d.base_passages.len());
+    let delta = Delta::between(base_len, &of_base, passages, vectors);
+    (delta.len() <= delta_limit(base_len)).then_some(delta)
+}
+
+/// What a compaction wrote.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Compacted {
+    /// The generation written whole; `None` where the live one was whole already.
+    pub generation: Option<String>,
+    /// The delta it folded in: passages removed from and added to its full generation.
+    pub removed: usize,
+    pub added: usize,
+    pub graph_secs: f64,
+    pub walk_secs: f64,
+    pub write_secs: f64,
+    pub total_secs: f64,
+}
+
+/// Writes the live generation whole where it is a delta ([`super::delta`]): the same
+/// passages, vectors and lexical index, the graph derived from the full generation's and
+/// its walk solved from scratch, so the files are the ones a fresh build of its passages
+/// writes. Nothing where it is whole already. Retried as an edit is when another writer
+/// publishes meanwhile.
+pub fn compact(store: &dyn Store, embedders: &Embedders, progress: &dyn Progress) -> Result<Compacted> {
+    let started = Instant::now();
+    for _ in 0..ATTEMPTS {
+        let old = store.load()?;
+        let Some(info) = old.manifest.delta.clone() else {
+            return Ok(Compacted { total_secs: started.elapsed().as_secs_f64(), ..Default::default() });
+        };
+        let mut done = Compacted { removed: info.removed, added: info.added, ..Default::default() };
+        let t = Instant::now();
+        let graph = store.load_graph(&old, Some(embedders.graph.as_ref()))?;
+        done.graph_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let graph = graph.map(|mut g| {
+            g.walk = derive::solved(&g, old.vectors());
+            g
+        });
+        done.walk_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let kept: Vec<Option<crate::corpus::PassageIdx>> = (0..old.len() as u32).map(Some).collect();
+        let part = PassagesPart {
+            manifest: &old.manifest,
+            passages: old.passages(),
+            vectors: old.vectors(),
+            kept: &kept,
+            delta: None,
+        };
+        let staged = store.stage(&old, part)?;
+        let writer = store.writer()?;
+        if store.generation()?.as_deref() != Some(old.generation()) {
+            continue;
+        }
+        let mut manifest = old.manifest.clone();
+        manifest.delta = None;
+        if let (Some(info), Some(graph)) = (manifest.graph.as_mut(), graph.as_ref()) {
+            info.stats = graph.stats.clone();
+            info.source = derive::source_after(&info.source, done.added > 0);
+        }
+        manifest.sources.push("compact".into());
+        manifest.updated_at = unix_now();
+        writer.commit(
+            Change::Replace {
+                manifest: &manifest,
+                passages: old.passages(),
+                vectors: old.vectors(),
+                graph: graph.as_ref(),
+                walk: graph.as_ref().and_then(|g| g.walk.as_deref()),
+                kept: Some(&kept),
+                staged,
+                delta: None,
+            },
+            progress,
+        )?;
+        done.write_secs = t.elapsed().as_secs_f64();
+        done.generation = store.generation()?;
+        done.total_secs = started.elapsed().as_secs_f64();
+        return Ok(done);
+    }
+    Err(Error::index(
+        store.location(),
+        format!("other writers published {ATTEMPTS} times during the compaction; try again"),
+    ))
 }

@@ -281,7 +281,7 @@ impl Store for PgStore {
             .holding(hold))
     }
 
-    fn load_graph(&self, index: &Index) -> Result<Option<EntityGraph>> {
+    fn load_graph(&self, index: &Index, _embedder: Option<&dyn crate::embed::Embedder>) -> Result<Option<EntityGraph>> {
         if index.manifest.graph.is_none() {
             return Ok(None);
         }

@@ -82,7 +82,7 @@ impl StoreWriter for PgWriter<'_> {
         let vector = vector_type(client, &location)?;
         let (manifest, next) = match change {
             // (Its BM25 is postings in SQL, written per build: nothing to reuse by part.)
-            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: _ } => {
+            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: _, delta: _ } => {
                 let dim = manifest.embedder.dim;
                 let build: i64 = timed(&mut times.write_secs, || {
                     let build: i64 = client
