@@ -192,7 +192,11 @@ fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     let index = store::folder(dir.path()).load().unwrap();
     assert_eq!(index.len(), 61);
     assert_eq!(index.manifest.graph.as_ref().unwrap().passages, 61);
-    let edited = store::folder(dir.path()).load_graph(&index, None).unwrap().unwrap();
+    // Written as a delta: its graph is derived from the base's with the graph's embedder.
+    assert!(index.manifest.delta.is_some());
+    let err = store::folder(dir.path()).load_graph(&index, None).unwrap_err().to_string();
+    assert!(err.contains("embedder"), "{err}");
+    let edited = store::folder(dir.path()).load_graph(&index, Some(&HashEmbedder::new())).unwrap().unwrap();
     let fresh = EntityGraph::build(
         index.passages(),
         extract_heuristic(index.passages()),
