@@ -99,6 +99,11 @@ pub struct EditRecord {
     pub serve_secs: f64,
     /// From the request (the edit's start) until the probe, on the served engine, saw it.
     pub visible_secs: f64,
+    /// From when the edit was due (the stream's start plus its place over the rate) until
+    /// the probe saw it: `lag_secs + visible_secs`, what a client sending edits at the
+    /// rate waits when the edits cannot keep up with it.
+    #[serde(default)]
+    pub visible_after_due_secs: f64,
     /// The BM25 probe saw the edit (an upsert returned, a deleted passage gone).
     pub probe_passed: bool,
     /// Deletes: the same probe returned the passage before the delete (else the probe
@@ -164,6 +169,12 @@ pub struct Summary {
     pub write_secs_mean: f64,
     pub visible_secs: Option<Percentiles>,
     pub visible_secs_mean: f64,
+    /// `visible_after_due_secs` over the stream: queueing behind slower edits included.
+    #[serde(default)]
+    pub visible_after_due_secs: Option<Percentiles>,
+    /// Edits the stream applied per second (all of them over `stream_secs`' edit part).
+    #[serde(default)]
+    pub edits_per_sec: f64,
     pub probes_passed: usize,
     pub probes_failed: usize,
     /// Deletes whose probe did not return the passage before (nothing to see vanish).
@@ -372,7 +383,7 @@ pub fn run(ctx: &Context, store: Arc<dyn Store>, inputs: &Inputs, args: &ScaleBe
     drop(engine);
     let store_bytes_end = store_bytes(store.as_ref())?;
 
-    let summary = summarize(&per_edit, store_bytes_start, store_bytes_after_stream, store_bytes_end);
+    let summary = summarize(&per_edit, stream_secs, store_bytes_start, store_bytes_after_stream, store_bytes_end);
     Ok(EditsReport {
         passages_before,
         passages_after,
@@ -535,6 +546,7 @@ fn stream(
             write_secs,
             serve_secs,
             visible_secs,
+            visible_after_due_secs: lag_secs + visible_secs,
             probe_passed,
             probe_before,
             dense_probe_passed,
@@ -648,7 +660,7 @@ fn latencies(methods: &[String], samples: &Samples) -> Vec<MethodLatency> {
         .collect()
 }
 
-fn summarize(edits: &[EditRecord], start: u64, after_stream: u64, end: u64) -> Summary {
+fn summarize(edits: &[EditRecord], stream_secs: f64, start: u64, after_stream: u64, end: u64) -> Summary {
     let of = |f: fn(&EditRecord) -> f64| -> (Option<Percentiles>, f64) {
         let v: Vec<f64> = edits.iter().map(f).collect();
         let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
@@ -656,6 +668,7 @@ fn summarize(edits: &[EditRecord], start: u64, after_stream: u64, end: u64) -> S
     };
     let (write_secs, write_secs_mean) = of(|e| e.write_secs);
     let (visible_secs, visible_secs_mean) = of(|e| e.visible_secs);
+    let (visible_after_due_secs, _) = of(|e| e.visible_after_due_secs);
     let mean_io = |f: fn(&EditRecord) -> Io| -> Io {
         let n = edits.len().max(1) as u64;
         let sum = edits.iter().map(f).fold(Io::default(), |a, b| Io {
@@ -677,6 +690,8 @@ fn summarize(edits: &[EditRecord], start: u64, after_stream: u64, end: u64) -> S
         write_secs_mean,
         visible_secs,
         visible_secs_mean,
+        visible_after_due_secs,
+        edits_per_sec: edits.len() as f64 / stream_secs.max(1e-9),
         probes_passed: edits.iter().filter(|e| e.probe_passed).count(),
         probes_failed: edits.iter().filter(|e| !e.probe_passed).count(),
         probes_unverifiable: edits.iter().filter(|e| e.probe_before == Some(false)).count(),
@@ -814,11 +829,14 @@ pub fn print(r: &EditsReport) {
     let s = &r.summary;
     let p = |x: &Option<Percentiles>| x.map_or("-".into(), |p| format!("p50 {:.2} s, p99 {:.2} s", p.p50, p.p99));
     println!(
-        "write: {} (mean {:.2} s); visible: {} (mean {:.2} s)",
+        "write: {} (mean {:.2} s); visible after the request: {} (mean {:.2} s); after it was due: {}; {:.3} \
+         edits per second",
         p(&s.write_secs),
         s.write_secs_mean,
         p(&s.visible_secs),
-        s.visible_secs_mean
+        s.visible_secs_mean,
+        p(&s.visible_after_due_secs),
+        s.edits_per_sec
     );
     println!(
         "probes: {} passed, {} failed ({} deletes unverifiable); dense probes passed {}; stream {:.1} s",
