@@ -125,10 +125,20 @@ fn the_graph_follows_additions_updates_and_deletions() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--allow-empty"));
 
-    // The synced index is the one a fresh build of the demo corpus makes, to the byte.
+    // The synced index is a delta on the last whole generation; compacted, it is the one
+    // a fresh build of the demo corpus makes, to the byte.
+    let generation = |root: &Path| root.join(std::fs::read_to_string(root.join("CURRENT")).unwrap().trim());
+    let manifest = |root: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(generation(root).join("manifest.json")).unwrap()).unwrap()
+    };
+    assert!(manifest(Path::new(idx))["delta"].is_object(), "an edit writes a delta generation");
+    let compacted = json(hoprag(&["compact", "--json", "--index", idx]));
+    assert!(compacted["report"]["generation"].is_string(), "{compacted}");
+    assert!(manifest(Path::new(idx)).get("delta").is_none(), "compacted whole");
+    let again = json(hoprag(&["compact", "--json", "--index", idx]));
+    assert!(again["report"]["generation"].is_null(), "nothing left to compact: {again}");
     let fresh = dir.path().join("fresh");
     ok(hoprag(&["index", "-q", "--corpus", demo().to_str().unwrap(), "--out", fresh.to_str().unwrap()]));
-    let generation = |root: &Path| root.join(std::fs::read_to_string(root.join("CURRENT")).unwrap().trim());
     let (a, b) = (generation(Path::new(idx)), generation(&fresh));
     for file in ["passages.jsonl", "vectors.f32"] {
         assert!(std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap(), "{file} differs");
