@@ -40,7 +40,7 @@ mod stored;
 mod tests;
 
 pub use rank::{ranked_passages, SplitQuery, SplitRanking};
-pub use repair::{Origins, RepairStats};
+pub use repair::{Origins, RepairStats, REPAIR_TOLERANCE};
 pub use response::{Form, PassageResponse, ResponseStats};
 pub use solve::Solved;
 

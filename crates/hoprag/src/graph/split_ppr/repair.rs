@@ -30,7 +30,6 @@
 //! the repair declines, and the caller solves the walk again from the old values
 //! ([`Solved::solve_warm`]).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -427,9 +426,45 @@ impl Context<'_> {
         // A row the push reaches that it did not start from holds its old residual (after
         // a repair, up to the old ε·deg): taken from the values before the push, so that
         // the push's running sums stay the residuals.
+        // Each passage's value before the push is computed once (for the first row that
+        // reads it), not once per row.
         let before = y.to_vec();
-        let baseline =
-            |i: usize, out: &mut [f64]| out.copy_from_slice(&self.residuals(first, width, &before, &[i as u32]).0);
+        let passage_values = std::cell::RefCell::new((vec![false; self.walk.passages], vec![0f64; 0]));
+        let baseline = |i: usize, out: &mut [f64]| {
+            let (e, d) = (self.walk.entities, self.walk.damping);
+            let mut cache = passage_values.borrow_mut();
+            let (done, value) = &mut *cache;
+            if value.is_empty() {
+                value.resize(self.walk.passages * width, 0.0);
+            }
+            for c in 0..width {
+                out[c] = -before[i * width + c];
+            }
+            for (s, prob) in self.graph.row(i).filter(|s| s.1 > 0.0) {
+                let f = d * prob as f64;
+                let s = s as usize;
+                if s < e {
+                    for c in 0..width {
+                        out[c] += f * before[s * width + c];
+                    }
+                    continue;
+                }
+                let p = s - e;
+                let v = &mut value[p * width..][..width];
+                if !std::mem::replace(&mut done[p], true) {
+                    reset_columns(self.vectors, first, p, v);
+                    v.iter_mut().for_each(|x| *x *= 1.0 - d);
+                    for &(j, prob) in self.walk.into_passage.row(p) {
+                        for c in 0..width {
+                            v[c] += d * prob as f64 * before[j as usize * width + c];
+                        }
+                    }
+                }
+                for c in 0..width {
+                    out[c] += f * v[c];
+                }
+            }
+        };
         let mut push = BlockPush {
             baseline: &baseline,
             walk: self.walk,
@@ -493,16 +528,19 @@ impl Context<'_> {
         let (e, d) = (self.walk.entities, self.walk.damping);
         // Each passage's value `(1 − d)·v_p + d·(A y)_p` and its terms' absolute sum, once,
         // in the order first read (`slot`): as many as the rows read, not the corpus's.
-        let mut slot: HashMap<usize, usize> = HashMap::new();
+        let mut slot = vec![u32::MAX; self.walk.passages];
+        let mut slots = 0usize;
         let (mut value, mut terms) = (Vec::new(), Vec::new());
         let mut longest = 0;
         for &i in rows {
             for (s, _) in self.graph.row(i as usize).filter(|s| s.1 > 0.0 && s.0 as usize >= e) {
                 let p = s as usize - e;
-                let at = slot.len();
-                if *slot.entry(p).or_insert(at) != at {
+                if slot[p] != u32::MAX {
                     continue;
                 }
+                let at = slots;
+                slot[p] = at as u32;
+                slots += 1;
                 value.resize((at + 1) * width, 0.0);
                 terms.resize((at + 1) * width, 0.0);
                 let (value, terms) = (&mut value[at * width..][..width], &mut terms[at * width..][..width]);
@@ -542,7 +580,7 @@ impl Context<'_> {
                         abs[c] += term.abs();
                     }
                 } else {
-                    let at = slot[&(s as usize - e)];
+                    let at = slot[s as usize - e] as usize;
                     for c in 0..width {
                         r[c] += f * value[at * width + c];
                         abs[c] += f * terms[at * width + c];
