@@ -16,7 +16,7 @@ use hoprag::embed::Embedder;
 use hoprag::graph::{extract_heuristic, EntityGraph, GraphOptions};
 use hoprag::index::{checksum, VectorIndexKind};
 use hoprag::progress::Silent;
-use hoprag::retrieve::Query;
+use hoprag::retrieve::{GraphKind, Query, METHODS};
 use hoprag::store::edit::Request;
 use hoprag::store::{attach_graph, build_index, BuildOptions, Store};
 use hoprag::{Config, Engine, PassageIdx};
@@ -70,7 +70,8 @@ fn assert_same_index(what: &str, folder: &dyn Store, pg: &dyn Store, e: &HashEmb
         let v = embed(e, q);
         assert_eq!(p.vector_index().search(&v, 10).unwrap(), f.vector_index().search(&v, 10).unwrap(), "{what}: {q}");
     }
-    let (fg, pg_graph) = (folder.load_graph(&f, None).unwrap(), pg.load_graph(&p, None).unwrap());
+    // (An edit's generation is a delta: its graph is derived with the graph's embedder.)
+    let (fg, pg_graph) = (folder.load_graph(&f, Some(e)).unwrap(), pg.load_graph(&p, Some(e)).unwrap());
     let (Some(fg), Some(g)) = (fg, pg_graph) else { panic!("{what}: a graph on both stores") };
     assert_eq!(g.entities, fg.entities, "{what}");
     assert_eq!(g.labels, fg.labels, "{what}");
@@ -170,9 +171,11 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
         assert_eq!(on_pg.counts, on_folder.counts, "{what}");
         assert!(on_pg.counts.passages_added + on_pg.counts.passages_removed > 0, "{what}: a change");
         assert_eq!(on_pg.work.passages_embedded, on_folder.work.passages_embedded, "{what}");
-        // Only the new passages are extracted: the kept ones' triples and mentions come
-        // from the stored graph.
-        assert_eq!(on_pg.work.passages_extracted, on_pg.counts.passages_added, "{what}");
+        // Written as deltas on both stores: nothing is extracted by the edit, its readers
+        // derive the graph from the stored one (the kept passages' triples and mentions
+        // come from it), the same on both (below).
+        assert!(on_pg.generation.is_some() && pgs.manifest().unwrap().unwrap().delta.is_some(), "{what}");
+        assert_eq!(on_pg.work.passages_extracted, 0, "{what}");
         assert_eq!(on_pg.work.passages_extracted, on_folder.work.passages_extracted, "{what}");
         assert_same_index(what, folder.as_ref(), pgs.as_ref(), &e);
     }
@@ -180,7 +183,7 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
     assert!(index.passages().iter().any(|p| p.id == "r-1"));
     assert!(!index.passages().iter().any(|p| p.document() == "p-doc5" || p.document() == "p-doc7"));
     assert_eq!(index.len(), synced.unwrap().len());
-    assert_eq!(pgs.load_graph(&index, None).unwrap().unwrap().options, options, "kept through every edit");
+    assert_eq!(pgs.load_graph(&index, Some(&e)).unwrap().unwrap().options, options, "kept through every edit");
 }
 
 /// Two handles on one database, as two servers: one opens generation N (its graph not
@@ -259,10 +262,11 @@ fn a_reader_keeps_its_generation_while_another_server_edits() {
         assert_eq!(answers(&reader), before, "the reader answers as before edit {i}");
     }
     // Kept: the reader's generation, the base of the last edit and the live one; the
-    // generation between went at the last edit, with its build.
+    // generation between went at the last edit, with its build. The edits are deltas on
+    // N: they keep N's build (its one passages table) and graph, and write neither.
     assert_eq!(generations(&mut admin), vec![n, published[1], published[2]]);
-    assert_eq!(tables(&mut admin), 3);
-    assert_eq!(graphs(&mut admin), 3);
+    assert_eq!(tables(&mut admin), 1);
+    assert_eq!(graphs(&mut admin), 1);
 
     // The graph, read now on first use, is generation N's, and graph methods answer on
     // it as a folder store of the same generation does.
@@ -295,8 +299,9 @@ fn a_reader_keeps_its_generation_while_another_server_edits() {
     assert_eq!(reader_locks(&mut admin), 0);
     let last = upsert(writer.as_ref(), synthetic("c", 0, 5), "c", &e).generation.unwrap().parse::<i64>().unwrap();
     assert_eq!(generations(&mut admin), vec![published[2], last]);
-    assert_eq!(tables(&mut admin), 2);
-    assert_eq!(graphs(&mut admin), 2);
+    // N's generation is gone; its build and graph stay, the base of both deltas kept.
+    assert_eq!(tables(&mut admin), 1);
+    assert_eq!(graphs(&mut admin), 1);
 }
 
 #[test]
@@ -449,7 +454,297 @@ fn concurrent_edits_both_land(open: impl Fn() -> Arc<dyn Store> + Clone + Send +
     let mut sources = index.manifest.sources.clone();
     sources.sort();
     assert_eq!(sources, ["x-delete", "x0", "x1", "x2", "y-delete", "y0", "y1", "y2"]);
-    let g = store.load_graph(&index, None).unwrap().expect("the graph, rebuilt by every edit");
+    let g = store.load_graph(&index, Some(&e)).unwrap().expect("the graph, rebuilt by every edit");
     assert_eq!(g.passage_entities.len(), index.len());
     assert_eq!(g.mentions.len(), index.len());
+}
+
+// ---------------------------------------------------------------------------------------
+// Delta generations (schema version 8).
+
+/// The registry's LLM-free methods that run on a heuristic graph.
+fn llm_free_methods() -> Vec<&'static str> {
+    let sections = Config::default().methods;
+    let names: Vec<&'static str> = METHODS
+        .iter()
+        .filter(|m| m.runs_on(GraphKind::Heuristic) && !m.uses_llm(&sections, GraphKind::Heuristic))
+        .map(|m| m.name)
+        .collect();
+    for m in ["bm25", "dense", "hybrid", "ppr", "auto", "phasegraph", "regime_router", "naive_ge"] {
+        assert!(names.contains(&m), "{m} is no longer an LLM-free method of the registry: {names:?}");
+    }
+    names
+}
+
+type Rankings = Vec<(&'static str, Vec<Vec<(String, u32)>>)>;
+
+/// Every method's top 10 (passage id, score bits) for every question, on the live
+/// generation of `store` served by an engine as a server serves it.
+fn rankings(store: &Arc<dyn Store>, methods: &[&'static str], questions: &[&str]) -> Rankings {
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new());
+    let engine = Engine::new(store.clone(), embedder, Config::default()).unwrap();
+    let e = HashEmbedder::new();
+    methods
+        .iter()
+        .map(|&m| {
+            let retriever = engine.retriever(m).unwrap_or_else(|err| panic!("{m}: {err}"));
+            let lists = questions
+                .iter()
+                .map(|q| {
+                    let query = Query::with_embedding(q.to_string(), embed(&e, q));
+                    let r = retriever.retrieve(&query, 10).unwrap_or_else(|err| panic!("{m} on {q:?}: {err}"));
+                    r.hits.iter().map(|h| (engine.index.passage(h.passage).id.clone(), h.score.to_bits())).collect()
+                })
+                .collect();
+            (m, lists)
+        })
+        .collect()
+}
+
+/// An index of `passages` built as `hoprag index` builds one: passages, vectors, lexical
+/// statistics, then the heuristic graph with its walk.
+fn heuristic_index(store: &dyn Store, passages: Vec<Passage>, e: &HashEmbedder, options: &BuildOptions) {
+    build_index(store, &corpus(passages), vec!["d".into()], e, options, &Silent).unwrap();
+    let index = store.load().unwrap();
+    let triples = hoprag::store::triples_without_llm(&index, None).unwrap();
+    hoprag::store::build_graph(store, &index, triples, e, &GraphOptions::default(), &Silent).unwrap();
+}
+
+/// An administrator's connection with `schema` first on its search path.
+fn admin(schema: &str) -> postgres::Client {
+    let mut c = postgres::Client::connect(&server().unwrap(), postgres::NoTls).unwrap();
+    c.batch_execute(&format!("SET search_path TO {schema}")).unwrap();
+    c
+}
+
+/// A transaction id: every row written after it has a later `xmin`.
+fn mark(c: &mut postgres::Client) -> i64 {
+    c.query_one("SELECT txid_current()", &[]).unwrap().get(0)
+}
+
+/// Rows written (inserted, or updated) in `schema` since `mark`, per table with any.
+fn rows_since(c: &mut postgres::Client, schema: &str, mark: i64) -> std::collections::BTreeMap<String, i64> {
+    let tables: Vec<String> = c
+        .query("SELECT tablename::text FROM pg_tables WHERE schemaname = $1 ORDER BY 1", &[&schema])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut out = std::collections::BTreeMap::new();
+    for t in tables {
+        // xids of this test server stay far below 2^32: no wraparound to mind.
+        let n: i64 = c
+            .query_one(&format!("SELECT count(*) FROM {schema}.{t} WHERE xmin::text::bigint > $1"), &[&mark])
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            out.insert(t, n);
+        }
+    }
+    out
+}
+
+fn count(c: &mut postgres::Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Edits on PostgreSQL are written as deltas on the last whole generation, as on a
+/// folder: a one-document edit writes a few rows (its delta, its tantivy files, the
+/// generation), not the corpus's; every delta generation reads back the passages,
+/// vectors and graph of the folder store's, and every LLM-free method ranks the same
+/// ids with the same score bits on both; a graph stored for a delta generation (`hoprag
+/// graph`) is read as its own; compacting writes the whole generation a fresh build of
+/// its passages writes; and the base's rows stay exactly while a kept delta needs them.
+#[test]
+fn postgres_edits_are_deltas_that_read_as_the_folder_reads_them() {
+    let schema = "t_deltas";
+    let Some(url) = fresh(schema) else { return };
+    let Some(fresh_url) = fresh("t_deltas_fresh") else { return };
+    let pgs = pg(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let folder = hoprag::store::folder(dir.path());
+    let e = HashEmbedder::new();
+    let passages = documents("d", 40, 180);
+    let total = passages.len();
+    for store in [folder.as_ref(), pgs.as_ref()] {
+        heuristic_index(store, passages.clone(), &e, &exact());
+    }
+    let mut admin = admin(schema);
+    let methods = llm_free_methods();
+    let questions = ["castle river d7", "doc3 harbour painter", "king song war", "n-1 riverside novel", "bridge city"];
+    assert_eq!(rankings(&pgs, &methods, &questions), rankings(&folder, &methods, &questions), "as built");
+
+    let mut meta = serde_json::Map::new();
+    meta.insert("z".into(), serde_json::json!("new"));
+    let one_doc = vec![
+        Passage {
+            doc: Some("d-doc3".into()),
+            meta: Some(meta),
+            ..Passage::new("d-doc3#n0", "Three", "A river castle.")
+        },
+        Passage { doc: Some("d-doc3".into()), ..Passage::new("d-doc3#n1", "Three b", "A harbour song, painter.") },
+    ];
+    let steps: Vec<(&str, Request, bool)> = vec![
+        ("replace one document", Request::Upsert(one_doc), true),
+        ("delete one document", Request::Delete(vec!["d-doc5".into()]), true),
+        ("add a passage", Request::Upsert(vec![Passage::new("n-1", "Riverside", "Riverside mountain novel.")]), true),
+        ("add forty", Request::Upsert(synthetic("m", 0, 40)), false),
+        ("delete one passage again", Request::Delete(vec![passages[200].id.clone()]), true),
+    ];
+    for (what, request, small) in steps {
+        let before = mark(&mut admin);
+        let on_pg = edit_with(pgs.as_ref(), request.clone(), what, &e).unwrap();
+        let written = rows_since(&mut admin, schema, before);
+        let on_folder = edit_with(folder.as_ref(), request, what, &e).unwrap();
+        assert_eq!(on_pg.counts, on_folder.counts, "{what}");
+        let (p, f) = (pgs.load().unwrap(), folder.load().unwrap());
+        let delta = p.manifest.delta.clone().unwrap_or_else(|| panic!("{what}: written as a delta on PostgreSQL"));
+        assert_eq!(Some(&delta), f.manifest.delta.as_ref(), "{what}: the folder's delta");
+        assert_eq!(delta.base_passages, total, "{what}: a net delta on the build");
+        assert_eq!(p.derived().unwrap().base_passages.len(), total, "{what}");
+        assert_eq!(p.derived().unwrap().of_base, f.derived().unwrap().of_base, "{what}");
+        drop((p, f));
+        assert_same_index(what, folder.as_ref(), pgs.as_ref(), &e);
+        assert_eq!(rankings(&pgs, &methods, &questions), rankings(&folder, &methods, &questions), "{what}");
+        let rows: i64 = written.values().sum();
+        eprintln!("{what}: {rows} rows written on PostgreSQL: {written:?}");
+        // Nothing of the base is written again: no passages table, HNSW or graph rows.
+        assert!(written.keys().all(|t| !t.starts_with("passages_b")), "{what}: {written:?}");
+        for t in ["entities", "triples", "edges", "passage_entities", "passage_mentions", "facts", "graph_walks"] {
+            assert!(!written.contains_key(t), "{what}: {t} written: {written:?}");
+        }
+        let added = on_pg.counts.passages_added as i64;
+        assert_eq!(written.get("delta_passages").copied().unwrap_or(0), delta.added as i64, "{what}");
+        assert!(delta.added as i64 >= added, "{what}");
+        if small {
+            // The generation (4 rows: builds, deltas, generations, current), the delta's
+            // added passages, and the tantivy files (one part each at this size).
+            let lexical = written.get("lexical_files").copied().unwrap_or(0);
+            assert!(rows <= 4 + delta.added as i64 + lexical && lexical <= 20, "{what}: {written:?}");
+            // (The delta is net: each edit writes again what was added since the build.)
+            let own = rows - delta.added as i64;
+            assert!(own < total as i64 / 10, "{what}: {rows} rows for {total} passages");
+        }
+    }
+    // The kept generations: the live delta and its base; the build (passages table, graph)
+    // the deltas are on stays, the only one.
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM generations"), 2);
+    let whole = "SELECT count(*) FROM pg_tables WHERE schemaname = 't_deltas' AND tablename LIKE 'passages_b%'";
+    assert_eq!(count(&mut admin, whole), 1);
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM graphs"), 1);
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM deltas"), 2);
+
+    // A graph stored for a delta generation (`hoprag graph`, as a server stores a walk):
+    // a generation of the same delta with a graph of its own, read without deriving.
+    for store in [folder.as_ref(), pgs.as_ref()] {
+        let index = store.load().unwrap();
+        let triples = hoprag::store::triples_without_llm(&index, None).unwrap();
+        hoprag::store::build_graph(store, &index, triples, &e, &GraphOptions::default(), &Silent).unwrap();
+    }
+    let (p, f) = (pgs.load().unwrap(), folder.load().unwrap());
+    assert!(p.manifest.delta.is_some() && p.derived().is_some(), "still a delta generation");
+    let own = pgs.load_graph(&p, None).unwrap().expect("its own graph, read with no embedder");
+    let folder_own = folder.load_graph(&f, None).unwrap().unwrap();
+    assert_eq!(own.entities, folder_own.entities);
+    assert_eq!(own.walk, folder_own.walk);
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM graphs"), 2);
+    drop((p, f, own, folder_own));
+    assert_eq!(rankings(&pgs, &methods, &questions), rankings(&folder, &methods, &questions), "own graph");
+
+    // Compaction writes the generation whole: what a fresh build of its passages writes.
+    let embedders = hoprag::store::edit::Embedders {
+        passages: Arc::new(HashEmbedder::new()),
+        graph: Arc::new(HashEmbedder::new()),
+    };
+    let before = mark(&mut admin);
+    let done = hoprag::store::edit::compact(pgs.as_ref(), &embedders, &Silent).unwrap();
+    let written = rows_since(&mut admin, schema, before);
+    assert!(done.generation.is_some(), "{done:?}");
+    hoprag::store::edit::compact(folder.as_ref(), &embedders, &Silent).unwrap();
+    let compacted = pgs.load().unwrap();
+    assert!(compacted.manifest.delta.is_none() && compacted.derived().is_none());
+    let n = compacted.len() as i64;
+    assert!(written.iter().any(|(t, &rows)| t.starts_with("passages_b") && rows == n), "{written:?}");
+    let fresh_pg = pg(&fresh_url);
+    heuristic_index(fresh_pg.as_ref(), compacted.passages().to_vec(), &e, &exact());
+    let fresh = fresh_pg.load().unwrap();
+    assert_eq!(compacted.passages(), fresh.passages());
+    assert_eq!(compacted.vectors().as_flat(), fresh.vectors().as_flat());
+    assert_eq!(compacted.manifest.corpus_checksum, fresh.manifest.corpus_checksum);
+    let (a, b) = (compacted.manifest.graph.as_ref().unwrap(), fresh.manifest.graph.as_ref().unwrap());
+    assert_eq!((a.passages, a.stats.entities, a.stats.triples), (b.passages, b.stats.entities, b.stats.triples));
+    let (g, fg) =
+        (pgs.load_graph(&compacted, None).unwrap().unwrap(), fresh_pg.load_graph(&fresh, None).unwrap().unwrap());
+    assert_eq!(g.entities, fg.entities);
+    assert_eq!(g.labels, fg.labels);
+    assert_eq!(g.passage_entities, fg.passage_entities);
+    assert_eq!(g.triples, fg.triples);
+    assert_eq!(g.mentions, fg.mentions);
+    let edges = |g: &EntityGraph| g.edges.iter().map(|e| (e.a, e.b, e.weight.to_bits(), e.kind)).collect::<Vec<_>>();
+    assert_eq!(edges(&g), edges(&fg));
+    assert_eq!(g.entity_vectors.as_flat(), fg.entity_vectors.as_flat());
+    assert_eq!(g.fact_vectors.as_flat(), fg.fact_vectors.as_flat());
+    assert_eq!(g.walk, fg.walk, "the walk solved as a fresh build solves it");
+    drop((compacted, fresh, g, fg));
+    let on_pg = rankings(&pgs, &methods, &questions);
+    assert_eq!(on_pg, rankings(&fresh_pg, &methods, &questions), "compacted against a fresh build");
+    assert_eq!(on_pg, rankings(&folder, &methods, &questions), "compacted on both stores");
+    assert_same_index("compacted", folder.as_ref(), pgs.as_ref(), &e);
+
+    // The next edit is a delta on the compacted build; the old build goes once no kept
+    // generation is of it or on it.
+    upsert(pgs.as_ref(), synthetic("z", 0, 2), "z0", &e);
+    upsert(pgs.as_ref(), synthetic("z", 2, 4), "z1", &e);
+    assert!(pgs.manifest().unwrap().unwrap().delta.is_some());
+    assert_eq!(count(&mut admin, whole), 1, "only the compacted build's passages table");
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM graphs"), 1);
+    assert_eq!(pgs.load().unwrap().len(), n as usize + 4);
+}
+
+/// A delta generation of an HNSW index reads the base's HNSW graph and updates it in
+/// memory (no HNSW rows written by the edit); its answers are exact scores of its own
+/// rows, and an added passage finds itself; compaction stores the updated graph.
+#[test]
+fn a_delta_generation_updates_the_base_hnsw_graph_in_memory() {
+    let schema = "t_deltas_hnsw";
+    let Some(url) = fresh(schema) else { return };
+    let store = pg(&url);
+    let e = HashEmbedder::new();
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    build_index(store.as_ref(), &corpus(synthetic("a", 0, 300)), vec![], &e, &options, &Silent).unwrap();
+    let mut admin = admin(schema);
+    let before = mark(&mut admin);
+    upsert(store.as_ref(), synthetic("b", 0, 3), "b", &e);
+    edit_with(store.as_ref(), Request::Delete(vec!["a-7".into(), "a-100".into()]), "delete", &e).unwrap();
+    let written = rows_since(&mut admin, schema, before);
+    assert!(!written.contains_key("hnsw_graphs") && !written.contains_key("hnsw_slots"), "{written:?}");
+    let index = store.load().unwrap();
+    assert_eq!(index.manifest.delta.as_ref().map(|d| (d.removed, d.added)), Some((2, 3)));
+    assert_eq!(index.len(), 301);
+    let check = |index: &hoprag::index::Index| {
+        for id in ["b-0", "b-1", "b-2", "a-8", "a-299"] {
+            let row = index.passages().iter().position(|p| p.id == id).unwrap() as PassageIdx;
+            let v = index.vectors().row(row).to_vec();
+            let hits = index.vector_index().search(&v, 10).unwrap();
+            assert!(hits[0].1 > 0.9999 && index.vectors().row(hits[0].0) == &v[..], "{id}: {hits:?}");
+            for &(p, score) in &hits {
+                let dot: f32 = index.vectors().row(p).iter().zip(&v).map(|(a, b)| a * b).sum();
+                assert!((dot - score).abs() < 1e-5, "{id}: passage {p} scored {score}, its cosine {dot}");
+            }
+        }
+        assert!(!index.passages().iter().any(|p| p.id == "a-7" || p.id == "a-100"));
+    };
+    check(&index);
+    drop(index);
+    let embedders = hoprag::store::edit::Embedders {
+        passages: Arc::new(HashEmbedder::new()),
+        graph: Arc::new(HashEmbedder::new()),
+    };
+    let before = mark(&mut admin);
+    hoprag::store::edit::compact(store.as_ref(), &embedders, &Silent).unwrap();
+    let written = rows_since(&mut admin, schema, before);
+    assert!(written.contains_key("hnsw_graphs"), "{written:?}");
+    let index = store.load().unwrap();
+    assert!(index.manifest.delta.is_none());
+    check(&index);
 }

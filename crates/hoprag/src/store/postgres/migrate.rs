@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (5, "hnsw_graphs", include_str!("../../../migrations/postgres/0005_hnsw_graphs.sql")),
     (6, "living_corpus", include_str!("../../../migrations/postgres/0006_living_corpus.sql")),
     (7, "hnsw_slots", include_str!("../../../migrations/postgres/0007_hnsw_slots.sql")),
+    (8, "deltas", include_str!("../../../migrations/postgres/0008_deltas.sql")),
 ];
 
 /// The newest schema version this hoprag knows.

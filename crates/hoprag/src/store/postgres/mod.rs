@@ -17,6 +17,10 @@
 //!                    generation names the one it reads (generations.hnsw)
 //! hnsw_slots         a graph's slot → row table, in parts, under the graph's key, once
 //!                    an edit updated it (none: slot = row)
+//! deltas             a delta generation's build (schema version 8): the whole generation
+//!                    it is a delta on (base build, passages, tokens, HNSW record,
+//!                    graph) and the base's rows it no longer holds ([`delta`])
+//! delta_passages     the passages a delta adds, with their vectors, keyed by its build
 //! postings_b<N>      build N's postings (term, passage, tf, dl), written before schema
 //!                    version 3 only: BM25 in SQL for generations without lexical files
 //! graphs             one row per attached graph: its counts and statistics
@@ -27,13 +31,15 @@
 //! A writer holds one transaction from the lock to the flip of `current`: a writer
 //! killed or dropped before it commits leaves nothing behind, and readers (which read
 //! a generation's rows in one repeatable-read transaction) see the old generation or
-//! the new one. Every write of passages is a new build (an edit derives a whole
-//! generation); a graph attached to the live passages makes a generation of the same
-//! build. A generation of n passages reads the rows with idx < n (builds of schema
+//! the new one. Every write of passages is a new build: a whole one (a build, an edit
+//! past the delta limit, a compaction) with its passages table, or an edit's delta on
+//! the last whole generation ([`delta`]: rows in proportion to the edit, the base's
+//! rows read and the delta applied by every reader); a graph attached to the live
+//! passages makes a generation of the same build. A generation of n passages reads the rows with idx < n (builds of schema
 //! versions before 6 could grow by appends). After a commit the store keeps the new
 //! generation, the one before it, and every older one an open index holds
 //! ([`readers`]: a shared advisory lock per generation), and drops the rest with the
-//! builds, graphs and files no kept generation uses.
+//! builds, graphs and files no kept generation uses, or whose delta names as its base.
 //!
 //! BM25 runs on tantivy, as on the folder store: each process that opens a generation
 //! loads its index files into memory ([`lexical`]); generations written before schema
@@ -45,6 +51,7 @@
 //! index ([`PgHnsw`]).
 
 mod bm25;
+mod delta;
 mod graph;
 mod hnsw;
 mod lexical;
@@ -70,7 +77,7 @@ use super::{Namespace, Open, Store, StoreWriter};
 use crate::corpus::{Meta, Passage};
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
-use crate::index::{Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
+use crate::index::{Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
@@ -115,6 +122,9 @@ pub(crate) struct Generation {
     /// The generation's HNSW graph; `None` without HNSW, and for generations written
     /// before schema version 5 (pgvector's HNSW index).
     pub hnsw: Option<hnsw::StoredHnsw>,
+    /// Where the generation is a delta on a whole one (its build's `deltas` row, schema
+    /// version 8): that one's rows and the base rows it removed.
+    pub delta: Option<delta::StoredDelta>,
 }
 
 impl PgStore {
@@ -211,6 +221,52 @@ impl PgStore {
     fn live(&self, client: &mut impl GenericClient) -> Result<Generation> {
         current(client, &self.location)?.ok_or_else(|| super::no_index(&self.location))
     }
+
+    /// [`Store::load`] of delta generation `g` ([`delta`]), in the read's snapshot `tx`:
+    /// its base's passages and vectors with the delta applied, its own tantivy files, the
+    /// base's HNSW graph updated in memory as an edit updates it.
+    fn load_delta(
+        &self,
+        mut tx: postgres::Transaction<'_>,
+        g: Generation,
+        d: &delta::StoredDelta,
+        hold: Option<readers::Hold>,
+    ) -> Result<Index> {
+        let location = &self.location;
+        if let Some(info) = &g.manifest.delta {
+            if info.base_passages != d.base.passages || info.removed != d.removed.len() {
+                return Err(Error::index(
+                    location,
+                    format!(
+                        "generation {}: the manifest's delta ({} passages removed of {}) is not the stored one                          ({} of {})",
+                        g.id,
+                        info.removed,
+                        info.base_passages,
+                        d.removed.len(),
+                        d.base.passages
+                    ),
+                ));
+            }
+        }
+        let (passages, vectors, of_base, base_passages) = delta::read(&mut tx, &g, d, location)?;
+        let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
+            Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, location)?),
+            None => return Err(Error::index(location, format!("generation {}: a delta without lexical files", g.id))),
+        };
+        let ann: Option<Arc<dyn VectorIndex>> = match (g.manifest.vector_index, &d.base.hnsw) {
+            (VectorIndexKind::Hnsw, Some(stored)) => {
+                let (dim, params) = (g.manifest.embedder.dim, g.manifest.hnsw);
+                let base = hnsw::open(&mut tx, g.id, d.base.build, stored, dim, params, location)?;
+                Some(Arc::new(base.after_edit(&vectors, &of_base)?.0))
+            }
+            // A base served by pgvector's index (schema versions before 5): built here.
+            (VectorIndexKind::Hnsw, None) => Some(Arc::new(HnswIndex::build(&vectors, g.manifest.hnsw)?)),
+            _ => None,
+        };
+        tx.commit().map_err(self.err("ending a read"))?;
+        let index = Index::from_parts(location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)?;
+        Ok(index.derived_from(Derived { base_passages, of_base }).holding(hold))
+    }
 }
 
 impl Store for PgStore {
@@ -257,6 +313,9 @@ impl Store for PgStore {
                 ));
             }
         };
+        if let Some(d) = g.delta.clone() {
+            return self.load_delta(tx, g, &d, hold);
+        }
         let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
         let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
             Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
@@ -281,7 +340,7 @@ impl Store for PgStore {
             .holding(hold))
     }
 
-    fn load_graph(&self, index: &Index, _embedder: Option<&dyn crate::embed::Embedder>) -> Result<Option<EntityGraph>> {
+    fn load_graph(&self, index: &Index, embedder: Option<&dyn crate::embed::Embedder>) -> Result<Option<EntityGraph>> {
         if index.manifest.graph.is_none() {
             return Ok(None);
         }
@@ -292,23 +351,64 @@ impl Store for PgStore {
         let mut conn = self.conn()?;
         let mut tx = self.snapshot(&mut conn)?;
         let row = tx
-            .query_opt("SELECT graph FROM generations WHERE id = $1", &[&id])
+            .query_opt(
+                "SELECT g.graph, d.build IS NOT NULL, d.base_graph FROM generations g \
+                 LEFT JOIN deltas d ON d.build = g.build WHERE g.id = $1",
+                &[&id],
+            )
             .map_err(self.err("reading the generation"))?
             .ok_or_else(|| {
                 Error::index(&self.location, format!("generation {id} is gone (a newer index replaced it); reload"))
             })?;
-        let Some(graph_id) = row.get::<_, Option<i64>>(0) else {
-            return Err(Error::index(
-                &self.location,
-                format!("generation {id}: the manifest names a graph the store lacks"),
-            ));
+        let dim = index.manifest.graph_embedder().dim;
+        let (own, is_delta, base_graph) =
+            (row.get::<_, Option<i64>>(0), row.get::<_, bool>(1), row.get::<_, Option<i64>>(2));
+        let (graph_id, graph) = match (own, base_graph) {
+            (Some(graph_id), _) => (graph_id, graph::read(&mut tx, graph_id, dim, &self.location)?),
+            // A delta generation whose graph was not stored: derived from its base's.
+            (None, Some(base_id)) if is_delta => {
+                let derived = index.derived().ok_or_else(|| {
+                    Error::index(&self.location, format!("generation {id} is a delta, the index not derived from one"))
+                })?;
+                let base = graph::read(&mut tx, base_id, dim, &self.location)?;
+                tx.commit().map_err(self.err("ending a read"))?;
+                base.check(derived.base_passages.len()).map_err(|m| {
+                    Error::index(
+                        &self.location,
+                        format!("graph {base_id}: {m}: the graph does not belong to generation {id}'s base"),
+                    )
+                })?;
+                let embedder = embedder.ok_or_else(|| {
+                    Error::index(
+                        &self.location,
+                        format!(
+                            "generation {id} is a delta: its graph is derived with the graph's embedder; none was \
+                             given"
+                        ),
+                    )
+                })?;
+                let graph = super::edit::delta_graph(index, &base, embedder)?;
+                graph
+                    .check(index.len())
+                    .map_err(|m| Error::index(&self.location, format!("generation {id}'s derived graph: {m}")))?;
+                return Ok(Some(graph));
+            }
+            _ => {
+                return Err(Error::index(
+                    &self.location,
+                    format!("generation {id}: the manifest names a graph the store lacks"),
+                ))
+            }
         };
-        let graph = graph::read(&mut tx, graph_id, index.manifest.graph_embedder().dim, &self.location)?;
         tx.commit().map_err(self.err("ending a read"))?;
         graph.check(index.len()).map_err(|m| {
             Error::index(&self.location, format!("graph {graph_id}: {m}: the graph does not belong to this index"))
         })?;
         Ok(Some(graph))
+    }
+
+    fn keeps_deltas(&self) -> bool {
+        true
     }
 
     fn writer(&self) -> Result<Box<dyn StoreWriter + '_>> {
@@ -318,7 +418,11 @@ impl Store for PgStore {
     fn size_bytes(&self) -> Result<u64> {
         let mut conn = self.conn()?;
         let g = self.live(&mut *conn)?;
-        let mut tables = vec![passages_table(g.build)];
+        // A delta generation reads its base's passages, and its own added ones.
+        let mut tables = match &g.delta {
+            Some(d) => vec![passages_table(d.base.build), "delta_passages".to_string()],
+            None => vec![passages_table(g.build)],
+        };
         // The tantivy files the generation reads, or the postings of an older one.
         let lexical_bytes = match &g.lexical {
             Some(l) => l.meta.len() as u64 + l.files.iter().map(|f| f.bytes).sum::<u64>(),
@@ -327,8 +431,9 @@ impl Store for PgStore {
                 0
             }
         };
-        let hnsw_bytes = g.hnsw.map_or(0, |h| h.bytes + h.slots.unwrap_or(0));
-        if g.graph.is_some() {
+        let hnsw = g.delta.as_ref().map_or(g.hnsw, |d| d.base.hnsw);
+        let hnsw_bytes = hnsw.map_or(0, |h| h.bytes + h.slots.unwrap_or(0));
+        if g.graph.or(g.delta.as_ref().and_then(|d| d.base.graph)).is_some() {
             // Shared by every graph the store keeps (the live one, the previous
             // generation's and those of generations readers hold).
             tables.extend(
@@ -367,8 +472,12 @@ pub(crate) fn postings_table(build: i64) -> String {
 pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result<Option<Generation>> {
     let row = client
         .query_opt(
-            "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text, g.lexical::text, g.hnsw::text \
-             FROM current c JOIN generations g ON g.id = c.generation",
+            &format!(
+                "SELECT g.id, g.build, g.passages, g.tokens, g.graph, g.manifest::text, g.lexical::text, \
+                 g.hnsw::text, {} FROM current c JOIN generations g ON g.id = c.generation \
+                 LEFT JOIN deltas d ON d.build = g.build",
+                delta::COLUMNS
+            ),
             &[],
         )
         .map_err(db_err(location, "reading the live generation"))?;
@@ -396,31 +505,44 @@ pub(crate) fn current(client: &mut impl GenericClient, location: &str) -> Result
         manifest,
         lexical,
         hnsw,
+        delta: delta::StoredDelta::from_row(&row, 8, location)?,
     }))
 }
 
 /// The generation's passages and vectors, in index order, read with a binary COPY.
 fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str) -> Result<(Vec<Passage>, Matrix)> {
-    let dim = g.manifest.embedder.dim;
+    read_rows(client, g.build, g.passages, g.manifest.embedder.dim, &format!("generation {}", g.id), location)
+}
+
+/// Rows idx < `n` of build `build`'s passages and their vectors (of dimension `dim`), in
+/// index order, read with a binary COPY; `what` names them in errors.
+pub(crate) fn read_rows(
+    client: &mut impl GenericClient,
+    build: i64,
+    n: usize,
+    dim: usize,
+    what: &str,
+    location: &str,
+) -> Result<(Vec<Passage>, Matrix)> {
     let vector = vector_type(client, location)?;
     let sql = format!(
         "COPY (SELECT idx, id, title, text, embedding, doc, meta FROM {} WHERE idx < {} ORDER BY idx) \
          TO STDOUT (FORMAT binary)",
-        passages_table(g.build),
-        g.passages
+        passages_table(build),
+        n
     );
     let err = db_err(location, "reading passages");
     let reader = client.copy_out(sql.as_str()).map_err(&err)?;
     let types = [Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, vector, Type::TEXT, Type::JSON];
     let mut rows = BinaryCopyOutIter::new(reader, &types);
-    let mut passages = Vec::with_capacity(g.passages);
-    let mut data = Vec::with_capacity(g.passages * dim);
+    let mut passages = Vec::with_capacity(n);
+    let mut data = Vec::with_capacity(n * dim);
     while let Some(row) = rows.next().map_err(&err)? {
         let idx: i32 = row.try_get(0).map_err(&err)?;
         if idx as usize != passages.len() {
             return Err(Error::index(
                 location,
-                format!("{}: passage {} is missing (found {idx} next)", passages_table(g.build), passages.len()),
+                format!("{}: passage {} is missing (found {idx} next)", passages_table(build), passages.len()),
             ));
         }
         let v: pgvector::Vector = row.try_get(4).map_err(&err)?;
@@ -439,11 +561,8 @@ fn read_passages(client: &mut impl GenericClient, g: &Generation, location: &str
             meta: row.try_get::<Option<postgres::types::Json<Meta>>>(6).map_err(&err)?.map(|m| m.0),
         });
     }
-    if passages.len() != g.passages {
-        return Err(Error::index(
-            location,
-            format!("generation {} has {} passages, the store holds {}", g.id, g.passages, passages.len()),
-        ));
+    if passages.len() != n {
+        return Err(Error::index(location, format!("{what} has {n} passages, the store holds {}", passages.len())));
     }
     Ok((passages, Matrix::from_flat(dim.max(1), data)))
 }

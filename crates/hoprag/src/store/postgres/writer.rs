@@ -80,9 +80,51 @@ impl StoreWriter for PgWriter<'_> {
         let client = self.client();
         let err = db_err(&location, "writing the index");
         let vector = vector_type(client, &location)?;
+        let whole = matches!(change, Change::Replace { delta: None, .. });
         let (manifest, next) = match change {
+            // An edit within the delta limit: a build of its own holding its tantivy files
+            // and the delta on the whole generation the base is (or is a delta on). No
+            // graph or walk: its readers derive them from the base's.
+            Change::Replace { manifest, passages, vectors, delta: Some(delta), .. } => {
+                let base = base.as_ref().ok_or_else(no_index)?;
+                let full = super::delta::Base::of(base);
+                if let Some(info) = &manifest.delta {
+                    if info.base_passages != full.passages {
+                        return Err(Error::index(
+                            &location,
+                            format!(
+                                "the delta is on {} passages, the whole generation it is written on holds {}",
+                                info.base_passages, full.passages
+                            ),
+                        ));
+                    }
+                }
+                if vectors.rows() != passages.len() {
+                    return Err(Error::index(
+                        &location,
+                        format!("{} vectors for {} passages", vectors.rows(), passages.len()),
+                    ));
+                }
+                let (build, tokens) = timed(&mut times.write_secs, || {
+                    let build: i64 = client
+                        .query_one(
+                            "INSERT INTO builds (dim) VALUES ($1) RETURNING id",
+                            &[&(manifest.embedder.dim as i32)],
+                        )
+                        .map_err(&err)?
+                        .get(0);
+                    let tokens = super::delta::write(client, build, &full, passages, delta, &vector, &location)?;
+                    Ok::<_, Error>((build, tokens))
+                })?;
+                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                let lexical =
+                    timed(&mut times.lexical_secs, || lexical::write(client, build, &texts, progress, &location))?;
+                let next =
+                    Next { build, passages: passages.len(), tokens, graph: None, lexical: Some(lexical), hnsw: None };
+                (manifest, next)
+            }
             // (Its BM25 is postings in SQL, written per build: nothing to reuse by part.)
-            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: _, delta: _ } => {
+            Change::Replace { manifest, passages, vectors, graph, walk, kept, staged: _, delta: None } => {
                 let dim = manifest.embedder.dim;
                 let build: i64 = timed(&mut times.write_secs, || {
                     let build: i64 = client
@@ -157,10 +199,14 @@ impl StoreWriter for PgWriter<'_> {
         // VACUUM cannot run in the writer's transaction: it sets the visibility map and
         // the planner's statistics now rather than when autovacuum gets there. The
         // generation is live either way, so a failure is only logged.
-        let vacuum = format!("VACUUM (ANALYZE) {}", passages_table(next.build));
+        // Only a whole build's passages table: a delta generation's build has none, and a
+        // graph's generation shares its build's, vacuumed when that was written.
+        let vacuum = whole.then(|| format!("VACUUM (ANALYZE) {}", passages_table(next.build)));
         timed(&mut times.write_secs, || {
-            if let Err(e) = conn.batch_execute(&vacuum) {
-                log::warn!("{location}: {vacuum}: {e}");
+            if let Some(vacuum) = &vacuum {
+                if let Err(e) = conn.batch_execute(vacuum) {
+                    log::warn!("{location}: {vacuum}: {e}");
+                }
             }
         });
         Ok(times)
@@ -178,16 +224,25 @@ fn hnsw_after(
     vectors: &Matrix,
     location: &str,
 ) -> Result<HnswIndex> {
-    let (base, stored, kept) = match (base, kept) {
-        (Some(b), Some(kept)) if b.manifest.vector_index == VectorIndexKind::Hnsw => match &b.hnsw {
-            Some(stored) => (b, stored, kept),
-            None => return HnswIndex::build(vectors, manifest.hnsw),
-        },
+    let (base, kept) = match (base, kept) {
+        (Some(b), Some(kept)) if b.manifest.vector_index == VectorIndexKind::Hnsw => (b, kept),
         _ => return HnswIndex::build(vectors, manifest.hnsw),
     };
+    // A whole generation written from a delta one (a compaction, or an edit past the
+    // delta limit) updates the HNSW graph of the delta's base, `kept` mapped to its rows.
+    let (build, stored, kept) = match &base.delta {
+        Some(d) => {
+            let of_base = super::delta::of_base(client, base, d, location)?;
+            let rows: Vec<Option<crate::corpus::PassageIdx>> =
+                kept.iter().map(|k| k.and_then(|j| of_base.get(j as usize).copied().flatten())).collect();
+            (d.base.build, d.base.hnsw, std::borrow::Cow::Owned(rows))
+        }
+        None => (base.build, base.hnsw, std::borrow::Cow::Borrowed(kept)),
+    };
+    let Some(stored) = stored else { return HnswIndex::build(vectors, manifest.hnsw) };
     let t = Instant::now();
-    let old = hnsw::open(client, base.id, base.build, stored, manifest.embedder.dim, manifest.hnsw, location)?;
-    let (graph, update) = old.after_edit(vectors, kept)?;
+    let old = hnsw::open(client, base.id, build, &stored, manifest.embedder.dim, manifest.hnsw, location)?;
+    let (graph, update) = old.after_edit(vectors, &kept)?;
     log::info!(
         "{location}: hnsw {} in {:.2}s ({} removed, {} inserted)",
         if update.rebuilt { "rebuilt" } else { "updated" },
@@ -266,9 +321,12 @@ fn publish(
         log::debug!("{location}: kept generations {held:?}: readers hold them");
     }
     client.execute("DELETE FROM generations WHERE id = ANY($1)", &[&unheld]).map_err(&err)?;
+    // A build stays while a generation is of it, or a kept generation's delta is on it.
     let stale: Vec<i64> = client
         .query(
-            "DELETE FROM builds b WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = b.id) RETURNING id",
+            "DELETE FROM builds b WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = b.id) \
+             AND NOT EXISTS (SELECT 1 FROM deltas d JOIN generations g ON g.build = d.build \
+                             WHERE d.base_build = b.id) RETURNING id",
             &[],
         )
         .map_err(&err)?
@@ -280,16 +338,22 @@ fn publish(
             .batch_execute(&format!("DROP TABLE IF EXISTS {}, {}", passages_table(b), postings_table(b)))
             .map_err(&err)?;
     }
-    // Files of dropped builds went with them (ON DELETE CASCADE); graphs are shared by
-    // the generations of one build, and a build's HNSW graphs are per passage count
-    // (builds of schema versions before 6 grew by appends).
+    // Files and deltas of dropped builds went with them (ON DELETE CASCADE); graphs are
+    // shared by the generations of one build, and a build's HNSW graphs are per passage
+    // count (builds of schema versions before 6 grew by appends). A kept delta keeps
+    // its base's graph and HNSW graph.
     client
         .batch_execute(
-            "DELETE FROM graphs x WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.graph = x.id);
+            "DELETE FROM graphs x WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.graph = x.id) \
+                 AND NOT EXISTS (SELECT 1 FROM deltas d WHERE d.base_graph = x.id);
              DELETE FROM hnsw_graphs h WHERE NOT EXISTS (SELECT 1 FROM generations g \
-                 WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages);
+                 WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages) \
+                 AND NOT EXISTS (SELECT 1 FROM deltas d \
+                 WHERE d.base_build = h.build AND (d.base_hnsw->>'passages')::int = h.passages);
              DELETE FROM hnsw_slots h WHERE NOT EXISTS (SELECT 1 FROM generations g \
-                 WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages);",
+                 WHERE g.build = h.build AND (g.hnsw->>'passages')::int = h.passages) \
+                 AND NOT EXISTS (SELECT 1 FROM deltas d \
+                 WHERE d.base_build = h.build AND (d.base_hnsw->>'passages')::int = h.passages);",
         )
         .map_err(&err)?;
     Ok(())
