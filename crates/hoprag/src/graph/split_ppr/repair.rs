@@ -45,7 +45,13 @@ use crate::index::Matrix;
 /// `τ`: the repair pushes until each entity's residual is at most `ε_c · deg(u)`, with
 /// `ε_c = τ · mass_c / vol` (each column's reset mass per unit of the graph's total walk
 /// degree), so that every node of the walk is within `τ · κ` (`κ ≤ 2` at the damping 0.5)
-/// of its share of the column's mass at the stationary distribution. TOLERANCE_WHY
+/// of its share of the column's mass at the stationary distribution. Measured on
+/// 2wiki-corpus (tests/walk_repair_local.rs, 100 questions, after 1 and 10 one-document
+/// edits): ppr and auto proved 49 rankings of 100 at 1e-3, 88 at 1e-4, 99-100 at 1e-5
+/// (100 with the solved walk; the others ran the full walk, the same lists); a repair
+/// took 0.15-0.25, 0.3-0.6 and 0.5-0.9 of a solve's time, the push reaching 15-35 %,
+/// 45-80 % and 85-98 % of the entities. 1e-4 keeps most rankings proven at a third to
+/// a half of a solve.
 pub const REPAIR_TOLERANCE: f64 = 1e-4;
 
 /// The rows the push could not bring under `ε · deg` within its rounds leave their excess
