@@ -231,6 +231,14 @@ fn folder_slots(folder: &dyn hoprag::store::Store, dir: &std::path::Path) -> Vec
     std::fs::read(dir.join(folder.generation().unwrap().unwrap()).join("hnsw.slots")).unwrap_or_default()
 }
 
+/// Writes the live generation of `store` whole ([`hoprag::store::edit::compact`]).
+fn compact(store: &dyn hoprag::store::Store) {
+    let e: Arc<dyn hoprag::embed::Embedder> = Arc::new(HashEmbedder::new());
+    let embedders = hoprag::store::edit::Embedders { passages: e.clone(), graph: e };
+    let done = hoprag::store::edit::compact(store, &embedders, &Silent).unwrap();
+    assert!(done.generation.is_some(), "{done:?}");
+}
+
 /// Builds with one rayon thread: usearch inserts in parallel, so which thread inserts
 /// which vector (and so the graph) varies from run to run with more threads; with one,
 /// the same vectors in the same order make the same graph, byte for byte.
@@ -279,8 +287,10 @@ fn the_hnsw_graph_lives_in_the_database() {
     };
     same_bytes("build", stored(&mut client), folder_graph());
 
+    // (Loaded with one thread: a delta generation's reader inserts the added passages into
+    // the base's graph, as the edit did.)
     let same_hits = |what: &str| {
-        let (f, p) = (folder.load().unwrap(), store.load().unwrap());
+        let (f, p) = one_thread(|| (folder.load().unwrap(), store.load().unwrap()));
         assert_eq!(p.len(), f.len());
         for i in (0..p.len() as u32).step_by(7) {
             let v = f.vectors().row(i).to_vec();
@@ -296,14 +306,20 @@ fn the_hnsw_graph_lives_in_the_database() {
     };
     same_hits("build");
 
-    // An edit writes a new build with its graph, the folder store's (the base's updated,
-    // with its slot table); the graphs of generations no longer kept are dropped.
+    // An edit is a delta: its readers update the base's graph in memory, as the folder
+    // store's do. Compacted, it is written whole with its graph, the folder store's (the
+    // base's updated, with its slot table); the graphs of builds no longer kept are
+    // dropped.
     let b = synthetic("b", 0, 120);
     one_thread(|| upsert(folder.as_ref(), b.clone(), "b", &e));
     one_thread(|| upsert(store.as_ref(), b.clone(), "b", &e));
-    same_bytes("edit", stored(&mut client), folder_graph());
-    same_bytes("edit's slot table", stored_slots(&mut client), folder_slots(folder.as_ref(), dir.path()));
+    assert!(store.manifest().unwrap().unwrap().delta.is_some());
     same_hits("edit");
+    one_thread(|| compact(folder.as_ref()));
+    one_thread(|| compact(store.as_ref()));
+    same_bytes("compacted edit", stored(&mut client), folder_graph());
+    same_bytes("compacted edit's slot table", stored_slots(&mut client), folder_slots(folder.as_ref(), dir.path()));
+    same_hits("compacted edit");
     upsert(store.as_ref(), synthetic("c", 0, 30), "c", &e);
     let graphs: Vec<i32> = client
         .query("SELECT DISTINCT passages FROM hnsw_graphs ORDER BY 1", &[])
@@ -311,7 +327,7 @@ fn the_hnsw_graph_lives_in_the_database() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(graphs, vec![520, 550], "the live generation's graph and the previous one's");
+    assert_eq!(graphs, vec![520], "the graph of the build the live delta is on");
     let index = store.load().unwrap();
     assert_eq!(index.vector_index().len(), 550);
     let v = index.vectors().row(540).to_vec();
@@ -327,6 +343,9 @@ fn the_hnsw_graph_lives_in_the_database() {
     )
     .unwrap();
     attach_graph(store.as_ref(), &g, "heuristic".into()).unwrap();
+    assert_eq!(store.load().unwrap().vector_index().search(&v, 1).unwrap()[0], top);
+    // Compacted: a whole generation of 550 passages with its graph stored.
+    compact(store.as_ref());
     assert_eq!(store.load().unwrap().vector_index().search(&v, 1).unwrap()[0], top);
 
     // Damage: a generation record with an impossible size, a short part, a part out of
@@ -429,6 +448,10 @@ fn an_edit_updates_the_stored_hnsw_graph() {
     assert!(graph_of(&mut client, &g0) == base_graph, "the base's graph rows are not modified");
     for s in [folder.as_ref(), store.as_ref()] {
         one_thread(|| upsert(s, added.clone(), "n", &e));
+        // Both edits are one delta on the build, its graph updated by readers; compacted,
+        // the generation is written whole with the updated graph.
+        assert!(s.manifest().unwrap().unwrap().delta.is_some());
+        one_thread(|| compact(s));
     }
     let slots = stored_slots(&mut client);
     assert!(!slots.is_empty(), "an updated graph stores its table");
@@ -457,6 +480,9 @@ fn an_edit_updates_the_stored_hnsw_graph() {
     // Mended (one part: the table is small), the next edit updates the graph again.
     client.execute("UPDATE hnsw_slots SET bytes = $1", &[&slots]).unwrap();
     edit_with(store.as_ref(), Request::Delete(vec!["m-7".into()]), "d", &e).unwrap();
+    every_passage_found("a delta on the mended table");
+    compact(store.as_ref());
+    assert!(!stored_slots(&mut client).is_empty());
     assert_ne!(stored_slots(&mut client), slots);
     every_passage_found("after the table was mended");
 }
@@ -479,7 +505,7 @@ fn an_old_generation_searches_through_pgvector() {
         .unwrap()
         .get(0);
     // What version 4 wrote: pgvector's index, neither the table nor the column of
-    // version 5, none of the columns and tables of versions 6 and 7.
+    // version 5, none of the columns and tables of versions 6 to 8.
     client
         .batch_execute(&format!(
             "CREATE INDEX ON passages_b{build} USING hnsw (embedding vector_cosine_ops) \
@@ -487,13 +513,14 @@ fn an_old_generation_searches_through_pgvector() {
              DROP TABLE hnsw_graphs, hnsw_slots; ALTER TABLE generations DROP COLUMN hnsw;
              ALTER TABLE passages_b{build} DROP COLUMN doc, DROP COLUMN meta;
              DROP TABLE passage_mentions; ALTER TABLE graphs DROP COLUMN mentions, DROP COLUMN options;
+             DROP TABLE delta_passages, deltas;
              DELETE FROM hoprag_migrations WHERE version >= 5;"
         ))
         .unwrap();
     drop(store);
     let store = pg(&url);
     let version: i32 = client.query_one("SELECT max(version) FROM hoprag_migrations", &[]).unwrap().get(0);
-    assert_eq!(version, 7, "upgraded on connect");
+    assert_eq!(version, 8, "upgraded on connect");
     let old = store.load().unwrap();
     assert!(old.passages().iter().all(|p| p.doc.is_none() && p.meta.is_none()), "the build's rows gained the columns");
     assert_eq!(old.vector_index().kind(), VectorIndexKind::Hnsw);
@@ -517,7 +544,8 @@ fn an_old_generation_searches_through_pgvector() {
     client.batch_execute(&format!("ALTER TABLE moved RENAME TO passages_b{build}")).unwrap();
     assert_eq!(old.vector_index().search(&v, 10).unwrap(), top);
 
-    // The next edit makes a new build with a graph of all 330 vectors.
+    // The next edit makes a new build with a graph of all 330 vectors (written whole,
+    // not as a delta on a generation pgvector's index serves).
     upsert(store.as_ref(), synthetic("b", 0, 30), "b", &e);
     let stored: Option<String> = client
         .query_one("SELECT g.hnsw::text FROM current c JOIN generations g ON g.id = c.generation", &[])
@@ -525,6 +553,7 @@ fn an_old_generation_searches_through_pgvector() {
         .get(0);
     assert!(stored.is_some_and(|s| s.contains("\"passages\": 330")), "the new generation names its graph");
     let new = store.load().unwrap();
+    assert!(new.manifest.delta.is_none());
     assert_eq!(new.vector_index().len(), 330);
     for i in [5u32, 123, 299, 300, 329] {
         let v = new.vectors().row(i).to_vec();
@@ -609,8 +638,10 @@ fn the_lexical_index_lives_in_the_database() {
         assert_same_ranking(q, &f.lexical().search(q, 10).unwrap(), &p.lexical().search(q, 10).unwrap());
     }
 
-    // A generation without lexical files (as schema 2 wrote them): the next edit
-    // builds an index of every passage, and ranks as the folder store does.
+    // A generation without lexical files (as schema 2 wrote them; a whole one, so the
+    // delta the edit left is compacted first): the next edit builds an index of every
+    // passage, and ranks as the folder store does.
+    compact(store.as_ref());
     client.execute("UPDATE generations SET lexical = NULL WHERE id = (SELECT generation FROM current)", &[]).unwrap();
     upsert(store.as_ref(), synthetic("c", 0, 30), "c", &e);
     all.extend(synthetic("c", 0, 30));

@@ -407,8 +407,20 @@ impl Store for PgStore {
         Ok(Some(graph))
     }
 
+    /// Edits are written as deltas ([`delta`]) on every live generation but a whole one
+    /// whose HNSW search is pgvector's index (written before schema version 5): its
+    /// readers would build the in-process graph at every load, so its next edit writes a
+    /// whole build with one instead.
     fn keeps_deltas(&self) -> bool {
-        true
+        let live = self.conn().and_then(|mut conn| current(&mut *conn, &self.location));
+        match live {
+            Ok(Some(g)) => g.delta.is_some() || g.manifest.vector_index != VectorIndexKind::Hnsw || g.hnsw.is_some(),
+            Ok(None) => true,
+            Err(e) => {
+                log::warn!("{}: {e}; the edit is written whole", self.location);
+                false
+            }
+        }
     }
 
     fn writer(&self) -> Result<Box<dyn StoreWriter + '_>> {

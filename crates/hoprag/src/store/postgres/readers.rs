@@ -1,7 +1,7 @@
 //! Readers' hold on their generations: the PostgreSQL counterpart of the folder store's
 //! `readers.lock`.
 //!
-//! Every write is a new build (edits derive a whole generation), and the graph is read on
+//! Every write is a new build (a whole one, or a delta on one), and the graph is read on
 //! first use: a server that opened generation N must still find N's rows after any number
 //! of newer generations, from this process or another one on the same database. So an
 //! open [`Index`](crate::index::Index) holds a session-level *shared* advisory lock on

@@ -321,18 +321,28 @@ fn publish(
         log::debug!("{location}: kept generations {held:?}: readers hold them");
     }
     client.execute("DELETE FROM generations WHERE id = ANY($1)", &[&unheld]).map_err(&err)?;
-    // A build stays while a generation is of it, or a kept generation's delta is on it.
-    let stale: Vec<i64> = client
-        .query(
-            "DELETE FROM builds b WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = b.id) \
-             AND NOT EXISTS (SELECT 1 FROM deltas d JOIN generations g ON g.build = d.build \
-                             WHERE d.base_build = b.id) RETURNING id",
-            &[],
-        )
-        .map_err(&err)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    // A build stays while a generation is of it, or a kept build's delta is on it: the
+    // builds no generation is of and no delta is on go first (with their deltas, ON
+    // DELETE CASCADE), then the whole builds only those deltas were on. (In one
+    // statement, the check of a base's key could run before the cascade removes the
+    // delta that names it.)
+    let mut stale: Vec<i64> = Vec::new();
+    loop {
+        let dropped: Vec<i64> = client
+            .query(
+                "DELETE FROM builds b WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = b.id) \
+                 AND NOT EXISTS (SELECT 1 FROM deltas d WHERE d.base_build = b.id) RETURNING id",
+                &[],
+            )
+            .map_err(&err)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if dropped.is_empty() {
+            break;
+        }
+        stale.extend(dropped);
+    }
     for b in stale {
         client
             .batch_execute(&format!("DROP TABLE IF EXISTS {}, {}", passages_table(b), postings_table(b)))
