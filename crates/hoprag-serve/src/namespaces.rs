@@ -74,8 +74,9 @@ impl Served {
             }
         }
         let _in_flight = InFlight::new(&self.editing);
-        // The walk is solved after the new generation is served (see serve_edited).
-        let options = EditOptions { walk: WalkUpdate::Defer, ..options };
+        // The walk is repaired by local work, or solved after the new generation is
+        // served (see serve_edited).
+        let options = EditOptions { walk: WalkUpdate::SERVING, ..options };
         let started = std::time::Instant::now();
         let report = engine.edit(&request, &options, &Silent).map_err(|e| match e {
             // The request's own fault: a refused sync, an id used twice, an id clash.

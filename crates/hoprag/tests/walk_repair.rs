@@ -117,7 +117,6 @@ fn edits_with_a_repaired_walk_rank_as_a_fresh_build() {
     let extra: Vec<Passage> = pool[pool.len() * 2 / 3..].iter().map(passage).collect();
     let work = tempfile::tempdir().unwrap();
     let store = fresh_index(&work.path().join("edited"), start.clone(), embedder.as_ref());
-    let embedders = Embedders { passages: embedder.clone(), graph: embedder.clone() };
     let mut held = start.clone();
     let rewritten = Passage { text: format!("{} It was later renamed.", held[7].text), ..held[7].clone() };
     let steps: Vec<(&str, Request)> = vec![
@@ -128,6 +127,11 @@ fn edits_with_a_repaired_walk_rank_as_a_fresh_build() {
         ("delete two passages", Request::Delete(vec![held[11].id.clone(), extra[2].id.clone()])),
     ];
     let (mut repaired, mut score_bits) = (0, Vec::new());
+    // Edits go through an engine with its graph loaded, as a server's do: a store's edit
+    // is written as a delta whose readers derive the graph, so only an edit that derives
+    // it in memory updates the walk.
+    let mut engine = Engine::new(store.clone(), embedder.clone(), Config::default()).unwrap();
+    engine.graph().unwrap();
     for (s, (what, request)) in steps.into_iter().enumerate() {
         match &request {
             Request::Upsert(rows) => {
@@ -142,7 +146,7 @@ fn edits_with_a_repaired_walk_rank_as_a_fresh_build() {
             Request::Sync { .. } => unreachable!(),
         }
         let options = EditOptions { walk: WalkUpdate::Repair, ..Default::default() };
-        let report = store::edit::edit(store.as_ref(), &request, &embedders, &options, &Silent).unwrap();
+        let report = engine.edit(&request, &options, &Silent).unwrap();
         let stats = report.work.walk_repair.clone();
         eprintln!(
             "step {s} ({what}): {} passages; walk {:.3}s; {stats:?}; declined: {:?}",
@@ -154,14 +158,15 @@ fn edits_with_a_repaired_walk_rank_as_a_fresh_build() {
         // solve, past its budget, and the walk is solved again from the old values.
         assert!(stats.is_some() || report.work.walk_repair_declined.is_some(), "step {s}: not the repair mode");
         repaired += stats.is_some() as usize;
-        let edited = Engine::new(store.clone(), embedder.clone(), Config::default()).unwrap();
-        assert!(edited.graph().unwrap().graph().walk.is_some(), "step {s}: the walk is stored");
+        engine = engine.reload_after(&report).unwrap();
+        let edited = &engine;
+        assert!(edited.graph().unwrap().graph().walk.is_some(), "step {s}: the walk is served");
         let fresh_dir = work.path().join(format!("fresh-{s}"));
         let fresh =
             Engine::new(fresh_index(&fresh_dir, held.clone(), embedder.as_ref()), embedder.clone(), Config::default())
                 .unwrap();
         assert_eq!(edited.index.len(), fresh.index.len());
-        let (ids, scores) = differences(&rankings(&edited, &questions), &rankings(&fresh, &questions));
+        let (ids, scores) = differences(&rankings(edited, &questions), &rankings(&fresh, &questions));
         assert!(ids.is_empty(), "step {s} ({what}): rankings differ:\n{}", ids.join("\n"));
         score_bits.extend(scores.into_iter().map(|l| format!("step {s}: {l}")));
         std::fs::remove_dir_all(&fresh_dir).ok();
@@ -242,17 +247,27 @@ fn measure_the_repair_against_the_solve_on_a_real_index() {
             .collect();
     let questions = embedded(embedders.passages.as_ref(), &questions);
     eprintln!("{n} passages, {} questions, {edits} edits", questions.len());
-    // Single-passage edits: a passage deleted, then put back (embedded again), in turn.
+    // Single-passage edits: a passage deleted, then put back (embedded again), in turn,
+    // each through an engine with its graph loaded (a store's edit writes a delta whose
+    // readers derive the graph).
+    let engine = |store: &Arc<dyn Store>| {
+        let e = Engine::new(store.clone(), embedders.passages.clone(), Config::default()).unwrap();
+        e.graph().unwrap();
+        e
+    };
+    let (mut repairing, mut solving) = (engine(&repair_store), engine(&solve_store));
     let mut rows = Vec::new();
     for k in 0..edits {
         let victim = index.passage(((k / 2 * 613 + 101) % n) as u32).clone();
         let request =
             if k % 2 == 0 { Request::Delete(vec![victim.id.clone()]) } else { Request::Upsert(vec![victim.clone()]) };
-        let edit = |store: &Arc<dyn Store>, walk| -> EditReport {
+        let edit = |engine: &mut Engine, walk| -> EditReport {
             let options = EditOptions { walk, source: "walk repair bench".into(), ..Default::default() };
-            store::edit::edit(store.as_ref(), &request, &embedders, &options, &Silent).unwrap()
+            let report = engine.edit(&request, &options, &Silent).unwrap();
+            *engine = engine.reload_after(&report).unwrap();
+            report
         };
-        let (a, b) = (edit(&repair_store, WalkUpdate::Repair), edit(&solve_store, WalkUpdate::Solve));
+        let (a, b) = (edit(&mut repairing, WalkUpdate::Repair), edit(&mut solving, WalkUpdate::Solve));
         let s = a.work.walk_repair.clone();
         let iterations = |r: &EditReport| {
             let graph = r.published.as_ref().and_then(|p| p.graph.as_ref());
@@ -295,9 +310,8 @@ fn measure_the_repair_against_the_solve_on_a_real_index() {
     if questions.is_empty() {
         return;
     }
-    let config = || Config::default();
-    let a = Engine::new(repair_store.clone(), embedders.passages.clone(), config()).unwrap();
-    let b = Engine::new(solve_store.clone(), embedders.passages.clone(), config()).unwrap();
+    // The engines serve the edited graphs from memory, each with its walk.
+    let (a, b) = (repairing, solving);
     let (ids, scores) = differences(&rankings(&a, &questions), &rankings(&b, &questions));
     eprintln!("rankings: {} lists with other ids, {} with other score bits", ids.len(), scores.len());
     for line in ids.iter().chain(&scores).take(6) {

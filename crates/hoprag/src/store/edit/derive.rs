@@ -74,6 +74,19 @@ pub enum WalkUpdate {
     /// rule, fewer iterations), and from scratch where the old graph stores no walk. The
     /// stored walk differs from a fresh build's within its bounds, so its bytes do too.
     Repair,
+    /// [`WalkUpdate::Repair`] where the repair is local; where it declines, not stored
+    /// ([`WalkUpdate::Defer`]): what a server does ([`WalkUpdate::SERVING`]), so that an
+    /// edit is served at once and its rankings are proven against the full walk or are
+    /// the full walk's.
+    #[serde(rename = "repair-or-defer")]
+    RepairOrDefer,
+}
+
+impl WalkUpdate {
+    /// A server's edits (`hoprag serve`, `hoprag bench scale --edits`): the walk
+    /// repaired by local work, else solved on a thread of its own after the edit is
+    /// served ([`crate::Engine::prepare_walk_in_background`]).
+    pub const SERVING: WalkUpdate = WalkUpdate::RepairOrDefer;
 }
 
 /// The entity graph of `passages` (with `vectors`, their vectors) as a fresh build makes
@@ -106,7 +119,8 @@ pub(super) fn graph(
     graph.walk = match walk {
         WalkUpdate::Solve => solved(&graph, vectors),
         WalkUpdate::Defer => None,
-        WalkUpdate::Repair => repaired(old_graph, &graph, kept, vectors, work),
+        WalkUpdate::Repair => repaired(old_graph, &graph, kept, vectors, work, true),
+        WalkUpdate::RepairOrDefer => repaired(old_graph, &graph, kept, vectors, work, false),
     };
     work.walk_secs += t.elapsed().as_secs_f64();
     Ok((Arc::new(graph), source))
@@ -153,17 +167,19 @@ pub(super) fn solved(graph: &EntityGraph, vectors: &Matrix) -> Option<Arc<Solved
 
 /// `old`'s stored walk repaired for `graph` (entities matched by key, passages by
 /// `kept`, whose vectors are the old ones); where the repair declines, solved again from
-/// the old values ([`Solved::solve_warm`]), and where `old` stores no walk, from scratch.
+/// the old values ([`Solved::solve_warm`]), and where `old` stores no walk, from scratch;
+/// or, unless `solve`, left out.
 fn repaired(
     old: &EntityGraph,
     graph: &EntityGraph,
     kept: &[Option<PassageIdx>],
     vectors: &Matrix,
     work: &mut EditWork,
+    solve: bool,
 ) -> Option<Arc<Solved>> {
     let Some(stored) = old.walk.as_deref().filter(|w| w.damping() == PprParams::default().damping) else {
         work.walk_repair_declined = Some("the old graph stores no walk".into());
-        return solved(graph, vectors);
+        return if solve { solved(graph, vectors) } else { None };
     };
     let entities: Vec<Option<u32>> = graph.entities.iter().map(|key| old.entity_id(key)).collect();
     let origins = Origins { entities: &entities, passages: kept };
@@ -175,9 +191,12 @@ fn repaired(
             return Some(Arc::new(solved));
         }
         Err(why) => {
-            log::info!("edit: the walk is solved again from the old one, not repaired: {why}");
+            log::info!("edit: the walk is not repaired: {why}");
             work.walk_repair_declined = Some(why);
         }
+    }
+    if !solve {
+        return None;
     }
     let e = graph.entities.len();
     let warm = stored.solve_warm(&ppr, e, &entities, vectors);
