@@ -410,12 +410,8 @@ impl Store for PgStore {
     /// Edits are written as deltas ([`delta`]) on every live generation but a whole one
     /// whose HNSW search is pgvector's index (written before schema version 5): its
     /// readers would build the in-process graph at every load, so its next edit writes a
-    /// whole build with one instead. `HOPRAG_PG_WHOLE_EDITS=1` writes every edit whole,
-    /// as before schema version 8 (to measure one against the other).
+    /// whole build with one instead.
     fn keeps_deltas(&self) -> bool {
-        if std::env::var("HOPRAG_PG_WHOLE_EDITS").is_ok_and(|v| v == "1") {
-            return false;
-        }
         let live = self.conn().and_then(|mut conn| current(&mut *conn, &self.location));
         match live {
             Ok(Some(g)) => g.delta.is_some() || g.manifest.vector_index != VectorIndexKind::Hnsw || g.hnsw.is_some(),
