@@ -3,7 +3,8 @@
 //! LLM-free method against the engine being served.
 //!
 //! Each edit takes the server's path (`hoprag_serve::namespaces::Served::edit`): the
-//! edit from the served generation with the walk deferred ([`WalkUpdate::Defer`]), the
+//! edit from the served generation with the walk updated as the server updates it
+//! ([`WalkUpdate::SERVING`]: repaired by local work where it can be, else deferred), the
 //! new generation loaded from the edit's own graph ([`Engine::reload_after`]), readied
 //! with its walk solved on a thread of its own ([`Engine::prepare_walk_in_background`]),
 //! then swapped in, the engine it replaces superseded (its background walk stops). The
@@ -502,7 +503,8 @@ fn stream(
         let requested = Instant::now();
         let engine = served.engine();
         let io = Io::now();
-        let options = EditOptions { walk: WalkUpdate::Defer, source: "bench scale --edits".into(), dry_run: false };
+        // The walk as the server updates it.
+        let options = EditOptions { walk: WalkUpdate::SERVING, source: "bench scale --edits".into(), dry_run: false };
         let report =
             engine.edit(&edit.request, &options, &Silent).with_context(|| format!("edit {i} ({})", edit.id))?;
         drop(engine);
