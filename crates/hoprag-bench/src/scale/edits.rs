@@ -259,6 +259,9 @@ impl Served {
 /// What a client measured: (method, ms, ran the full walk).
 type Samples = Vec<(usize, f64, bool)>;
 
+/// A client's retrievers, built on the engine they were built on.
+type Retrievers = (Arc<Engine>, Vec<Box<dyn Retriever>>);
+
 pub fn run(ctx: &Context, store: Arc<dyn Store>, inputs: &Inputs, args: &ScaleBench) -> anyhow::Result<EditsReport> {
     let k = args.k;
     let index = open_index(store.as_ref())?;
@@ -599,7 +602,7 @@ fn client(
     deadline: Option<Instant>,
 ) -> anyhow::Result<Samples> {
     let mut samples = Samples::new();
-    let mut built: Option<(Arc<Engine>, Vec<Box<dyn Retriever>>)> = None;
+    let mut built: Option<Retrievers> = None;
     for j in 0..limit {
         if stop.load(Ordering::Acquire) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -858,7 +861,7 @@ pub fn print(r: &EditsReport) {
         mb(s.store_bytes_start),
         mb(s.store_bytes_after_stream),
         mb(s.store_bytes_end),
-        format!("{:.1}", s.store_growth_per_edit_p50 / 1e6)
+        (s.store_growth_per_edit_p50 / 1e6 * 10.0).round() / 10.0
     );
     match (r.walk_settle_secs, r.walk_settled) {
         (Some(secs), _) => println!("the last edit's walk was ready {secs:.1} s after its probe"),
