@@ -384,29 +384,11 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
     }
     if let (Some(spec), true) = (&args.index, args.edits > 0) {
         let report = edits::run(ctx, store::open(spec)?, &inputs, &args)?;
-        if let Some(path) = &args.report {
-            std::fs::write(path, serde_json::to_vec_pretty(&report)?)
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        if ctx.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            edits::print(&report);
-        }
-        return Ok(());
+        return emit(ctx, &args, &report, edits::print);
     }
     if let Some(spec) = &args.index {
         let report = measure_queries(ctx, store::open(spec)?, &inputs, &args)?;
-        if let Some(path) = &args.report {
-            std::fs::write(path, serde_json::to_vec_pretty(&report)?)
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        if ctx.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            print::print_queries(&report);
-        }
-        return Ok(());
+        return emit(ctx, &args, &report, print::print_queries);
     }
 
     let t = Instant::now();
@@ -506,6 +488,20 @@ pub fn run(ctx: &Context, args: ScaleBench) -> anyhow::Result<()> {
 /// Builds the index and (with `graph` options) its heuristic entity graph in `store`:
 /// the one place a benchmark index is written. Takes the corpus by value, to free it once
 /// the triples are extracted.
+/// Writes `report` to `--report` where given, and prints it: JSON, or as `print` does.
+fn emit<R: Serialize>(ctx: &Context, args: &ScaleBench, report: &R, print: fn(&R)) -> anyhow::Result<()> {
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_vec_pretty(report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print(report);
+    }
+    Ok(())
+}
+
 fn build_index(
     store: &dyn Store,
     corpus: LoadedCorpus,
