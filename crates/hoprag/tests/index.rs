@@ -329,8 +329,10 @@ fn an_edit_updates_the_hnsw_graph_through_its_slot_table() {
     )
     .unwrap();
     assert_eq!(report.counts.passages_added, 3);
+    // The edits are written as a delta: the HNSW graph is the base's, updated by each
+    // reader in memory.
     let g3 = gen(root);
-    assert!(g3.join("hnsw.slots").is_file(), "an updated graph stores its table");
+    assert!(!g3.join("hnsw.usearch").exists() && g3.join("base/hnsw.usearch").is_file(), "a delta generation");
     assert_eq!(std::fs::read(g1.join("hnsw.usearch")).unwrap(), graph1, "the base's graph is never modified");
     let after = store::folder(root).load().unwrap();
     assert_eq!(after.len(), 61);
@@ -361,6 +363,14 @@ fn an_edit_updates_the_hnsw_graph_through_its_slot_table() {
         assert_eq!(after.vector_index().search(&q, 10).unwrap(), exact, "{text}");
         assert_eq!(fresh.vector_index().search(&q, 10).unwrap(), exact, "{text}");
     }
+
+    // Compacted, the generation stores the updated graph with its slot table.
+    let embedder: Arc<dyn hoprag::embed::Embedder> = Arc::new(HashEmbedder::new());
+    let embedders = store::edit::Embedders { passages: embedder.clone(), graph: embedder };
+    store::edit::compact(store::folder(root).as_ref(), &embedders, &Silent).unwrap();
+    let g3 = gen(root);
+    assert!(g3.join("hnsw.slots").is_file(), "an updated graph stores its table");
+    hnsw_finds_every_passage(&store::folder(root).load().unwrap(), "compacted");
 
     // A damaged table is named; the edit that meets it publishes nothing and leaves no
     // temporary folder behind.
