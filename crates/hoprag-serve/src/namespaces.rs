@@ -74,8 +74,7 @@ impl Served {
             }
         }
         let _in_flight = InFlight::new(&self.editing);
-        // The walk is repaired by local work, or solved after the new generation is
-        // served (see serve_edited).
+        // The walk is solved after the new generation is served (see serve_edited).
         let options = EditOptions { walk: WalkUpdate::SERVING, ..options };
         let started = std::time::Instant::now();
         let report = engine.edit(&request, &options, &Silent).map_err(|e| match e {

@@ -4,7 +4,7 @@
 //!
 //! Each edit takes the server's path (`hoprag_serve::namespaces::Served::edit`): the
 //! edit from the served generation with the walk updated as the server updates it
-//! ([`WalkUpdate::SERVING`]: repaired by local work where it can be, else deferred), the
+//! ([`WalkUpdate::SERVING`]: deferred, and solved after it is served), the
 //! new generation loaded from the edit's own graph ([`Engine::reload_after`]), readied
 //! with its walk solved on a thread of its own ([`Engine::prepare_walk_in_background`]),
 //! then swapped in, the engine it replaces superseded (its background walk stops). The

@@ -68,25 +68,24 @@ pub enum WalkUpdate {
     /// write stores one, e.g. `hoprag graph --walk`.
     Defer,
     /// The old generation's stored walk brought up to date by local work
-    /// ([`Solved::repair`]), its bounds as valid as a solve's, so graph methods rank as
-    /// the full walk does; where the edit reaches too much of the graph for that to pay,
+    /// ([`Solved::repair`]) within a looser stated per-node bound: a ranking the bound
+    /// separates is the full walk's, and one it does not runs the full walk, so graph
+    /// methods rank as the full walk does; where the edit reaches too much of the graph for that to pay,
     /// solved again from the old values ([`Solved::solve_warm`]: the solve's stopping
     /// rule, fewer iterations), and from scratch where the old graph stores no walk. The
     /// stored walk differs from a fresh build's within its bounds, so its bytes do too.
     Repair,
-    /// [`WalkUpdate::Repair`] where the repair is local; where it declines, not stored
-    /// ([`WalkUpdate::Defer`]): what a server does ([`WalkUpdate::SERVING`]), so that an
-    /// edit is served at once and its rankings are proven against the full walk or are
-    /// the full walk's.
-    #[serde(rename = "repair-or-defer")]
-    RepairOrDefer,
 }
 
 impl WalkUpdate {
-    /// A server's edits (`hoprag serve`, `hoprag bench scale --edits`): the walk
-    /// repaired by local work, else solved on a thread of its own after the edit is
-    /// served ([`crate::Engine::prepare_walk_in_background`]).
-    pub const SERVING: WalkUpdate = WalkUpdate::RepairOrDefer;
+    /// A server's edits (`hoprag serve`, `hoprag bench scale --edits`): served at once,
+    /// the walk solved on a thread of its own meanwhile
+    /// ([`crate::Engine::prepare_walk_in_background`]), graph queries running the full
+    /// walk until it lands. Not [`WalkUpdate::Repair`]: a repair costs a third to a half of
+    /// a solve on 2wiki-corpus and declines on the scale benchmark's graph (one addition
+    /// changes most entities' equations: docs/scale.md), and the edit would not be served
+    /// until it ended.
+    pub const SERVING: WalkUpdate = WalkUpdate::Defer;
 }
 
 /// The entity graph of `passages` (with `vectors`, their vectors) as a fresh build makes
@@ -119,8 +118,7 @@ pub(super) fn graph(
     graph.walk = match walk {
         WalkUpdate::Solve => solved(&graph, vectors),
         WalkUpdate::Defer => None,
-        WalkUpdate::Repair => repaired(old_graph, &graph, kept, vectors, work, true),
-        WalkUpdate::RepairOrDefer => repaired(old_graph, &graph, kept, vectors, work, false),
+        WalkUpdate::Repair => repaired(old_graph, &graph, kept, vectors, work),
     };
     work.walk_secs += t.elapsed().as_secs_f64();
     Ok((Arc::new(graph), source))
@@ -167,19 +165,17 @@ pub(super) fn solved(graph: &EntityGraph, vectors: &Matrix) -> Option<Arc<Solved
 
 /// `old`'s stored walk repaired for `graph` (entities matched by key, passages by
 /// `kept`, whose vectors are the old ones); where the repair declines, solved again from
-/// the old values ([`Solved::solve_warm`]), and where `old` stores no walk, from scratch;
-/// or, unless `solve`, left out.
+/// the old values ([`Solved::solve_warm`]), and where `old` stores no walk, from scratch.
 fn repaired(
     old: &EntityGraph,
     graph: &EntityGraph,
     kept: &[Option<PassageIdx>],
     vectors: &Matrix,
     work: &mut EditWork,
-    solve: bool,
 ) -> Option<Arc<Solved>> {
     let Some(stored) = old.walk.as_deref().filter(|w| w.damping() == PprParams::default().damping) else {
         work.walk_repair_declined = Some("the old graph stores no walk".into());
-        return if solve { solved(graph, vectors) } else { None };
+        return solved(graph, vectors);
     };
     let entities: Vec<Option<u32>> = graph.entities.iter().map(|key| old.entity_id(key)).collect();
     let origins = Origins { entities: &entities, passages: kept };
@@ -191,12 +187,9 @@ fn repaired(
             return Some(Arc::new(solved));
         }
         Err(why) => {
-            log::info!("edit: the walk is not repaired: {why}");
+            log::info!("edit: the walk is solved again from the old one, not repaired: {why}");
             work.walk_repair_declined = Some(why);
         }
-    }
-    if !solve {
-        return None;
     }
     let e = graph.entities.len();
     let warm = stored.solve_warm(&ppr, e, &entities, vectors);
