@@ -480,3 +480,46 @@ fn stored_walk_ranks_as_one_solved_at_query_time(dir: &std::path::Path, q: &Quer
     let err = engine.graph().err().expect("a damaged walk is refused").to_string();
     assert!(err.contains("walk.f64"), "{err}");
 }
+
+/// Past the delta limit (1 % of the passages, at least 1,000), an edit from a delta
+/// generation writes a whole generation: the passages, vectors and graph a fresh build of
+/// the same passages makes.
+#[test]
+fn an_edit_past_the_delta_limit_writes_the_whole_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = demo_index(dir.path());
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new());
+    let triples = store::triples_without_llm(&index, None).unwrap();
+    let folder = store::folder(dir.path());
+    store::build_graph(folder.as_ref(), &index, triples, embedder.as_ref(), &GraphOptions::default(), &Silent).unwrap();
+    let embedders = store::edit::Embedders { passages: embedder.clone(), graph: embedder.clone() };
+    let edit = |request| {
+        store::edit::edit(folder.as_ref(), &request, &embedders, &Default::default(), &Silent).unwrap();
+        folder.load().unwrap()
+    };
+    let one = edit(store::edit::Request::Delete(vec![index.passage(5).id.clone()]));
+    assert!(one.manifest.delta.is_some(), "a small edit is a delta");
+    let names = ["Ardent Ironworks", "Zephyr Quarry", "Corvid Mill", "Quillfort", "Orlane"];
+    let rows: Vec<Passage> = (0..store::delta::delta_limit(one.len()))
+        .map(|i| {
+            let (a, b) = (names[i % names.len()], names[(i / names.len()) % names.len()]);
+            Passage::new(format!("extra-{i:04}"), format!("Note {i}"), format!("{a} traded with {b} in {}.", 1800 + i))
+        })
+        .collect();
+    let whole = edit(store::edit::Request::Upsert(rows));
+    assert!(whole.manifest.delta.is_none(), "past the limit the generation is written whole");
+    let graph = folder.load_graph(&whole, None).unwrap().expect("its own graph, no embedder needed");
+    let fresh = EntityGraph::build(
+        whole.passages(),
+        extract_heuristic(whole.passages()),
+        &HashEmbedder::new(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    assert_eq!(graph.entities, fresh.entities);
+    assert_eq!(graph.triples, fresh.triples);
+    assert_eq!(graph.entity_vectors.to_le_bytes(), fresh.entity_vectors.to_le_bytes());
+    assert_eq!(graph.fact_vectors.to_le_bytes(), fresh.fact_vectors.to_le_bytes());
+    assert!(graph.walk.is_some(), "its walk solved");
+}
