@@ -26,8 +26,10 @@ pub struct EditTarget {
     /// Print what would change; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Do not solve the graph's passage walk now: graph methods run the exact full walk
-    /// (the same rankings, slower) until `hoprag graph --walk` stores one.
+    /// Where the edit writes the index whole (past the delta limit), do not solve the
+    /// graph's passage walk now: graph methods run the exact full walk (the same rankings,
+    /// slower) until `hoprag graph --walk` stores one. An edit written as a delta solves
+    /// no walk either way: its readers derive the graph.
     #[arg(long)]
     defer_walk: bool,
     /// Print JSON.
