@@ -53,13 +53,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
 
-use hoprag::corpus::{LoadedCorpus, Meta, Passage};
+use hoprag::corpus::{Meta, Passage};
 use hoprag::embed::{Embedder, TextKind};
-use hoprag::graph::GraphOptions;
 use hoprag::progress::Silent;
 use hoprag::retrieve::{GraphKind, Query, METHODS};
+use hoprag::store;
 use hoprag::store::edit::{EditOptions, Embedders, Request};
-use hoprag::store::{self, BuildOptions, Store};
 use hoprag::{Config, Engine};
 
 /// Questions whose paragraphs make the corpus, and of those, the ones indexed at the start
@@ -427,19 +426,6 @@ fn resolve(op: &Op, model: &mut Model, pool: &[(String, String)]) -> Option<Requ
 // ---------------------------------------------------------------------------------------
 // Fresh builds, generations and rankings.
 
-/// A fresh index of `passages` at `dir`, as `hoprag index` builds one: passages, vectors
-/// and lexical statistics, then the heuristic graph with its walk.
-fn fresh_index(dir: &Path, passages: Vec<Passage>, embedder: &dyn Embedder) -> Arc<dyn Store> {
-    let store = store::folder(dir);
-    let corpus = LoadedCorpus { passages, ..Default::default() };
-    store::build_index(store.as_ref(), &corpus, vec!["fresh".into()], embedder, &BuildOptions::default(), &Silent)
-        .unwrap();
-    let index = store.load().unwrap();
-    let triples = store::triples_without_llm(&index, None).unwrap();
-    store::build_graph(store.as_ref(), &index, triples, embedder, &GraphOptions::default(), &Silent).unwrap();
-    store
-}
-
 /// The live generation's folder.
 fn live(root: &Path) -> PathBuf {
     root.join(std::fs::read_to_string(root.join("CURRENT")).unwrap().trim())
@@ -680,7 +666,7 @@ fn run_case(ctx: &Context, steps: &[Step]) -> Result<(), String> {
 
         // 2. The fresh index of the same documents, in another order: the same files.
         let fresh_dir = root.join(format!("fresh-{s}"));
-        let fresh_store = fresh_index(
+        let fresh_store = common::fresh_index(
             &fresh_dir,
             shuffled(model.passages.values().cloned().collect(), step.shuffle),
             ctx.embedder.as_ref(),
@@ -744,7 +730,7 @@ fn random_edits_equal_a_fresh_build_for_every_llm_free_method() {
     let embedder = embedder();
     let universe = universe(&data, embedder.as_ref());
     let start = tempfile::tempdir().unwrap();
-    fresh_index(start.path(), universe.start.clone(), embedder.as_ref());
+    common::fresh_index(start.path(), universe.start.clone(), embedder.as_ref());
     eprintln!(
         "start: {} passages of {} paragraphs, {} questions, built in {:.1}s",
         universe.start.len(),

@@ -16,31 +16,18 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use hoprag::corpus::{LoadedCorpus, Passage};
+use hoprag::corpus::Passage;
 use hoprag::embed::{Embedder, EmbedderSettings, TextKind};
 use hoprag::graph::walk::RankedBy;
-use hoprag::graph::GraphOptions;
 use hoprag::progress::Silent;
 use hoprag::retrieve::Query;
 use hoprag::store::edit::{EditOptions, EditReport, Embedders, Request, WalkUpdate};
-use hoprag::store::{self, BuildOptions, Store};
+use hoprag::store::{self, Store};
 use hoprag::{Config, Engine};
 
 /// The methods that walk the graph.
 const METHODS: [&str; 3] = ["ppr", "auto", "phasegraph"];
 const TOP: usize = 15;
-
-/// A fresh index of `passages` at `dir`, as `hoprag index` builds one (its walk solved).
-fn fresh_index(dir: &Path, passages: Vec<Passage>, embedder: &dyn Embedder) -> Arc<dyn Store> {
-    let store = store::folder(dir);
-    let corpus = LoadedCorpus { passages, ..Default::default() };
-    store::build_index(store.as_ref(), &corpus, vec!["fresh".into()], embedder, &BuildOptions::default(), &Silent)
-        .unwrap();
-    let index = store.load().unwrap();
-    let triples = store::triples_without_llm(&index, None).unwrap();
-    store::build_graph(store.as_ref(), &index, triples, embedder, &GraphOptions::default(), &Silent).unwrap();
-    store
-}
 
 type Ranking = Vec<(String, u32)>;
 
@@ -116,7 +103,7 @@ fn edits_with_a_repaired_walk_rank_as_a_fresh_build() {
     let start: Vec<Passage> = pool[..pool.len() * 2 / 3].iter().map(passage).collect();
     let extra: Vec<Passage> = pool[pool.len() * 2 / 3..].iter().map(passage).collect();
     let work = tempfile::tempdir().unwrap();
-    let store = fresh_index(&work.path().join("edited"), start.clone(), embedder.as_ref());
+    let store = common::fresh_index(&work.path().join("edited"), start.clone(), embedder.as_ref());
     let mut held = start.clone();
     let rewritten = Passage { text: format!("{} It was later renamed.", held[7].text), ..held[7].clone() };
     let steps: Vec<(&str, Request)> = vec![
@@ -162,9 +149,12 @@ fn edits_with_a_repaired_walk_rank_as_a_fresh_build() {
         let edited = &engine;
         assert!(edited.graph().unwrap().graph().walk.is_some(), "step {s}: the walk is served");
         let fresh_dir = work.path().join(format!("fresh-{s}"));
-        let fresh =
-            Engine::new(fresh_index(&fresh_dir, held.clone(), embedder.as_ref()), embedder.clone(), Config::default())
-                .unwrap();
+        let fresh = Engine::new(
+            common::fresh_index(&fresh_dir, held.clone(), embedder.as_ref()),
+            embedder.clone(),
+            Config::default(),
+        )
+        .unwrap();
         assert_eq!(edited.index.len(), fresh.index.len());
         let (ids, scores) = differences(&rankings(edited, &questions), &rankings(&fresh, &questions));
         assert!(ids.is_empty(), "step {s} ({what}): rankings differ:\n{}", ids.join("\n"));

@@ -743,33 +743,15 @@ fn du(root: &std::path::Path) -> u64 {
 /// and reads its report.
 pub fn in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Result<EditsReport> {
     ctx.note("running the edits in a fresh process");
-    let exe = std::env::current_exe().context("finding the hoprag executable")?;
-    let out = std::process::Command::new(&exe)
-        .args(["bench", "scale", "--json"])
-        .arg("--index")
-        .arg(spec)
-        .arg("--data")
-        .arg(&args.data)
-        .args(["-k", &args.k.to_string(), "--seed", &args.seed.to_string()])
-        .args(["--edits", &args.edits.to_string(), "--edit-rate", &args.edit_rate.to_string()])
-        .args(["--agreement", &args.agreement.to_string(), "--questions", &args.questions.to_string()])
-        .args(["--settle-secs", &args.settle_secs.to_string(), "--after-secs", &args.after_secs.to_string()])
-        .args(["--after-queries", &args.after_queries.to_string()])
-        .args(args.split_budget.map(|b| format!("--split-budget={b}")))
-        .args((!args.methods.is_empty()).then(|| format!("--methods={}", args.methods.join(","))))
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", exe.display()))?;
-    if !out.status.success() {
-        anyhow::bail!(
-            "the edits ({} bench scale --index {} --edits {}) failed: {}",
-            exe.display(),
-            hoprag::store::redact(spec),
-            args.edits,
-            out.status
-        );
-    }
-    serde_json::from_slice(&out.stdout).context("reading the edits' report")
+    let extra = [
+        format!("--seed={}", args.seed),
+        format!("--edits={}", args.edits),
+        format!("--edit-rate={}", args.edit_rate),
+        format!("--settle-secs={}", args.settle_secs),
+        format!("--after-secs={}", args.after_secs),
+        format!("--after-queries={}", args.after_queries),
+    ];
+    super::in_child(spec, args, &extra, &format!("the edits (--edits {})", args.edits))
 }
 
 pub fn print(r: &EditsReport) {

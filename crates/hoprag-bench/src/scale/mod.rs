@@ -593,31 +593,39 @@ fn open_index(store: &dyn Store) -> anyhow::Result<Arc<Index>> {
 /// its report.
 fn query_in_child(ctx: &Context, spec: &str, args: &ScaleBench) -> anyhow::Result<QueryReport> {
     ctx.note("measuring the queries in a fresh process");
+    let extra = ["--quiet".into(), format!("--repeat={}", args.repeat), format!("--filtered={}", args.filtered)];
+    in_child(spec, args, &extra, "the query measurement")
+}
+
+/// Runs `hoprag bench scale --json --index SPEC` in a new process with the flags every
+/// child run takes from `args` and `extra`, and reads its report; `what` names it in
+/// errors.
+fn in_child<R: serde::de::DeserializeOwned>(
+    spec: &str,
+    args: &ScaleBench,
+    extra: &[String],
+    what: &str,
+) -> anyhow::Result<R> {
     let exe = std::env::current_exe().context("finding the hoprag executable")?;
     let out = std::process::Command::new(&exe)
-        .args(["bench", "scale", "--json", "--quiet"])
+        .args(["bench", "scale", "--json"])
         .arg("--index")
         .arg(spec)
         .arg("--data")
         .arg(&args.data)
-        .args(["--repeat", &args.repeat.to_string(), "-k", &args.k.to_string()])
+        .args(["-k", &args.k.to_string()])
         .args(["--agreement", &args.agreement.to_string()])
         .args(["--questions", &args.questions.to_string()])
-        .args(["--filtered", &args.filtered.to_string()])
         .args(args.split_budget.map(|b| format!("--split-budget={b}")))
         .args((!args.methods.is_empty()).then(|| format!("--methods={}", args.methods.join(","))))
+        .args(extra)
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", exe.display()))?;
     if !out.status.success() {
-        anyhow::bail!(
-            "the query measurement ({} bench scale --index {}) failed: {}",
-            exe.display(),
-            store::redact(spec),
-            out.status
-        );
+        anyhow::bail!("{what} ({} bench scale --index {}) failed: {}", exe.display(), store::redact(spec), out.status);
     }
-    serde_json::from_slice(&out.stdout).context("reading the query measurement's report")
+    serde_json::from_slice(&out.stdout).with_context(|| format!("reading the report of {what}"))
 }
 
 fn measure_queries(

@@ -200,13 +200,12 @@ pub fn run_compact(ctx: &Context, args: CompactArgs) -> anyhow::Result<()> {
         match &done.generation {
             Some(g) => println!(
                 "index {}: generation {g} written whole in {:.2}s ({} passages removed and {} added since the last \
-                 whole one; graph {:.2}s, walk {:.2}s, write {:.2}s)",
+                 whole one; graph and its walk {:.2}s, write {:.2}s)",
                 store.location(),
                 done.total_secs,
                 done.removed,
                 done.added,
                 done.graph_secs,
-                done.walk_secs,
                 done.write_secs
             ),
             None => println!("index {}: the live generation is whole already; nothing to do", store.location()),

@@ -41,9 +41,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::delta::Delta;
-use super::{Change, PassagesPart, Staged, Store, StoreWriter, WriteTimes};
+use super::{Change, PassagesPart, Staged, Store, StoreWriter, StoredGraph, WriteTimes};
 use crate::corpus::Passage;
-use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::files::{link_tree, write_file};
 use crate::graph::EntityGraph;
@@ -200,35 +199,18 @@ impl Store for FolderStore {
         Ok(Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)?.holding(readers))
     }
 
-    fn load_graph(&self, index: &Index, embedder: Option<&dyn Embedder>) -> Result<Option<EntityGraph>> {
+    fn stored_graph(&self, index: &Index) -> Result<Option<StoredGraph>> {
         if index.manifest.graph.is_none() {
             return Ok(None);
         }
         let generation = self.root.join(index.generation());
         let dim = index.manifest.graph_embedder().dim;
-        let dir = generation.join(GRAPH);
-        let graph = match index.derived() {
+        let own = generation.join(GRAPH);
+        Ok(Some(match index.derived() {
             // A delta generation whose graph was not stored: derived from its base's.
-            Some(derived) if !dir.is_dir() => {
-                let base = generation.join(BASE).join(GRAPH);
-                let base_graph = EntityGraph::load(&base, dim)?;
-                base_graph
-                    .check(derived.base_passages.len())
-                    .map_err(|m| Error::index(&base, format!("{m}: the graph does not belong to this delta's base")))?;
-                let embedder = embedder.ok_or_else(|| {
-                    Error::index(
-                        &generation,
-                        "this delta generation's graph is derived with the graph's embedder; none was given",
-                    )
-                })?;
-                super::edit::delta_graph(index, &base_graph, embedder)?
-            }
-            _ => EntityGraph::load(&dir, dim)?,
-        };
-        graph
-            .check(index.len())
-            .map_err(|m| Error::index(&dir, format!("{m}: the graph does not belong to this index")))?;
-        Ok(Some(graph))
+            Some(_) if !own.is_dir() => StoredGraph::Base(EntityGraph::load(&generation.join(BASE).join(GRAPH), dim)?),
+            _ => StoredGraph::Own(EntityGraph::load(&own, dim)?),
+        }))
     }
 
     fn keeps_deltas(&self) -> bool {

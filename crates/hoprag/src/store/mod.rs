@@ -87,12 +87,20 @@ pub trait Store: Send + Sync {
     /// Loads the live generation for querying.
     fn load(&self) -> Result<Index>;
 
+    /// The entity graph generation `index` stores, or, for a delta generation ([`delta`])
+    /// that stores none of its own, its base's; `None` where the index has no graph.
+    /// Read as stored: [`Store::load_graph`] checks and derives.
+    fn stored_graph(&self, index: &Index) -> Result<Option<StoredGraph>>;
+
     /// The entity graph of generation `index` (loaded from this store), if it has one.
     /// Checked against the index: its references fall inside it. A delta generation
-    /// ([`delta`]) derives it from its base's, as an edit does, with `embedder` (the
-    /// graph's) for the texts its base's graph has no vector for; without one, that is an
-    /// error.
-    fn load_graph(&self, index: &Index, embedder: Option<&dyn Embedder>) -> Result<Option<EntityGraph>>;
+    /// derives it from its base's, as an edit does ([`edit::delta_graph`]), with
+    /// `embedder` (the graph's) for the texts its base's graph has no vector for; without
+    /// one, that is an error.
+    fn load_graph(&self, index: &Index, embedder: Option<&dyn Embedder>) -> Result<Option<EntityGraph>> {
+        let walk = edit::delta_walk(index);
+        self.stored_graph(index)?.map(|stored| stored.into_graph(index, embedder, walk)).transpose()
+    }
 
     /// Whether the store writes an edit as a delta on a full generation ([`delta`])
     /// rather than whole ([`Change::Replace`]'s `delta`).
@@ -122,6 +130,41 @@ pub trait Store: Send + Sync {
     /// index); `None` for a database.
     fn folder(&self) -> Option<&Path> {
         None
+    }
+}
+
+/// A generation's entity graph as its store holds it ([`Store::stored_graph`]).
+pub enum StoredGraph {
+    /// The generation's own.
+    Own(EntityGraph),
+    /// A delta generation's base's, which the generation's is derived from.
+    Base(EntityGraph),
+}
+
+impl StoredGraph {
+    /// The graph of `index`, checked against it: its own, or derived from its base's
+    /// with `embedder`, the walk updated as `walk` says.
+    pub fn into_graph(
+        self,
+        index: &Index,
+        embedder: Option<&dyn Embedder>,
+        walk: edit::WalkUpdate,
+    ) -> Result<EntityGraph> {
+        let err = |m: String| Error::index(index.location(), format!("generation {}: {m}", index.generation()));
+        let graph = match self {
+            StoredGraph::Own(graph) => graph,
+            StoredGraph::Base(base) => {
+                let derived = index.derived().ok_or_else(|| err("a base's graph for an index read whole".into()))?;
+                base.check(derived.base_passages.len())
+                    .map_err(|m| err(format!("{m}: the graph does not belong to this delta's base")))?;
+                let embedder = embedder.ok_or_else(|| {
+                    err("this delta generation's graph is derived with the graph's embedder; none was given".into())
+                })?;
+                edit::delta_graph(index, &base, embedder, walk)?
+            }
+        };
+        graph.check(index.len()).map_err(|m| err(format!("{m}: the graph does not belong to this index")))?;
+        Ok(graph)
     }
 }
 

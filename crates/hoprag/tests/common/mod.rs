@@ -148,3 +148,30 @@ pub fn minilm_or_hashing() -> std::sync::Arc<dyn Embedder> {
         }
     }
 }
+
+/// A fresh index of `passages` at `dir`, as `hoprag index` builds one: passages, vectors
+/// and lexical statistics, then the heuristic graph with its walk solved.
+pub fn fresh_index(
+    dir: &Path,
+    passages: Vec<hoprag::corpus::Passage>,
+    embedder: &dyn Embedder,
+) -> std::sync::Arc<dyn hoprag::store::Store> {
+    use hoprag::progress::Silent;
+    use hoprag::store;
+    let store = store::folder(dir);
+    let corpus = hoprag::corpus::LoadedCorpus { passages, ..Default::default() };
+    store::build_index(
+        store.as_ref(),
+        &corpus,
+        vec!["fresh".into()],
+        embedder,
+        &store::BuildOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    let index = store.load().unwrap();
+    let triples = store::triples_without_llm(&index, None).unwrap();
+    let options = hoprag::graph::GraphOptions::default();
+    store::build_graph(store.as_ref(), &index, triples, embedder, &options, &Silent).unwrap();
+    store
+}

@@ -128,18 +128,31 @@ pub(super) fn graph(
 /// (under a second on two cores), not repaired.
 const SOLVE_WALK_UP_TO: usize = 2_000;
 
+/// How a reader of delta generation `index` brings its walk up to date: a small graph's
+/// is solved as a fresh build solves it (then its scores are the fresh build's to the
+/// bit); a larger one's repaired from the base's, its rankings proven against the full
+/// walk's.
+pub fn delta_walk(index: &Index) -> WalkUpdate {
+    if index.len() <= SOLVE_WALK_UP_TO {
+        WalkUpdate::Solve
+    } else {
+        WalkUpdate::Repair
+    }
+}
+
 /// The entity graph of delta generation `index` ([`crate::store::delta`]), derived from
-/// its full generation's, `base_graph`, as an edit derives it, the walk repaired from
-/// the base's. `embedder` (the graph's) embeds what the base's graph has no vector for.
-pub fn delta_graph(index: &Index, base_graph: &EntityGraph, embedder: &dyn Embedder) -> Result<EntityGraph> {
+/// its full generation's, `base_graph`, as an edit derives it, its walk updated as `walk`
+/// says. `embedder` (the graph's) embeds what the base's graph has no vector for.
+pub fn delta_graph(
+    index: &Index,
+    base_graph: &EntityGraph,
+    embedder: &dyn Embedder,
+    walk: WalkUpdate,
+) -> Result<EntityGraph> {
     let derived = index.derived().ok_or_else(|| Error::Other("not a delta generation".into()))?;
     let kept = kept_passages(&derived.base_passages, index.passages());
     let source = index.manifest.graph.as_ref().map(|g| g.source.as_str());
     let mut work = EditWork::default();
-    // A small graph's walk is solved as a fresh build solves it (then its scores are the
-    // fresh build's to the bit); a larger one's repaired from the base's, its rankings
-    // proven against the full walk's.
-    let walk = if index.len() <= SOLVE_WALK_UP_TO { WalkUpdate::Solve } else { WalkUpdate::Repair };
     let (graph, _) = graph(
         &derived.base_passages,
         base_graph,

@@ -73,10 +73,9 @@ use postgres::types::Type;
 use postgres::{GenericClient, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::{Namespace, Open, Store, StoreWriter};
+use super::{Namespace, Open, Store, StoreWriter, StoredGraph};
 use crate::corpus::{Meta, Passage};
 use crate::error::{Error, Result};
-use crate::graph::EntityGraph;
 use crate::index::{Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
@@ -340,7 +339,7 @@ impl Store for PgStore {
             .holding(hold))
     }
 
-    fn load_graph(&self, index: &Index, embedder: Option<&dyn crate::embed::Embedder>) -> Result<Option<EntityGraph>> {
+    fn stored_graph(&self, index: &Index) -> Result<Option<StoredGraph>> {
         if index.manifest.graph.is_none() {
             return Ok(None);
         }
@@ -363,36 +362,10 @@ impl Store for PgStore {
         let dim = index.manifest.graph_embedder().dim;
         let (own, is_delta, base_graph) =
             (row.get::<_, Option<i64>>(0), row.get::<_, bool>(1), row.get::<_, Option<i64>>(2));
-        let (graph_id, graph) = match (own, base_graph) {
-            (Some(graph_id), _) => (graph_id, graph::read(&mut tx, graph_id, dim, &self.location)?),
+        let stored = match (own, base_graph) {
+            (Some(graph_id), _) => StoredGraph::Own(graph::read(&mut tx, graph_id, dim, &self.location)?),
             // A delta generation whose graph was not stored: derived from its base's.
-            (None, Some(base_id)) if is_delta => {
-                let derived = index.derived().ok_or_else(|| {
-                    Error::index(&self.location, format!("generation {id} is a delta, the index not derived from one"))
-                })?;
-                let base = graph::read(&mut tx, base_id, dim, &self.location)?;
-                tx.commit().map_err(self.err("ending a read"))?;
-                base.check(derived.base_passages.len()).map_err(|m| {
-                    Error::index(
-                        &self.location,
-                        format!("graph {base_id}: {m}: the graph does not belong to generation {id}'s base"),
-                    )
-                })?;
-                let embedder = embedder.ok_or_else(|| {
-                    Error::index(
-                        &self.location,
-                        format!(
-                            "generation {id} is a delta: its graph is derived with the graph's embedder; none was \
-                             given"
-                        ),
-                    )
-                })?;
-                let graph = super::edit::delta_graph(index, &base, embedder)?;
-                graph
-                    .check(index.len())
-                    .map_err(|m| Error::index(&self.location, format!("generation {id}'s derived graph: {m}")))?;
-                return Ok(Some(graph));
-            }
+            (None, Some(base_id)) if is_delta => StoredGraph::Base(graph::read(&mut tx, base_id, dim, &self.location)?),
             _ => {
                 return Err(Error::index(
                     &self.location,
@@ -401,10 +374,7 @@ impl Store for PgStore {
             }
         };
         tx.commit().map_err(self.err("ending a read"))?;
-        graph.check(index.len()).map_err(|m| {
-            Error::index(&self.location, format!("graph {graph_id}: {m}: the graph does not belong to this index"))
-        })?;
-        Ok(Some(graph))
+        Ok(Some(stored))
     }
 
     /// Edits are written as deltas ([`delta`]) on every live generation but a whole one
