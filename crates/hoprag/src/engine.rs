@@ -192,7 +192,12 @@ impl Engine {
     /// newer one after passages were added, here or by another process). The graph is
     /// loaded again on first use, from the new generation.
     pub fn reload(&self) -> Result<Engine> {
-        let index = Arc::new(self.store.load()?);
+        self.over(Arc::new(self.store.load()?))
+    }
+
+    /// The same embedder, configuration and LLM over `index`, a generation of this
+    /// engine's store; its graph loaded on first use.
+    fn over(&self, index: Arc<Index>) -> Result<Engine> {
         index.check_embedder(self.embedder.as_ref())?;
         Ok(Engine {
             store: self.store.clone(),
@@ -206,11 +211,15 @@ impl Engine {
     }
 
     /// [`Engine::reload`] after this engine's own edit: where the live generation is the
-    /// one the edit published, its graph is the edit's, in memory, not read back from the
-    /// store, and the query structures over it are built from this engine's where they
-    /// depend on a text alone ([`GraphContext::after`]).
+    /// one the edit published, it is the edit's, in memory, where the edit assembled it
+    /// there ([`crate::store::edit::Published::index`]), and its graph is the edit's, not
+    /// read back from the store; the query structures over it are built from this
+    /// engine's where they depend on a text alone ([`GraphContext::after`]).
     pub fn reload_after(&self, edit: &crate::store::edit::EditReport) -> Result<Engine> {
-        let next = self.reload()?;
+        let next = match edit.published.as_ref().and_then(|p| p.index.clone()) {
+            Some(index) => self.over(index)?,
+            None => self.reload()?,
+        };
         let Some(published) = &edit.published else { return Ok(next) };
         let (Some(graph), true) = (&published.graph, published.generation == next.index.generation()) else {
             return Ok(next);
@@ -450,9 +459,11 @@ impl Engine {
         options: &crate::store::edit::EditOptions,
         progress: &dyn crate::progress::Progress,
     ) -> Result<crate::store::edit::EditReport> {
-        let graph = match self.graph_kind() {
-            GraphKind::None => None,
-            _ => self.graph()?.embedder.clone(),
+        // The graph is not loaded for its embedder: an edit of a generation whose graph
+        // no query has loaded writes a delta, its graph derived where it is read.
+        let graph = match self.loaded_graph() {
+            Some(context) => context.embedder.clone(),
+            None => self.graph_embedder()?,
         };
         let embedders = crate::store::edit::Embedders {
             passages: self.embedder.clone(),

@@ -643,6 +643,32 @@ fn run_case(ctx: &Context, steps: &[Step]) -> Result<(), String> {
         // index reusing the last one's token counts); the store's path reads it back.
         engine =
             if step.via_engine { engine.reload_after(&report) } else { engine.reload() }.map_err(|e| e.to_string())?;
+        // The engine's edit assembled the generation in memory from the one it served:
+        // the generation the store reads back, passage for passage and bit for bit.
+        if step.via_engine {
+            let assembled = report.published.as_ref().and_then(|p| p.index.clone());
+            let Some(assembled) = assembled.filter(|a| Arc::ptr_eq(a, &engine.index)) else {
+                return Err(format!(
+                    "{}
+the engine's edit was not served from memory",
+                    context()
+                ));
+            };
+            let read = store.load().map_err(|e| e.to_string())?;
+            let agree = read.generation() == assembled.generation()
+                && read.passages() == assembled.passages()
+                && read.vectors().as_flat() == assembled.vectors().as_flat()
+                && serde_json::to_value(&read.manifest).ok() == serde_json::to_value(&assembled.manifest).ok()
+                && read.derived().map(|d| (&d.of_base, d.base_passages.as_slice()))
+                    == assembled.derived().map(|d| (&d.of_base, d.base_passages.as_slice()));
+            if !agree {
+                return Err(format!(
+                    "{}
+the generation served from memory is not the one stored",
+                    context()
+                ));
+            }
+        }
 
         // 1. The documents the rules say.
         let held: Vec<&Passage> = engine.index.passages().iter().collect();

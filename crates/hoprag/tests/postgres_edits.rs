@@ -748,3 +748,56 @@ fn a_delta_generation_updates_the_base_hnsw_graph_in_memory() {
     assert!(index.manifest.delta.is_none());
     check(&index);
 }
+
+/// A server's edits (`Engine::edit`, then `Engine::reload_after`) serve the generation
+/// the edit assembled in memory, its HNSW graph the served one's with the edit's
+/// passages inserted (copied once, then shared), on both stores: the same passages,
+/// vectors and rows of the base as the store reads back, each passage found by its own
+/// vector, the removed ones by none.
+#[test]
+fn a_servers_edits_are_served_from_memory_as_the_store_reads_them() {
+    let Some(url) = fresh("t_served") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let e = HashEmbedder::new();
+    let options = BuildOptions { vector_index: VectorIndexKind::Hnsw, ..exact() };
+    for store in [hoprag::store::folder(dir.path()), pg(&url)] {
+        build_index(store.as_ref(), &corpus(synthetic("a", 0, 300)), vec![], &e, &options, &Silent).unwrap();
+        let index = Arc::new(store.load().unwrap());
+        let mut engine =
+            Engine::with_index(store.clone(), index, Arc::new(HashEmbedder::new()), Config::default()).unwrap();
+        let mut changed = synthetic("a", 40, 41);
+        changed[0].text.push_str(" changed");
+        let steps = [
+            Request::Upsert(synthetic("b", 0, 3)),
+            Request::Delete(vec!["a-7".into(), "a-100".into()]),
+            Request::Upsert(changed),
+            Request::Upsert(synthetic("c", 0, 2)),
+        ];
+        for (s, request) in steps.into_iter().enumerate() {
+            let what = format!("{}, step {s}", store.location());
+            let report = engine.edit(&request, &Default::default(), &Silent).unwrap();
+            engine = engine.reload_after(&report).unwrap();
+            let served = report.published.as_ref().and_then(|p| p.index.clone()).expect("assembled in memory");
+            assert!(Arc::ptr_eq(&served, &engine.index), "{what}: served as assembled");
+            let read = store.load().unwrap();
+            assert_eq!(read.generation(), served.generation(), "{what}");
+            assert_eq!(read.passages(), served.passages(), "{what}");
+            assert_eq!(read.vectors().as_flat(), served.vectors().as_flat(), "{what}");
+            assert_eq!(read.derived().unwrap().of_base, served.derived().unwrap().of_base, "{what}");
+            // (Nearly every one: the graph is approximate, its parallel inserts differ
+            // from run to run.)
+            for index in [&read, &*served] {
+                let found = (0..index.len() as PassageIdx)
+                    .filter(|&row| {
+                        let v = index.vectors().row(row);
+                        let top = index.vector_index().search(v, 1).unwrap()[0];
+                        top.1 > 0.9999 && index.vectors().row(top.0) == v
+                    })
+                    .count();
+                assert!(found * 100 >= index.len() * 97, "{what}: {found} of {} found themselves", index.len());
+            }
+        }
+        let ids: HashSet<&str> = engine.index.passages().iter().map(|p| p.id.as_str()).collect();
+        assert!(ids.contains("c-1") && !ids.contains("a-7") && engine.index.len() == 303, "{}", engine.index.len());
+    }
+}

@@ -30,7 +30,7 @@ use hoprag::embed::TextKind;
 use hoprag::engine::Engine;
 use hoprag::graph::walk::WALK_STEP;
 use hoprag::progress::Silent;
-use hoprag::retrieve::{auto, bm25, dense, phasegraph, ppr, GraphKind, Query, Retriever, METHODS};
+use hoprag::retrieve::{auto, bm25, dense, phasegraph, ppr, GraphKind, GraphUse, Query, Retriever, METHODS};
 use hoprag::store::edit::{EditOptions, EditWork, Request, WalkUpdate};
 use hoprag::store::Store;
 use hoprag::Config;
@@ -272,13 +272,17 @@ pub fn run(ctx: &Context, store: Arc<dyn Store>, inputs: &Inputs, args: &ScaleBe
     }
     let engine = Engine::with_index(store.clone(), index.clone(), inputs.embedder.clone(), config.clone())?;
     // As the server opens a namespace: the graph loaded, the walk prepared, the next two
-    // edits' buffers readied.
+    // edits' buffers readied. Not the graph where no method the clients run reads it:
+    // then the edits derive none (each is served as a delta; a reader derives its graph).
     let t = Instant::now();
-    if index.manifest.graph.is_some() {
+    let graph_read = args.methods.is_empty()
+        || METHODS.iter().any(|m| m.graph != GraphUse::No && args.methods.iter().any(|a| a == m.name));
+    let graph_read = graph_read && index.manifest.graph.is_some();
+    if graph_read {
         engine.graph()?;
+        engine.prepare()?;
+        engine.ready_edit_buffers(2);
     }
-    engine.prepare()?;
-    engine.ready_edit_buffers(2);
     ctx.note(format!("{} passages opened and prepared in {:.1}s", index.len(), t.elapsed().as_secs_f64()));
 
     // Every LLM-free method of the registry the index supports.
@@ -327,7 +331,7 @@ pub fn run(ctx: &Context, store: Arc<dyn Store>, inputs: &Inputs, args: &ScaleBe
                 scope.spawn(move || client(c, served, methods, queries, k, stop, MAX_CLIENT_QUERIES, None))
             })
             .collect();
-        let edited = stream(ctx, &served, store.as_ref(), plan, args.edit_rate, k);
+        let edited = stream(ctx, &served, store.as_ref(), plan, args.edit_rate, k, graph_read);
         stop.store(true, Ordering::Release);
         let mut samples = Samples::new();
         for c in clients {
@@ -340,7 +344,8 @@ pub fn run(ctx: &Context, store: Arc<dyn Store>, inputs: &Inputs, args: &ScaleBe
 
     // The last edit's walk, solved in the background, as the server leaves it.
     let engine = served.engine();
-    let (walk_settle_secs, walk_settled) = settle(ctx, &engine, Duration::from_secs(args.settle_secs))?;
+    let (walk_settle_secs, walk_settled) =
+        if graph_read { settle(ctx, &engine, Duration::from_secs(args.settle_secs))? } else { (None, true) };
     drop(engine);
 
     // After the stream: each client a share of every method on every question (or
@@ -486,6 +491,7 @@ fn stream(
     plan: Vec<Planned>,
     rate: f64,
     k: usize,
+    graph_read: bool,
 ) -> anyhow::Result<Vec<EditRecord>> {
     let start = Instant::now();
     let mut records = Vec::new();
@@ -519,7 +525,9 @@ fn stream(
         if report.generation.is_some() {
             let engine = served.engine();
             let next = Arc::new(engine.reload_after(&report)?);
-            next.prepare_walk_in_background()?;
+            if graph_read {
+                next.prepare_walk_in_background()?;
+            }
             served.swap(next).supersede();
             served.engine().ready_edit_buffers(1);
         }

@@ -81,6 +81,26 @@ pub fn canonical_order(passages: &mut [Passage]) {
     passages.sort_unstable_by(|a, b| a.id.cmp(&b.id));
 }
 
+/// The pairs of rows `(i, j)` where `a[i]` and `b[j]` have the same id, both lists in
+/// canonical order (a merge: no id is hashed).
+pub fn same_ids<'a>(a: &'a [Passage], b: &'a [Passage]) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        while i < a.len() && j < b.len() {
+            match a[i].id.cmp(&b[j].id) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    let pair = (i, j);
+                    (i, j) = (i + 1, j + 1);
+                    return Some(pair);
+                }
+            }
+        }
+        None
+    })
+}
+
 /// Something that was not ingested, or ingested differently from how it was written,
 /// with where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

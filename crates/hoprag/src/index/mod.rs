@@ -41,10 +41,15 @@ pub struct Index {
     location: String,
     generation: String,
     pub manifest: Manifest,
-    passages: Vec<Passage>,
+    /// Shared: a delta generation read from this one, or served after an edit of it,
+    /// keeps it as its base without copying it.
+    passages: Arc<Vec<Passage>>,
     vectors: Arc<Matrix>,
     lexical: Arc<dyn LexicalIndex>,
     vector: Arc<dyn VectorIndex>,
+    /// The approximate index as the store gave it (before re-scoring), which an edit
+    /// served from memory brings up to date ([`VectorIndex::edited`]).
+    ann: Option<Arc<dyn VectorIndex>>,
     /// Exact search over the vectors, screened: the vector index itself where the
     /// manifest chose exact search, and filtered dense queries' scan behind HNSW too.
     exact: Arc<ExactIndex>,
@@ -97,8 +102,8 @@ impl Index {
         }
         let vectors = Arc::new(vectors);
         let exact = Arc::new(ExactIndex::screened(vectors.clone()));
-        let vector: Arc<dyn VectorIndex> = match (manifest.vector_index, ann) {
-            (VectorIndexKind::Hnsw, Some(ann)) => Rescored::wrap(ann, vectors.clone()),
+        let vector: Arc<dyn VectorIndex> = match (manifest.vector_index, &ann) {
+            (VectorIndexKind::Hnsw, Some(ann)) => Rescored::wrap(ann.clone(), vectors.clone()),
             (VectorIndexKind::Hnsw, None) => {
                 return Err(err("the manifest names an HNSW index the store lacks".into()))
             }
@@ -108,10 +113,11 @@ impl Index {
             location: location.to_string(),
             generation,
             manifest,
-            passages,
+            passages: Arc::new(passages),
             vectors,
             lexical,
             vector,
+            ann,
             exact,
             meta: crate::lazy::Lazy::new(),
             derived: None,
@@ -152,6 +158,16 @@ impl Index {
 
     pub fn passages(&self) -> &[Passage] {
         &self.passages
+    }
+
+    /// The passages, shared (a derived generation's base, without a copy).
+    pub fn shared_passages(&self) -> Arc<Vec<Passage>> {
+        self.passages.clone()
+    }
+
+    /// The approximate index as the store gave it, where the manifest names one.
+    pub fn ann(&self) -> Option<&Arc<dyn VectorIndex>> {
+        self.ann.as_ref()
     }
 
     pub fn passage(&self, i: crate::PassageIdx) -> &Passage {
@@ -221,7 +237,7 @@ impl Index {
 /// A generation read as a delta on a full one ([`crate::store::delta`]).
 pub struct Derived {
     /// The full generation's passages (its graph's, where it has one), in its order.
-    pub base_passages: Vec<Passage>,
+    pub base_passages: Arc<Vec<Passage>>,
     /// For each passage of the generation, its identical row of the base; `None` for a
     /// passage the delta added.
     pub of_base: Vec<Option<crate::corpus::PassageIdx>>,

@@ -24,7 +24,7 @@ pub use hybrid::{Hybrid, HybridParams};
 pub use phasegraph::{PhaseGraph, PhaseGraphParams};
 pub use ppr::{PassageScoring, Ppr, PprMethodParams};
 pub use regime_router::{RegimeRouter, RegimeRouterParams, RouterMode};
-pub use registry::{GraphKind, MethodSpec};
+pub use registry::{GraphKind, GraphUse, MethodSpec};
 
 use std::sync::Arc;
 use std::time::Instant;

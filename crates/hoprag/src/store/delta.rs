@@ -15,8 +15,6 @@
 //! base (the change of every edit since), so reading never replays a chain. Past
 //! [`DELTA_LIMIT`], an edit writes a full generation instead.
 
-use std::collections::HashMap;
-
 use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
 use crate::index::Matrix;
@@ -143,26 +141,19 @@ impl Delta {
 
 /// Each of `passages`' identical row in the base of `old` (a generation of `old_passages`
 /// whose own rows are `old_of_base`'s, or the base itself where `None`): by id, and
-/// equal in every field.
+/// equal in every field. Both lists in canonical order.
 pub fn of_base_after(
     old_passages: &[Passage],
     old_of_base: Option<&[Option<PassageIdx>]>,
     passages: &[Passage],
 ) -> Vec<Option<PassageIdx>> {
-    let by_id: HashMap<&str, usize> = old_passages.iter().enumerate().map(|(i, p)| (p.id.as_str(), i)).collect();
-    passages
-        .iter()
-        .map(|p| {
-            let j = *by_id.get(p.id.as_str())?;
-            if old_passages[j] != *p {
-                return None;
-            }
-            match old_of_base {
-                Some(rows) => rows[j],
-                None => Some(j as PassageIdx),
-            }
-        })
-        .collect()
+    let mut rows = vec![None; passages.len()];
+    for (j, i) in crate::corpus::same_ids(old_passages, passages) {
+        if old_passages[j] == passages[i] {
+            rows[i] = old_of_base.map_or(Some(j as PassageIdx), |of_base| of_base[j]);
+        }
+    }
+    rows
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::delta::Delta;
-use super::{Change, PassagesPart, Staged, Store, StoreWriter, StoredGraph, WriteTimes};
+use super::{Change, LiveParts, PassagesPart, Staged, Store, StoreWriter, StoredGraph, WriteTimes};
 use crate::corpus::Passage;
 use crate::error::{Error, Result};
 use crate::files::{link_tree, write_file};
@@ -152,7 +152,7 @@ impl FolderStore {
             VectorIndexKind::Hnsw => Some(Arc::new(hnsw_after(&base, &base_manifest, &vectors, Some(&of_base))?.0)),
             _ => None,
         };
-        Ok((passages, vectors, ann, Derived { base_passages, of_base }))
+        Ok((passages, vectors, ann, Derived { base_passages: Arc::new(base_passages), of_base }))
     }
 
     fn live(&self) -> Result<PathBuf> {
@@ -178,13 +178,7 @@ impl Store for FolderStore {
         let (generation, readers) = self.hold_live()?;
         let manifest: Manifest = read_json(&generation.join(MANIFEST))?;
         let id = generation.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let ldir = generation.join(LEXICAL);
-        // Indexes written before BM25 was kept in parts hold one tantivy index.
-        let lexical: Arc<dyn LexicalIndex> = if PartedBm25::is_in(&ldir) {
-            Arc::new(PartedBm25::open(&ldir)?)
-        } else {
-            Arc::new(TantivyBm25::open(&ldir)?)
-        };
+        let lexical = open_lexical(&generation)?;
         if manifest.delta.is_some() {
             let (passages, vectors, ann, derived) = self.read_delta(&generation, &manifest)?;
             let index = Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)?;
@@ -197,6 +191,15 @@ impl Store for FolderStore {
             _ => None,
         };
         Ok(Index::from_parts(&self.location, id, manifest, passages, vectors, lexical, ann)?.holding(readers))
+    }
+
+    fn open_live(&self, generation: &str) -> Result<Option<LiveParts>> {
+        let (dir, readers) = self.hold_live()?;
+        if dir.file_name().is_none_or(|n| n != generation) {
+            return Ok(None);
+        }
+        let manifest = read_json(&dir.join(MANIFEST))?;
+        Ok(Some(LiveParts { manifest, lexical: open_lexical(&dir)?, hold: Box::new(readers) }))
     }
 
     fn stored_graph(&self, index: &Index) -> Result<Option<StoredGraph>> {
@@ -499,6 +502,13 @@ fn write_hnsw(
 
 /// The HNSW graph of `vectors`: the one of generation `base` (a folder holding its HNSW
 /// files) updated for the rows `kept` maps to it, or built where `kept` is unknown.
+/// A generation's lexical index: kept in parts, or (indexes written before BM25 was) one
+/// tantivy index.
+fn open_lexical(generation: &Path) -> Result<Arc<dyn LexicalIndex>> {
+    let dir = generation.join(LEXICAL);
+    Ok(if PartedBm25::is_in(&dir) { Arc::new(PartedBm25::open(&dir)?) } else { Arc::new(TantivyBm25::open(&dir)?) })
+}
+
 fn hnsw_after(
     base: &Path,
     manifest: &Manifest,

@@ -102,6 +102,17 @@ pub trait Store: Send + Sync {
         self.stored_graph(index)?.map(|stored| stored.into_graph(index, embedder, walk)).transpose()
     }
 
+    /// What an index assembled in memory needs of generation `generation` from the
+    /// store, if it is the live one: its manifest, its lexical index, and the hold that
+    /// keeps it in place while the index is open. A server's edit serves its generation so
+    /// ([`edit::edit_from`] with a base): the passages, vectors and approximate index are
+    /// the edit's own, in memory. `None` where another generation is live now (the
+    /// caller loads that one) or the store has no such path.
+    fn open_live(&self, generation: &str) -> Result<Option<LiveParts>> {
+        let _ = generation;
+        Ok(None)
+    }
+
     /// Whether the store writes an edit as a delta on a full generation ([`delta`])
     /// rather than whole ([`Change::Replace`]'s `delta`).
     fn keeps_deltas(&self) -> bool {
@@ -131,6 +142,14 @@ pub trait Store: Send + Sync {
     fn folder(&self) -> Option<&Path> {
         None
     }
+}
+
+/// What [`Store::open_live`] opens of a live generation.
+pub struct LiveParts {
+    pub manifest: Manifest,
+    pub lexical: Arc<dyn crate::index::LexicalIndex>,
+    /// Keeps the generation in place while an index over it is open.
+    pub hold: Box<dyn std::any::Any + Send + Sync>,
 }
 
 /// A generation's entity graph as its store holds it ([`Store::stored_graph`]).

@@ -2,6 +2,7 @@
 //! query is too slow.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -94,10 +95,41 @@ pub const REBUILD_AFTER: f64 = 0.25;
 pub const WIDEN_PER_CHURN: f64 = 2.5;
 
 pub struct HnswIndex {
-    index: Index,
+    /// Shared by the generations a server's edits derive from one another in memory
+    /// ([`VectorIndex::edited`]): each inserts its new passages under keys no other uses
+    /// and reads only the keys its own table maps.
+    index: Arc<Index>,
     params: HnswParams,
     /// The passage row of each key.
     slots: Slots,
+    /// Passages of the generation: the rows its table may map (an identity table maps
+    /// every key below it).
+    passages: usize,
+    shared: Arc<Shared>,
+}
+
+/// What the generations sharing one usearch graph share besides it.
+#[derive(Default)]
+struct Shared {
+    /// Whether any generation inserted into the graph after another was derived from it:
+    /// then a search skips the keys its table does not map (another generation's nodes,
+    /// and its own removed passages', left in place for the generations still reading
+    /// them), where otherwise such a key would mean a damaged table.
+    forked: std::sync::atomic::AtomicBool,
+    /// The next key no generation has used, once forked.
+    next_key: std::sync::atomic::AtomicU64,
+}
+
+/// Spare capacity reserved when a graph is copied for an edit, so that the edits after it
+/// insert into the copy they share (a reservation cannot run beside searches): 1 % of
+/// the passages and at least 1,000, as many as a delta holds before it is compacted
+/// (`store::delta::delta_limit`).
+/// usearch thread contexts of a graph an edit copied (it will be shared): each search and
+/// insert running at once holds one.
+const SHARED_CONTEXTS: usize = 64;
+
+fn spare_capacity(passages: usize) -> usize {
+    (passages / 100).max(1000)
 }
 
 /// How an edit brought the graph up to date.
@@ -131,14 +163,20 @@ impl HnswIndex {
             expansion_search: params.expansion_search,
             multi: false,
         };
-        Ok(HnswIndex { index: Index::new(&options).map_err(err)?, params, slots: Slots::identity() })
+        Ok(HnswIndex {
+            index: Arc::new(Index::new(&options).map_err(err)?),
+            params,
+            slots: Slots::identity(),
+            passages: 0,
+            shared: Arc::default(),
+        })
     }
 
     /// Builds the graph over every row of the matrix, inserting in parallel.
     pub fn build(matrix: &Matrix, params: HnswParams) -> Result<Self> {
         let h = Self::empty(matrix.dim(), params)?;
         h.add(matrix, 0)?;
-        Ok(h)
+        Ok(HnswIndex { passages: matrix.rows(), ..h })
     }
 
     /// Inserts rows `first..` of the matrix (rows before are already in the graph).
@@ -188,10 +226,66 @@ impl HnswIndex {
         // usearch reuses removed nodes for the inserts first, as the table reuses dead
         // slots: the table's length is the graph's node count.
         let capacity = slots.table_len().unwrap_or(base).max(self.index.capacity());
-        self.index.reserve_capacity_and_threads(capacity, rayon::current_num_threads()).map_err(err)?;
+        let contexts = rayon::current_num_threads().max(SHARED_CONTEXTS);
+        self.index.reserve_capacity_and_threads(capacity, contexts).map_err(err)?;
         add.par_iter().try_for_each(|&(slot, row)| self.index.add(slot, vectors.row(row)).map_err(err))?;
         let update = HnswUpdate { rebuilt: false, removed: remove.len(), inserted: add.len() };
-        Ok((HnswIndex { slots, ..self }, update))
+        Ok((HnswIndex { slots, passages: vectors.rows(), ..self }, update))
+    }
+
+    /// [`VectorIndex::edited`] without a copy, where the graph has room for the edit's
+    /// passages: they are inserted under new keys into the graph this generation shares,
+    /// and the new table leaves the removed passages' keys dead (their nodes stay for
+    /// the generations still reading them, as a removal's tombstone would). `None` where
+    /// there is no room.
+    fn edited_in_place(&self, vectors: &Matrix, kept: &[Option<PassageIdx>]) -> Option<Result<HnswIndex>> {
+        use std::sync::atomic::Ordering;
+        let inserts = kept.iter().filter(|k| k.is_none()).count();
+        if self.index.size() + inserts > self.index.capacity() || vectors.dim() != self.index.dimensions() {
+            return None;
+        }
+        let result = (|| {
+            let first = self.shared.next_key.load(Ordering::Acquire).max(self.slots.table_len().unwrap_or(0) as u64);
+            let first = first.max(self.index.size() as u64 + self.slots.dead() as u64);
+            let SlotEdit { slots, add, .. } =
+                self.slots.after_edit_appending(self.passages, kept, first).map_err(err)?;
+            self.shared.forked.store(true, Ordering::Release);
+            self.shared.next_key.store(first + add.len() as u64, Ordering::Release);
+            add.par_iter().try_for_each(|&(slot, row)| self.index.add(slot, vectors.row(row)).map_err(err))?;
+            Ok(HnswIndex {
+                index: self.index.clone(),
+                params: self.params,
+                slots,
+                passages: vectors.rows(),
+                shared: self.shared.clone(),
+            })
+        })();
+        Some(result)
+    }
+
+    /// A copy of the graph, through its bytes (usearch copies no other way), with room
+    /// for [`spare_capacity`] more passages.
+    fn copy(&self) -> Result<HnswIndex> {
+        let copy = HnswIndex::from_bytes(&self.to_bytes()?, self.index.dimensions(), self.params).map_err(err)?;
+        // The nodes of keys this generation does not map (other generations', and its own
+        // removed passages' left in place while shared) go, as a removal takes them.
+        let end = self.shared.next_key.load(std::sync::atomic::Ordering::Acquire);
+        let end = end.max(self.slots.table_len().unwrap_or(self.passages) as u64);
+        for key in (0..end).filter(|&key| self.row(key).is_none()) {
+            if copy.index.contains(key) {
+                copy.index.remove(key).map_err(err)?;
+            }
+        }
+        let capacity = copy.index.size() + spare_capacity(self.passages);
+        // A shared graph takes an edit's inserts while queries search it: usearch serves
+        // one call per thread context, so there are contexts for both.
+        copy.index.reserve_capacity_and_threads(capacity, SHARED_CONTEXTS).map_err(err)?;
+        Ok(HnswIndex { slots: self.slots.clone(), passages: self.passages, ..copy })
+    }
+
+    /// The row `key` stands for in this generation, if any.
+    fn row(&self, key: u64) -> Option<PassageIdx> {
+        self.slots.row(key).filter(|&r| (r as usize) < self.passages)
     }
 
     /// The key → row table; [`Slots::identity`] for a graph built from scratch.
@@ -206,7 +300,7 @@ impl HnswIndex {
             Some(live) if live != self.index.size() => {
                 Err(format!("the slot table holds {live} passages, the HNSW graph {}", self.index.size()))
             }
-            _ => Ok(HnswIndex { slots, ..self }),
+            _ => Ok(HnswIndex { passages: slots.live().unwrap_or(self.passages), slots, ..self }),
         }
     }
 
@@ -226,7 +320,7 @@ impl HnswIndex {
         let s = path.to_str().ok_or_else(|| Error::index(path, "path is not UTF-8"))?;
         h.index.load(s).map_err(|e| Error::index(path, format!("hnsw load: {e}")))?;
         h.check_dim(dim).map_err(|m| Error::index(path, m))?;
-        Ok(h)
+        Ok(HnswIndex { passages: h.index.size(), ..h })
     }
 
     /// The graph as [`save`](Self::save) writes it to a file.
@@ -242,7 +336,7 @@ impl HnswIndex {
         let h = Self::empty(dim, params).map_err(|e| e.to_string())?;
         h.index.load_from_buffer(bytes).map_err(|e| format!("not a usearch index: {e}"))?;
         h.check_dim(dim)?;
-        Ok(h)
+        Ok(HnswIndex { passages: h.index.size(), ..h })
     }
 
     /// usearch takes the dimension from the serialized header: one that differs from
@@ -261,7 +355,7 @@ impl VectorIndex for HnswIndex {
     }
 
     fn search_breadth(&self, k: usize) -> usize {
-        let n = self.index.size();
+        let n = self.passages;
         let breadth = breadth_for(&self.params, n);
         if self.slots.removed() == 0 {
             return breadth.max(k);
@@ -281,13 +375,18 @@ impl VectorIndex for HnswIndex {
         // usearch searches with max(expansion_search, count) candidates: asking for
         // `breadth` results sets the breadth of this search alone (changing the index's
         // expansion would change it for searches running beside it).
-        let m = self.index.search(query, k.max(breadth)).map_err(err)?;
+        let m = if self.shared.forked.load(std::sync::atomic::Ordering::Acquire) {
+            self.index.filtered_search(query, k.max(breadth), |key| self.row(key).is_some())
+        } else {
+            self.index.search(query, k.max(breadth))
+        };
+        let m = m.map_err(err)?;
         // usearch's inner-product and cosine distances are 1 - similarity.
         m.keys
             .iter()
             .zip(&m.distances)
             .take(k)
-            .map(|(&key, &d)| match self.slots.row(key) {
+            .map(|(&key, &d)| match self.row(key) {
                 Some(row) => Ok((row, 1.0 - d)),
                 None => Err(err(format!("the graph returned slot {key}, which holds no passage"))),
             })
@@ -295,7 +394,7 @@ impl VectorIndex for HnswIndex {
     }
 
     fn len(&self) -> usize {
-        self.index.size()
+        self.passages
     }
 
     fn kind(&self) -> VectorIndexKind {
@@ -304,6 +403,18 @@ impl VectorIndex for HnswIndex {
 
     fn approximate_scores(&self) -> bool {
         self.params.quantization != Quantization::F32
+    }
+
+    /// The edit's passages inserted into the graph this generation shares, where it has
+    /// room; otherwise into a copy (through the graph's bytes, 0.5 GB at a million
+    /// passages) with room for the edits after it, updated as [`HnswIndex::after_edit`]
+    /// updates a stored one.
+    fn edited(&self, vectors: &Matrix, kept: &[Option<PassageIdx>]) -> Option<Result<std::sync::Arc<dyn VectorIndex>>> {
+        let edited = match self.edited_in_place(vectors, kept) {
+            Some(shared) => shared,
+            None => self.copy().and_then(|copy| Ok(copy.after_edit(vectors, kept)?.0)),
+        };
+        Some(edited.map(|h| std::sync::Arc::new(h) as std::sync::Arc<dyn VectorIndex>))
     }
 }
 
@@ -408,8 +519,76 @@ mod tests {
         // Without its table the graph's keys are slots, not rows: the table matters.
         let bare = HnswIndex::from_bytes(&graph.to_bytes().unwrap(), 24, params).unwrap();
         let m = matrix(&rows);
-        let wrong = (0..m.rows() as PassageIdx).filter(|&r| bare.search(m.row(r), 1).unwrap()[0].0 != r);
+        // (A key past the passages is refused as a damaged table.)
+        let wrong = (0..m.rows() as PassageIdx).filter(|&r| bare.search(m.row(r), 1).map_or(true, |t| t[0].0 != r));
         assert!(wrong.count() > 100, "rows shifted by the edits");
+    }
+
+    type Rows = Vec<Vec<f32>>;
+
+    /// The rows after removing every `step`th row (from `offset`) and inserting a new one
+    /// after every 29th: the rows, each one's old row, and the vectors removed.
+    fn edited_rows(
+        rows: &[Vec<f32>],
+        extra: &mut impl Iterator<Item = Vec<f32>>,
+        step: usize,
+        offset: usize,
+    ) -> (Rows, Vec<Option<PassageIdx>>, Rows) {
+        let (mut next, mut kept, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, v) in rows.iter().enumerate() {
+            if i % step == offset {
+                removed.push(v.clone());
+                continue;
+            }
+            next.push(v.clone());
+            kept.push(Some(i as PassageIdx));
+            if i % 29 == 0 {
+                next.push(extra.next().unwrap());
+                kept.push(None);
+            }
+        }
+        (next, kept, removed)
+    }
+
+    /// A server's edits in memory: the first copies the graph (with room for more), the
+    /// next ones insert into the copy they share; each generation finds its own rows and
+    /// none of the others', whichever inserted last.
+    #[test]
+    fn generations_edited_in_memory_share_the_graph_and_keep_to_their_rows() {
+        let params = HnswParams { quantization: Quantization::F32, ..Default::default() };
+        let rows = unit_vectors(21, 500, 24);
+        let mut extra = unit_vectors(22, 200, 24).into_iter();
+        let g0 = HnswIndex::build(&matrix(&rows), params).unwrap();
+        let (rows1, kept1, _) = edited_rows(&rows, &mut extra, 11, 3);
+        assert!(g0.edited_in_place(&matrix(&rows1), &kept1).is_none(), "a built graph has no room");
+        let g1 = g0.copy().unwrap().after_edit(&matrix(&rows1), &kept1).unwrap().0;
+        let (rows2, kept2, removed2) = edited_rows(&rows1, &mut extra, 13, 5);
+        let g2 = g1.edited_in_place(&matrix(&rows2), &kept2).expect("room for the edit").unwrap();
+        assert!(Arc::ptr_eq(&g1.index, &g2.index), "shared, not copied");
+        let (rows3, kept3, removed3) = edited_rows(&rows2, &mut extra, 17, 2);
+        let g3 = g2.edited_in_place(&matrix(&rows3), &kept3).expect("room for the edit").unwrap();
+        for (graph, rows, what) in [(&g1, &rows1, "first"), (&g2, &rows2, "second"), (&g3, &rows3, "third")] {
+            assert_eq!(graph.len(), rows.len(), "{what}");
+            each_row_finds_itself(graph, &matrix(rows), what);
+        }
+        // The second generation's removed passages are gone from it and from the third,
+        // still there for the first, which holds them.
+        for v in &removed2 {
+            assert!(g2.search(v, 1).unwrap()[0].1 < 0.999 && g3.search(v, 1).unwrap()[0].1 < 0.999);
+            let top = g1.search(v, 1).unwrap()[0];
+            assert!(top.1 > 0.999 && rows1[top.0 as usize] == *v, "the first generation still finds it");
+        }
+        for v in &removed3 {
+            assert!(g3.search(v, 1).unwrap()[0].1 < 0.999);
+        }
+        // Through the trait: a copy once the shared graph is full, the same rows.
+        let full = HnswIndex { shared: Arc::default(), ..g3.copy().unwrap() };
+        let edited = full.edited(&matrix(&rows3), &kept3.iter().map(|_| None).collect::<Vec<_>>());
+        assert!(edited.is_some());
+        // A copy drops the nodes its generation does not map.
+        let copy = g2.copy().unwrap();
+        assert_eq!(copy.index.size(), rows2.len(), "only the second generation's nodes");
+        each_row_finds_itself(&copy, &matrix(&rows2), "copy of the second");
     }
 
     #[test]

@@ -48,6 +48,14 @@ pub trait VectorIndex: Send + Sync {
     fn approximate_scores(&self) -> bool {
         false
     }
+    /// A copy of this index brought up to date for an edit, in memory: `vectors` are the
+    /// new passages', `kept` each one's row here (`None`: new to the index). This index is
+    /// left as it was (queries may still read it). `None` for an index that is not held
+    /// in memory: the store builds the new one where the edit's generation is read.
+    fn edited(&self, vectors: &Matrix, kept: &[Option<PassageIdx>]) -> Option<Result<std::sync::Arc<dyn VectorIndex>>> {
+        let _ = (vectors, kept);
+        None
+    }
 }
 
 /// An approximate index whose candidates are re-scored on the f32 vectors: the search

@@ -130,6 +130,22 @@ impl Slots {
     /// The table after an edit of a base of `base` passages whose new passages are
     /// `kept` (each one's base row, `None` for one the base lacks).
     pub(crate) fn after_edit(&self, base: usize, kept: &[Option<PassageIdx>]) -> Result<SlotEdit, String> {
+        self.edit(base, kept, None)
+    }
+
+    /// [`after_edit`](Self::after_edit) for a graph other generations still read: new
+    /// passages take new slots from `first` on, never a dead one (another generation may
+    /// still map it).
+    pub(crate) fn after_edit_appending(
+        &self,
+        base: usize,
+        kept: &[Option<PassageIdx>],
+        first: u64,
+    ) -> Result<SlotEdit, String> {
+        self.edit(base, kept, Some(first))
+    }
+
+    fn edit(&self, base: usize, kept: &[Option<PassageIdx>], first_new: Option<u64>) -> Result<SlotEdit, String> {
         let mut rows: Vec<PassageIdx> = match &self.rows {
             Some(rows) => rows.clone(),
             None => (0..base as PassageIdx).collect(),
@@ -163,7 +179,14 @@ impl Slots {
         // New passages take the lowest free slots first, so the table (and usearch,
         // which reuses a removed node for the next add) grows only by what the edit
         // adds beyond what it removes.
-        let mut free = rows.iter().enumerate().filter(|(_, &r)| r == DEAD).map(|(s, _)| s as u64).collect::<Vec<_>>();
+        let mut free = match first_new {
+            Some(first) => {
+                let first = usize::try_from(first).map_err(|_| format!("slot {first} past the address space"))?;
+                rows.resize(rows.len().max(first), DEAD);
+                Vec::new()
+            }
+            None => rows.iter().enumerate().filter(|(_, &r)| r == DEAD).map(|(s, _)| s as u64).collect::<Vec<_>>(),
+        };
         free.reverse();
         let mut add = Vec::with_capacity(kept.len() - kept_count);
         for (new, _) in kept.iter().enumerate().filter(|(_, k)| k.is_none()) {

@@ -40,6 +40,10 @@ pub struct EditWork {
     pub walk_secs: f64,
     pub lexical_secs: f64,
     pub write_secs: f64,
+    /// The published generation assembled in memory for the caller to serve (its
+    /// approximate index copied and updated), where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assemble_secs: Option<f64>,
     pub total_secs: f64,
     /// What repairing the walk did ([`WalkUpdate::Repair`]); `None` where it was solved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,13 +213,30 @@ fn repaired(
     warm.or_else(|| Solved::solve(&ppr, e, vectors, PprParams::default().damping)).map(Arc::new)
 }
 
-/// For each passage, a passage of `old` with the same title and text, each used once.
+/// For each passage, a passage of `old` with the same title and text, each used once:
+/// the one with its id where that one kept its title and text, else one of the others
+/// the id match leaves over (a passage renamed, or its text moved). Both lists are in
+/// canonical order, so the id match is a merge, and only the edit's passages are hashed:
+/// a passage whose text equals another, unchanged one's is embedded again (the same
+/// vector: a vector is a function of its text).
 pub(super) fn kept_passages(old: &[Passage], passages: &[Passage]) -> Vec<Option<PassageIdx>> {
-    let mut of_content: HashMap<(&str, &str), Vec<PassageIdx>> = HashMap::with_capacity(old.len());
-    for (i, p) in old.iter().enumerate().rev() {
+    let same = |a: &Passage, b: &Passage| a.title == b.title && a.text == b.text;
+    let mut kept = vec![None; passages.len()];
+    let mut used = vec![false; old.len()];
+    for (i, j) in crate::corpus::same_ids(old, passages) {
+        if same(&old[i], &passages[j]) {
+            kept[j] = Some(i as PassageIdx);
+            used[i] = true;
+        }
+    }
+    let mut of_content: HashMap<(&str, &str), Vec<PassageIdx>> = HashMap::new();
+    for (i, p) in old.iter().enumerate().rev().filter(|(i, _)| !used[*i]) {
         of_content.entry((p.title.as_str(), p.text.as_str())).or_default().push(i as PassageIdx);
     }
-    passages.iter().map(|p| of_content.get_mut(&(p.title.as_str(), p.text.as_str())).and_then(Vec::pop)).collect()
+    for (k, p) in kept.iter_mut().zip(passages).filter(|(k, _)| k.is_none()) {
+        *k = of_content.get_mut(&(p.title.as_str(), p.text.as_str())).and_then(Vec::pop);
+    }
+    kept
 }
 
 /// Each passage's vector: the stored one of its `kept` passage of the old generation

@@ -102,6 +102,10 @@ pub struct Published {
     /// The query structures over `graph`, where the editor built them while the
     /// generation was written ([`crate::Engine::edit`]).
     pub context: Option<Arc<crate::graph::GraphContext>>,
+    /// The generation itself, assembled in memory from the one the edit started from
+    /// ([`edit_from`] with a base, where the store wrote a delta and opens the
+    /// generation's live parts: [`Store::open_live`]); `None`: read it from the store.
+    pub index: Option<Arc<Index>>,
 }
 
 impl std::fmt::Debug for Published {
@@ -146,6 +150,9 @@ pub fn edit_from(
     let started = Instant::now();
     let fresh = derive::Fresh::default();
     let mut report = EditReport { dry_run: options.dry_run, ..Default::default() };
+    // A caller with the generation in memory serves the edit's next: it is assembled
+    // from what the edit computed rather than read back from the store.
+    let serving = base.is_some();
     for attempt in 0..ATTEMPTS {
         report.retries = attempt;
         let t = Instant::now();
@@ -175,7 +182,10 @@ pub fn edit_from(
         // delta on the full generation `old` is (or is a delta on): its graph is derived
         // by its readers, so none is loaded or derived here unless it is in memory
         // already (a server's, which it serves next).
-        let delta = if store.keeps_deltas() { delta_of(&old, &plan.passages, &vectors) } else { None };
+        let (delta, of_base) = match store.keeps_deltas() {
+            true => delta_of(&old, &plan.passages, &vectors).unzip(),
+            false => (None, None),
+        };
         let old_graph = match loaded_graph {
             Some(graph) => Some(graph),
             None if old.manifest.graph.is_some() && delta.is_none() => {
@@ -237,7 +247,8 @@ pub fn edit_from(
             continue;
         }
         let manifest = manifest_after(&old, &plan, corpus_checksum, graph.as_ref(), delta.as_ref(), options)?;
-        drop(old);
+        // Kept only where the next generation is assembled from it.
+        let old = (serving && delta.is_some()).then_some(old);
         let (graph, _) = graph.unzip();
         let times = writer.commit(
             Change::Replace {
@@ -255,7 +266,17 @@ pub fn edit_from(
         report.work.lexical_secs += times.lexical_secs;
         report.work.write_secs += times.write_secs + times.vector_secs;
         report.generation = store.generation()?;
-        report.published = report.generation.clone().map(|generation| Published { generation, graph, context: None });
+        let index = match (old, of_base, &report.generation) {
+            (Some(old), Some(of_base), Some(generation)) => {
+                let t = Instant::now();
+                let next = assembled(store, &old, generation, plan.passages, vectors, &kept, of_base)?;
+                report.work.assemble_secs = Some(t.elapsed().as_secs_f64());
+                next.map(Arc::new)
+            }
+            _ => None,
+        };
+        report.published =
+            report.generation.clone().map(|generation| Published { generation, graph, context: None, index });
         report.work.total_secs = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -313,14 +334,52 @@ fn manifest_after(
 }
 
 /// The change from `old` to `passages` as a delta on the full generation `old` is, or is
-/// a delta on, while it stays within [`delta_limit`]; `None` past it (the edit writes a
-/// full generation: the compaction).
-fn delta_of(old: &Index, passages: &[crate::corpus::Passage], vectors: &crate::index::Matrix) -> Option<Delta> {
+/// a delta on, while it stays within [`delta_limit`], with each passage's row of that
+/// generation; `None` past it (the edit writes a full generation: the compaction).
+fn delta_of(
+    old: &Index,
+    passages: &[crate::corpus::Passage],
+    vectors: &crate::index::Matrix,
+) -> Option<(Delta, Vec<Option<crate::corpus::PassageIdx>>)> {
     let derived = old.derived();
     let of_base = of_base_after(old.passages(), derived.map(|d| &d.of_base[..]), passages);
     let base_len = derived.map_or(old.len(), |d| d.base_passages.len());
     let delta = Delta::between(base_len, &of_base, passages, vectors);
-    (delta.len() <= delta_limit(base_len)).then_some(delta)
+    (delta.len() <= delta_limit(base_len)).then_some((delta, of_base))
+}
+
+/// Delta generation `generation`, which an edit of `old` published, as the store would
+/// read it but from memory: the edit's `passages` and `vectors`, `old`'s approximate index
+/// brought up to date (`kept`: each passage's row of `old`), the full generation's
+/// passages shared with `old`, and from the store only what it opens of a live
+/// generation (the lexical index). `None` where the store cannot (another generation is
+/// live already, or the store has no such path): the caller reads it.
+fn assembled(
+    store: &dyn Store,
+    old: &Index,
+    generation: &str,
+    passages: Vec<crate::corpus::Passage>,
+    vectors: crate::index::Matrix,
+    kept: &[Option<crate::corpus::PassageIdx>],
+    of_base: Vec<Option<crate::corpus::PassageIdx>>,
+) -> Result<Option<Index>> {
+    let Some(live) = store.open_live(generation)? else { return Ok(None) };
+    let ann = match old.ann().map(|ann| ann.edited(&vectors, kept)) {
+        Some(Some(edited)) => Some(edited?),
+        Some(None) => return Ok(None),
+        None => None,
+    };
+    let base_passages = old.derived().map_or_else(|| old.shared_passages(), |d| d.base_passages.clone());
+    let index = Index::from_parts(
+        store.location(),
+        generation.to_string(),
+        live.manifest,
+        passages,
+        vectors,
+        live.lexical,
+        ann,
+    )?;
+    Ok(Some(index.derived_from(crate::index::Derived { base_passages, of_base }).holding(live.hold)))
 }
 
 /// What a compaction wrote.

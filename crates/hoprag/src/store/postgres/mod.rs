@@ -73,7 +73,7 @@ use postgres::types::Type;
 use postgres::{GenericClient, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::{Namespace, Open, Store, StoreWriter, StoredGraph};
+use super::{LiveParts, Namespace, Open, Store, StoreWriter, StoredGraph};
 use crate::corpus::{Meta, Passage};
 use crate::error::{Error, Result};
 use crate::index::{Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
@@ -264,7 +264,7 @@ impl PgStore {
         };
         tx.commit().map_err(self.err("ending a read"))?;
         let index = Index::from_parts(location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)?;
-        Ok(index.derived_from(Derived { base_passages, of_base }).holding(hold))
+        Ok(index.derived_from(Derived { base_passages: Arc::new(base_passages), of_base }).holding(hold))
     }
 }
 
@@ -337,6 +337,23 @@ impl Store for PgStore {
         tx.commit().map_err(self.err("ending a read"))?;
         Ok(Index::from_parts(&self.location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)?
             .holding(hold))
+    }
+
+    fn open_live(&self, generation: &str) -> Result<Option<LiveParts>> {
+        let Ok(id) = generation.parse::<i64>() else { return Ok(None) };
+        let mut conn = self.conn()?;
+        let Some(hold) = self.readers.hold(id)? else { return Ok(None) };
+        let mut tx = self.snapshot(&mut conn)?;
+        let g = self.live(&mut tx)?;
+        if g.id != id {
+            return Ok(None);
+        }
+        let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
+            Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
+            None => Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?),
+        };
+        tx.commit().map_err(self.err("ending a read"))?;
+        Ok(Some(LiveParts { manifest: g.manifest, lexical, hold: Box::new(hold) }))
     }
 
     fn stored_graph(&self, index: &Index) -> Result<Option<StoredGraph>> {

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::corpus::{canonical_order, Passage};
 use crate::error::{Error, Result};
 
+mod sorted;
+
 /// What to change.
 #[derive(Debug, Clone)]
 pub enum Request {
@@ -55,8 +57,18 @@ pub struct Plan {
     pub counts: EditCounts,
 }
 
-/// Applies `request` to `old` (any order).
+/// Applies `request` to `old` (any order). An upsert or a delete of an index's passages
+/// (canonical order) takes time in proportion to the request, not to `old`, beyond
+/// copying it ([`sorted`]).
 pub fn plan(old: &[Passage], request: &Request) -> Result<Plan> {
+    if let Some(plan) = sorted::plan(old, request) {
+        return plan;
+    }
+    general(old, request)
+}
+
+/// [`plan`] by the rules as stated, for passages in any order.
+fn general(old: &[Passage], request: &Request) -> Result<Plan> {
     let mut docs: BTreeMap<&str, Vec<&Passage>> = BTreeMap::new();
     for p in old {
         docs.entry(p.document()).or_default().push(p);
@@ -91,7 +103,7 @@ fn upsert(old: &[Passage], docs: &BTreeMap<&str, Vec<&Passage>>, rows: &[Passage
     let mut in_place: HashMap<String, Passage> = HashMap::new();
     for row in rows {
         if !seen.insert(row.id.as_str()) {
-            return Err(Error::Config(format!("id {:?} appears twice among the rows to upsert", row.id)));
+            return Err(twice(&row.id));
         }
         match (&row.doc, doc_of.get(row.id.as_str())) {
             (Some(d), _) => whole.entry(d.clone()).or_default().push(row.clone()),
@@ -103,7 +115,7 @@ fn upsert(old: &[Passage], docs: &BTreeMap<&str, Vec<&Passage>>, rows: &[Passage
         }
     }
     if let Some(id) = in_place.keys().find(|id| whole.contains_key(*id)) {
-        return Err(Error::Config(format!("id {id:?} names both a passage and a document among the rows")));
+        return Err(passage_and_document(id));
     }
     let mut out = Vec::with_capacity(old.len() + rows.len());
     for (d, passages) in docs {
@@ -121,12 +133,7 @@ fn delete(old: &[Passage], docs: &BTreeMap<&str, Vec<&Passage>>, ids: &[String])
     let unknown: Vec<&str> =
         ids.iter().map(String::as_str).filter(|id| !docs.contains_key(id) && !passage_ids.contains(id)).collect();
     if !unknown.is_empty() {
-        let shown: Vec<String> = unknown.iter().take(10).map(|id| format!("{id:?}")).collect();
-        let more = if unknown.len() > 10 { format!(" and {} more", unknown.len() - 10) } else { String::new() };
-        return Err(Error::Config(format!(
-            "no document or passage has the id {}{more}; nothing was deleted",
-            shown.join(", ")
-        )));
+        return Err(unknown_ids(&unknown));
     }
     let gone: HashSet<&str> = ids.iter().map(String::as_str).collect();
     Ok(old.iter().filter(|p| !gone.contains(p.document()) && !gone.contains(p.id.as_str())).cloned().collect())
@@ -137,24 +144,39 @@ fn check_ids(passages: &[Passage]) -> Result<()> {
     let mut owner: HashMap<&str, &str> = HashMap::with_capacity(passages.len());
     for p in passages {
         if let Some(other) = owner.insert(&p.id, p.document()) {
-            return Err(Error::Config(format!(
-                "id {:?} would name two passages (of documents {other:?} and {:?})",
-                p.id,
-                p.document()
-            )));
+            return Err(two_passages(&p.id, other, p.document()));
         }
     }
     for p in passages {
         if let Some(&d) = owner.get(p.document()) {
             if d != p.document() {
-                return Err(Error::Config(format!(
-                    "document id {:?} is also the id of a passage of document {d:?}",
-                    p.document()
-                )));
+                return Err(document_is_passage(p.document(), d));
             }
         }
     }
     Ok(())
+}
+
+fn twice(id: &str) -> Error {
+    Error::Config(format!("id {id:?} appears twice among the rows to upsert"))
+}
+
+fn passage_and_document(id: &str) -> Error {
+    Error::Config(format!("id {id:?} names both a passage and a document among the rows"))
+}
+
+fn unknown_ids(unknown: &[&str]) -> Error {
+    let shown: Vec<String> = unknown.iter().take(10).map(|id| format!("{id:?}")).collect();
+    let more = if unknown.len() > 10 { format!(" and {} more", unknown.len() - 10) } else { String::new() };
+    Error::Config(format!("no document or passage has the id {}{more}; nothing was deleted", shown.join(", ")))
+}
+
+fn two_passages(id: &str, first: &str, second: &str) -> Error {
+    Error::Config(format!("id {id:?} would name two passages (of documents {first:?} and {second:?})"))
+}
+
+fn document_is_passage(document: &str, of: &str) -> Error {
+    Error::Config(format!("document id {document:?} is also the id of a passage of document {of:?}"))
 }
 
 fn count(old: &BTreeMap<&str, Vec<&Passage>>, new: &[Passage]) -> EditCounts {
