@@ -374,7 +374,7 @@ impl GraphContext {
     }
 
     /// Builds GEAR's triple index on a thread of its own if `previous` (the context this
-    /// one's graph was edited from) had built one, reusing its token counts: an edit is
+    /// one's graph was edited from) has built one, reusing its token counts: an edit is
     /// served without waiting for it, and a query that needs it meanwhile waits for this
     /// build rather than starting its own ([`crate::lazy`]). The index is the one
     /// [`GraphContext::triple_index`] would build.
@@ -383,14 +383,16 @@ impl GraphContext {
         previous: std::sync::Arc<GraphContext>,
         embedder: std::sync::Arc<dyn crate::embed::Embedder>,
     ) {
-        if previous.triples.get().is_none() && !previous.triples.is_running() {
+        // Only from a finished one: a build waiting for the one before it, edits coming
+        // faster than builds, made a chain that the newest generation's GEAR queries
+        // waited along; without one, the first GEAR query builds the index whole.
+        if previous.triples.get().is_none() {
             return;
         }
         self.triples_behind.store(true, std::sync::atomic::Ordering::Release);
         let this = self.clone();
         let build = move || {
-            // The previous index may itself still be building (edits back to back).
-            let old = previous.triples.get_or_wait().map(|t| (&**t, previous.graph()));
+            let old = previous.triples.get().map(|t| (&**t, previous.graph()));
             let built = this.triples.get_or_try_compute(|| {
                 TripleIndex::build_after(this.graph(), embedder.as_ref(), old).map(std::sync::Arc::new)
             });
