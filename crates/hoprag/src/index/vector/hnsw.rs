@@ -116,8 +116,16 @@ struct Shared {
     /// and its own removed passages', left in place for the generations still reading
     /// them), where otherwise such a key would mean a damaged table.
     forked: std::sync::atomic::AtomicBool,
-    /// The next key no generation has used, once forked.
-    next_key: std::sync::atomic::AtomicU64,
+    /// What the generations' inserts have claimed (two edits may insert at once).
+    claims: std::sync::Mutex<Claims>,
+}
+
+#[derive(Default)]
+struct Claims {
+    /// The next key no generation has used.
+    next_key: u64,
+    /// Nodes the graph holds once every claimed insert has landed.
+    nodes: usize,
 }
 
 /// Spare capacity reserved when a graph is copied for an edit, so that the edits after it
@@ -240,17 +248,14 @@ impl HnswIndex {
     /// there is no room.
     fn edited_in_place(&self, vectors: &Matrix, kept: &[Option<PassageIdx>]) -> Option<Result<HnswIndex>> {
         use std::sync::atomic::Ordering;
-        let inserts = kept.iter().filter(|k| k.is_none()).count();
-        if self.index.size() + inserts > self.index.capacity() || vectors.dim() != self.index.dimensions() {
+        if vectors.dim() != self.index.dimensions() {
             return None;
         }
+        let first = self.claim(kept.iter().filter(|k| k.is_none()).count())?;
         let result = (|| {
-            let first = self.shared.next_key.load(Ordering::Acquire).max(self.slots.table_len().unwrap_or(0) as u64);
-            let first = first.max(self.index.size() as u64 + self.slots.dead() as u64);
             let SlotEdit { slots, add, .. } =
                 self.slots.after_edit_appending(self.passages, kept, first).map_err(err)?;
             self.shared.forked.store(true, Ordering::Release);
-            self.shared.next_key.store(first + add.len() as u64, Ordering::Release);
             add.par_iter().try_for_each(|&(slot, row)| self.index.add(slot, vectors.row(row)).map_err(err))?;
             Ok(HnswIndex {
                 index: self.index.clone(),
@@ -263,14 +268,28 @@ impl HnswIndex {
         Some(result)
     }
 
+    /// The first of `inserts` keys past every key in use (this generation's table's, and
+    /// those other generations sharing the graph claimed), where the graph has room for
+    /// them; the claim holds until the graph is dropped.
+    fn claim(&self, inserts: usize) -> Option<u64> {
+        let mut claims = self.shared.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let nodes = claims.nodes.max(self.index.size());
+        if nodes + inserts > self.index.capacity() {
+            return None;
+        }
+        let first = claims.next_key.max(self.slots.table_len().unwrap_or(self.passages) as u64);
+        *claims = Claims { next_key: first + inserts as u64, nodes: nodes + inserts };
+        Some(first)
+    }
+
     /// A copy of the graph, through its bytes (usearch copies no other way), with room
     /// for [`spare_capacity`] more passages.
     fn copy(&self) -> Result<HnswIndex> {
         let copy = HnswIndex::from_bytes(&self.to_bytes()?, self.index.dimensions(), self.params).map_err(err)?;
         // The nodes of keys this generation does not map (other generations', and its own
         // removed passages' left in place while shared) go, as a removal takes them.
-        let end = self.shared.next_key.load(std::sync::atomic::Ordering::Acquire);
-        let end = end.max(self.slots.table_len().unwrap_or(self.passages) as u64);
+        let claimed = self.shared.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next_key;
+        let end = claimed.max(self.slots.table_len().unwrap_or(self.passages) as u64);
         for key in (0..end).filter(|&key| self.row(key).is_none()) {
             if copy.index.contains(key) {
                 copy.index.remove(key).map_err(err)?;

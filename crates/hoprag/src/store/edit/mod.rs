@@ -269,7 +269,13 @@ pub fn edit_from(
         let index = match (old, of_base, &report.generation) {
             (Some(old), Some(of_base), Some(generation)) => {
                 let t = Instant::now();
-                let next = assembled(store, &old, generation, plan.passages, vectors, &kept, of_base)?;
+                // The edit is published: where its generation cannot be assembled, the
+                // caller reads it from the store.
+                let next =
+                    assembled(store, &old, generation, plan.passages, vectors, &kept, of_base).unwrap_or_else(|e| {
+                        log::warn!("{}: the edited generation is read back: {e}", store.location());
+                        None
+                    });
                 report.work.assemble_secs = Some(t.elapsed().as_secs_f64());
                 next.map(Arc::new)
             }
