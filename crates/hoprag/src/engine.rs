@@ -46,6 +46,7 @@ impl Shared {
             llm: self.llm.clone(),
             llm_source: self.llm_source.clone(),
             graph: Lazy::new(),
+            graph_embedder: Lazy::new(),
         })
     }
 }
@@ -63,6 +64,10 @@ pub struct Engine {
     llm_source: LlmSource,
     /// The index's entity graph with its query-time structures, loaded on first use.
     graph: Lazy<std::result::Result<Option<Arc<GraphContext>>, String>>,
+    /// The graph's own embedder (`--graph-embedder`), loaded on first use and kept by
+    /// the engines of later generations with the same one: an edit asks for it whether
+    /// or not the graph is loaded.
+    graph_embedder: Lazy<Option<Arc<dyn Embedder>>>,
 }
 
 /// What a method that asks an LLM says when none is configured.
@@ -98,7 +103,16 @@ impl Engine {
         index.check_embedder(embedder.as_ref())?;
         config.validate()?;
         let (llm, llm_source) = crate::retrieve::gear::llm_from_config(&config.llm)?;
-        Ok(Engine { store, index, embedder, config, llm: Some(llm), llm_source, graph: Lazy::new() })
+        Ok(Engine {
+            store,
+            index,
+            embedder,
+            config,
+            llm: Some(llm),
+            llm_source,
+            graph: Lazy::new(),
+            graph_embedder: Lazy::new(),
+        })
     }
 
     /// The chat model of the LLM stages: the one [`Engine::with_llm`] gave, else the
@@ -174,6 +188,7 @@ impl Engine {
             llm: self.llm.clone(),
             llm_source: self.llm_source.clone(),
             graph,
+            graph_embedder: self.graph_embedder_kept(),
         }
     }
 
@@ -199,6 +214,8 @@ impl Engine {
     /// engine's store; its graph loaded on first use.
     fn over(&self, index: Arc<Index>) -> Result<Engine> {
         index.check_embedder(self.embedder.as_ref())?;
+        let same = index.manifest.graph_embedder() == self.index.manifest.graph_embedder();
+        let graph_embedder = if same { self.graph_embedder_kept() } else { Lazy::new() };
         Ok(Engine {
             store: self.store.clone(),
             index,
@@ -207,7 +224,13 @@ impl Engine {
             llm: self.llm.clone(),
             llm_source: self.llm_source.clone(),
             graph: Lazy::new(),
+            graph_embedder,
         })
+    }
+
+    /// The graph's own embedder as this engine holds it, for an engine of the same index.
+    fn graph_embedder_kept(&self) -> Lazy<Option<Arc<dyn Embedder>>> {
+        self.graph_embedder.get().map_or_else(Lazy::new, |e| Lazy::with_value(e.clone()))
     }
 
     /// [`Engine::reload`] after this engine's own edit: where the live generation is the
@@ -377,10 +400,11 @@ impl Engine {
             return Ok(());
         }
         let graph = self.graph()?;
-        // GEAR's triple index is not built here: an edit's is built behind the served
-        // generation where the one before had one started, and otherwise by the first
-        // GEAR query, which waits for it rather than every query for the edit (building
-        // it here held an edit's visibility for 9 s at 100,000 passages).
+        // GEAR's triple index is not built before the walk is solved: an edit's is built
+        // behind the served generation where the one before had one finished, and
+        // otherwise by the first GEAR query, which waits for it rather than every query
+        // for the edit (building it here held an edit's visibility for 9 s at 100,000
+        // passages). A graph whose walk is solved already is prepared as at opening.
         let ppr = &self.config.methods.ppr.ppr;
         if !ppr.split || graph.graph().walk.as_ref().is_some_and(|w| w.damping() == ppr.damping) {
             return self.prepare();
@@ -529,8 +553,12 @@ impl Engine {
     }
 
     /// The embedder of the graph's vectors where the graph has one of its own
-    /// (`--graph-embedder`), loaded once with the graph; `None` without one.
+    /// (`--graph-embedder`), loaded once; `None` without one.
     fn graph_embedder(&self) -> Result<Option<Arc<dyn Embedder>>> {
+        self.graph_embedder.get_or_try_compute(|| self.load_graph_embedder()).cloned()
+    }
+
+    fn load_graph_embedder(&self) -> Result<Option<Arc<dyn Embedder>>> {
         let own = self.index.manifest.graph_embedder();
         if *own == self.index.manifest.embedder {
             return Ok(None);

@@ -62,24 +62,24 @@ fn rows_of<'a>(old: &[Passage], docs: &HashSet<&'a str>) -> HashMap<&'a str, Vec
 }
 
 fn delete<'a>(old: &'a [Passage], ids: &'a [String]) -> Result<Change<'a>> {
-    let requested: HashSet<&str> = ids.iter().map(String::as_str).collect();
-    let by_document = rows_of(old, &requested);
     let by_id: Vec<Option<usize>> = ids.iter().map(|id| find(old, id)).collect();
+    // The documents the ids name, and those of the passages they name (touched too),
+    // found in one scan.
+    let mut named: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    named.extend(by_id.iter().flatten().map(|&i| old[i].document()));
+    let touched = rows_of(old, &named);
     let unknown: Vec<&str> = ids
         .iter()
         .zip(&by_id)
-        .filter(|(id, row)| row.is_none() && !by_document.contains_key(id.as_str()))
+        .filter(|(id, row)| row.is_none() && !touched.contains_key(id.as_str()))
         .map(|(id, _)| id.as_str())
         .collect();
     if !unknown.is_empty() {
         return Err(unknown_ids(&unknown));
     }
-    let mut removed: BTreeSet<usize> = by_document.values().flatten().copied().collect();
+    let mut removed: BTreeSet<usize> =
+        ids.iter().filter_map(|id| touched.get(id.as_str())).flatten().copied().collect();
     removed.extend(by_id.iter().flatten());
-    // The documents of passages deleted by id are touched too.
-    let documents: HashSet<&str> = by_id.iter().flatten().map(|&i| old[i].document()).collect();
-    let mut touched = rows_of(old, &documents);
-    touched.extend(by_document);
     Ok(Change { removed, added: Vec::new(), touched })
 }
 
