@@ -37,10 +37,15 @@ fn questions_queued_behind_a_cold_passage_response_never_deadlock() {
     let dir = tempfile::tempdir().unwrap();
     common::hash_index(dir.path(), &chained_corpus(3000));
     let index = store::folder(dir.path()).load().unwrap();
-    let extraction = extract_heuristic(index.passages());
-    let graph =
-        EntityGraph::build(index.passages(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
-            .unwrap();
+    let extraction = extract_heuristic(index.passages().as_slice());
+    let graph = EntityGraph::build(
+        index.passages().as_slice(),
+        extraction,
+        &HashEmbedder::new(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "heuristic".into()).unwrap();
     for round in 0..3 {
         // A new engine each round: its graph and passage response are cold.

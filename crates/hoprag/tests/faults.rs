@@ -65,8 +65,8 @@ fn world() -> &'static World {
         .unwrap();
         let index = store::folder(dir.path()).load().unwrap();
         let graph = EntityGraph::build(
-            index.passages(),
-            extract_heuristic(index.passages()),
+            index.passages().as_slice(),
+            extract_heuristic(index.passages().as_slice()),
             embedder.as_ref(),
             &GraphOptions::default(),
             &Silent,
@@ -93,7 +93,7 @@ fn run_fault(fault: Fault) {
     let llm: Arc<dyn Llm> = Arc::new(CachedLlm::new(client(&fixture), cache.path()).unwrap());
 
     // LLM OpenIE over ten passages: completes and accounts for every passage.
-    let passages = &w.index.passages()[..10];
+    let passages = &w.index.passages().as_slice()[..10];
     let options = LlmExtractOptions { concurrency: 4, ..Default::default() };
     // Passages without a usable answer (all of them when no call succeeds) keep the
     // LLM-free extraction's triples: the stage's fallback.

@@ -24,11 +24,16 @@ fn demo_index(dir: &std::path::Path) -> Index {
 fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
     let dir = tempfile::tempdir().unwrap();
     let index = demo_index(dir.path());
-    let extraction = extract_heuristic(index.passages());
+    let extraction = extract_heuristic(index.passages().as_slice());
     assert!(extraction.triples.len() > index.len(), "several triples per passage");
-    let graph =
-        EntityGraph::build(index.passages(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
-            .unwrap();
+    let graph = EntityGraph::build(
+        index.passages().as_slice(),
+        extraction,
+        &HashEmbedder::new(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     let s = graph.stats.clone();
     assert_eq!(s.passages, 60);
     assert!(s.entities > 60 && s.relation_edges > 0);
@@ -83,10 +88,15 @@ fn heuristic_graph_attaches_reloads_and_serves_graph_methods() {
 
 fn demo_engine_with_graph(dir: &std::path::Path) -> Engine {
     let index = demo_index(dir);
-    let extraction = extract_heuristic(index.passages());
-    let graph =
-        EntityGraph::build(index.passages(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
-            .unwrap();
+    let extraction = extract_heuristic(index.passages().as_slice());
+    let graph = EntityGraph::build(
+        index.passages().as_slice(),
+        extraction,
+        &HashEmbedder::new(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     store::attach_graph(store::folder(dir).as_ref(), &graph, "heuristic".into()).unwrap();
     Engine::new(store::folder(dir), Arc::new(HashEmbedder::new()), Config::default()).unwrap()
 }
@@ -175,8 +185,8 @@ fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     let dir = tempfile::tempdir().unwrap();
     let index = demo_index(dir.path());
     let graph = EntityGraph::build(
-        index.passages(),
-        extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        extract_heuristic(index.passages().as_slice()),
         &HashEmbedder::new(),
         &GraphOptions::default(),
         &Silent,
@@ -198,8 +208,8 @@ fn an_upsert_brings_the_graph_to_what_a_fresh_build_makes() {
     assert!(err.contains("embedder"), "{err}");
     let edited = store::folder(dir.path()).load_graph(&index, Some(&HashEmbedder::new())).unwrap().unwrap();
     let fresh = EntityGraph::build(
-        index.passages(),
-        extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        extract_heuristic(index.passages().as_slice()),
         &HashEmbedder::new(),
         &GraphOptions::default(),
         &Silent,
@@ -393,8 +403,8 @@ fn a_graph_with_its_own_embedder_links_questions_in_its_space() {
     store::build_index(folder.as_ref(), &corpus, vec![], passages.as_ref(), &Default::default(), &Silent).unwrap();
     let index = folder.load().unwrap();
     let graph = EntityGraph::build(
-        index.passages(),
-        extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        extract_heuristic(index.passages().as_slice()),
         minilm.as_ref(),
         &GraphOptions::default(),
         &Silent,
@@ -510,8 +520,8 @@ fn an_edit_past_the_delta_limit_writes_the_whole_generation() {
     assert!(whole.manifest.delta.is_none(), "past the limit the generation is written whole");
     let graph = folder.load_graph(&whole, None).unwrap().expect("its own graph, no embedder needed");
     let fresh = EntityGraph::build(
-        whole.passages(),
-        extract_heuristic(whole.passages()),
+        whole.passages().as_slice(),
+        extract_heuristic(whole.passages().as_slice()),
         &HashEmbedder::new(),
         &GraphOptions::default(),
         &Silent,

@@ -228,8 +228,8 @@ fn a_generation_in_use_outlives_back_to_back_additions() {
     let folder = store::folder(dir.path());
     let index = folder.load().unwrap();
     let graph = hoprag::graph::EntityGraph::build(
-        index.passages(),
-        hoprag::graph::extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        hoprag::graph::extract_heuristic(index.passages().as_slice()),
         &HashEmbedder::new(),
         &hoprag::graph::GraphOptions::default(),
         &Silent,

@@ -271,10 +271,15 @@ fn ppr_with_llm_query_ner_end_to_end() {
     let index = store::folder(dir.path()).load().unwrap();
 
     let llm: Arc<dyn Llm> = Arc::new(cached_client(&server, cache.path()));
-    let (extraction, _) = extract_llm(index.passages(), llm.as_ref(), &options(), &Silent).unwrap();
-    let graph =
-        EntityGraph::build(index.passages(), extraction, &HashEmbedder::new(), &GraphOptions::default(), &Silent)
-            .unwrap();
+    let (extraction, _) = extract_llm(index.passages().as_slice(), llm.as_ref(), &options(), &Silent).unwrap();
+    let graph = EntityGraph::build(
+        index.passages().as_slice(),
+        extraction,
+        &HashEmbedder::new(),
+        &GraphOptions::default(),
+        &Silent,
+    )
+    .unwrap();
     assert!(graph.entity_id("brisk river").is_some());
     store::attach_graph(store::folder(dir.path()).as_ref(), &graph, "llm:fixture-chat".into()).unwrap();
     let index = Arc::new(store::folder(dir.path()).load().unwrap());

@@ -107,8 +107,8 @@ fn parity(dataset: &str, n: usize, questions: usize) {
 
     // The graph: the same heuristic graph attached to both round-trips, and PPR agrees.
     let graph = EntityGraph::build(
-        fi.passages(),
-        extract_heuristic(fi.passages()),
+        fi.passages().as_slice(),
+        extract_heuristic(fi.passages().as_slice()),
         embedder.as_ref(),
         &GraphOptions { synonym_threshold: 0.75, ..Default::default() },
         &Silent,
@@ -335,8 +335,8 @@ fn the_hnsw_graph_lives_in_the_database() {
     assert!(top.1 > 0.9999 && index.vectors().row(top.0) == &v[..], "{top:?}: 540 or a passage with its vector");
     // Attaching an entity graph makes a generation that reads the same HNSW rows.
     let g = EntityGraph::build(
-        index.passages(),
-        extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        extract_heuristic(index.passages().as_slice()),
         &e,
         &GraphOptions::default(),
         &Silent,
@@ -691,7 +691,7 @@ fn a_writer_that_does_not_commit_changes_nothing() {
     );
     let writer = store.writer().unwrap();
     let err = writer
-        .commit(hoprag::store::Change::passages(&manifest, &passages, &vectors), &Silent)
+        .commit(hoprag::store::Change::passages(&manifest, &passages.clone().into(), &vectors), &Silent)
         .expect_err("miscounted manifest");
     assert!(err.to_string().contains("counts 7 passages"), "{err}");
     assert_eq!(store.generation().unwrap(), g0);

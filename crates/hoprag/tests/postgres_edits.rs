@@ -110,8 +110,14 @@ fn an_edit_on_postgres_is_the_edit_on_a_folder() {
     for store in [folder.as_ref(), pgs.as_ref()] {
         build_index(store, &corpus(passages.clone()), vec!["p".into()], &e, &exact(), &Silent).unwrap();
         let index = store.load().unwrap();
-        let graph =
-            EntityGraph::build(index.passages(), extract_heuristic(index.passages()), &e, &options, &Silent).unwrap();
+        let graph = EntityGraph::build(
+            index.passages().as_slice(),
+            extract_heuristic(index.passages().as_slice()),
+            &e,
+            &options,
+            &Silent,
+        )
+        .unwrap();
         drop(index);
         attach_graph(store, &graph, "heuristic".into()).unwrap();
     }
@@ -205,8 +211,8 @@ fn a_reader_keeps_its_generation_while_another_server_edits() {
     build_index(folder.as_ref(), &corpus(passages), vec![], &e, &exact(), &Silent).unwrap();
     let index = writer.load().unwrap();
     let graph = EntityGraph::build(
-        index.passages(),
-        extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        extract_heuristic(index.passages().as_slice()),
         &e,
         &GraphOptions::default(),
         &Silent,
@@ -324,7 +330,7 @@ fn an_edit_is_seen_by_new_readers_only() {
     assert_eq!(after.len(), 250);
     // Canonical order: by id, and every a-… sorts before every b-….
     assert_eq!(after.passage(200).id, "b-0");
-    assert!(after.passages().windows(2).all(|w| w[0].id < w[1].id));
+    assert!(after.passages().as_slice().windows(2).all(|w| w[0].id < w[1].id));
     assert_eq!(after.manifest.corpus_checksum, checksum(after.passages()));
     assert_eq!(after.manifest.sources, vec!["a".to_string(), "b".to_string()]);
     let b7 = after.passages().iter().position(|p| p.id == "b-7").unwrap() as PassageIdx;
@@ -403,8 +409,8 @@ fn concurrent_edits_both_land(open: impl Fn() -> Arc<dyn Store> + Clone + Send +
     build_index(store.as_ref(), &corpus(base.clone()), vec![], &e, &exact(), &Silent).unwrap();
     let index = store.load().unwrap();
     let graph = EntityGraph::build(
-        index.passages(),
-        extract_heuristic(index.passages()),
+        index.passages().as_slice(),
+        extract_heuristic(index.passages().as_slice()),
         &e,
         &GraphOptions::default(),
         &Silent,

@@ -209,7 +209,7 @@ fn measure_the_local_repair() {
         // Origins as an edit finds them: entities by key, passages by title and text.
         let entities: Vec<Option<u32>> = new_graph.entities.iter().map(|key| graph.entity_id(key)).collect();
         let mut of_content: std::collections::HashMap<(&str, &str), Vec<u32>> = Default::default();
-        for (i, p) in index.passages().iter().enumerate().rev() {
+        for (i, p) in index.passages().as_slice().iter().enumerate().rev() {
             of_content.entry((p.title.as_str(), p.text.as_str())).or_default().push(i as u32);
         }
         let kept: Vec<Option<u32>> = next

@@ -342,7 +342,7 @@ fn export_graph(ctx: &Context, to: &GraphExportTo) -> anyhow::Result<()> {
         }
         GraphFormat::Csv => Format::Csv,
     };
-    let counts = export(&graph, index.passages(), format, &to.out)
+    let counts = export(&graph, index.passages().as_slice(), format, &to.out)
         .with_context(|| format!("exporting the graph of {}", store.location()))?;
     if ctx.json {
         let summary = serde_json::json!({"index": store.location(), "out": to.out, "nodes": counts.nodes(),

@@ -244,7 +244,7 @@ fn llm_extraction(
         index.len(),
         default_cache_dir().display()
     ));
-    let (extraction, report) = extract_llm(index.passages(), llm.as_ref(), &options, &ctx.progress)?;
+    let (extraction, report) = extract_llm(index.passages().as_slice(), llm.as_ref(), &options, &ctx.progress)?;
     let s = &report.llm;
     ctx.note(format!(
         "{model} answered {} of {} passages: {} calls ({} from the cache, {} retries, {} failed); tokens spent {} \

@@ -60,11 +60,11 @@ pub struct ResolvedDataset {
 }
 
 /// Matches each question's gold to passages; see the module documentation.
-pub fn resolve_gold(questions: &[Question], passages: &[Passage]) -> ResolvedDataset {
+pub fn resolve_gold<'a>(questions: &[Question], passages: impl IntoIterator<Item = &'a Passage>) -> ResolvedDataset {
     let mut by_id = HashMap::new();
     let mut by_title: HashMap<String, Vec<PassageIdx>> = HashMap::new();
     let mut by_text: HashMap<String, Vec<PassageIdx>> = HashMap::new();
-    for (i, p) in passages.iter().enumerate() {
+    for (i, p) in passages.into_iter().enumerate() {
         let i = i as PassageIdx;
         by_id.insert(p.id.as_str(), i);
         by_title.entry(normalize_whitespace(&p.title)).or_default().push(i);

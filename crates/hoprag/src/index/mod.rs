@@ -2,10 +2,12 @@
 //! everything needed to answer queries without re-embedding. Where it is kept, and how
 //! it is built and extended, is [`crate::store`]'s business.
 
+mod layers;
 mod lexical;
 mod manifest;
 pub mod vector;
 
+pub use layers::{passage_digest, Passages, Pieces, Run, Source};
 pub use lexical::{analyze, analyzer, LexicalIndex, PartedBm25, TantivyBm25};
 pub use manifest::{
     Counts, DeltaInfo, EmbedWork, EmbedderInfo, GraphBuildTimes, GraphInfo, GraphStats, Manifest, FORMAT_VERSION,
@@ -41,9 +43,9 @@ pub struct Index {
     location: String,
     generation: String,
     pub manifest: Manifest,
-    /// Shared: a delta generation read from this one, or served after an edit of it,
-    /// keeps it as its base without copying it.
-    passages: Arc<Vec<Passage>>,
+    /// Shared: a generation layered on this one's passages (a delta read from the
+    /// store, or served after an edit) holds them without copying them.
+    passages: Passages,
     vectors: Arc<Matrix>,
     lexical: Arc<dyn LexicalIndex>,
     vector: Arc<dyn VectorIndex>,
@@ -72,11 +74,12 @@ impl Index {
         location: &str,
         generation: String,
         manifest: Manifest,
-        passages: Vec<Passage>,
+        passages: impl Into<Passages>,
         vectors: Matrix,
         lexical: Arc<dyn LexicalIndex>,
         ann: Option<Arc<dyn VectorIndex>>,
     ) -> Result<Index> {
+        let passages = passages.into();
         let err = |m: String| Error::index(Path::new(location), m);
         if manifest.format_version != FORMAT_VERSION {
             return Err(err(format!(
@@ -113,7 +116,7 @@ impl Index {
             location: location.to_string(),
             generation,
             manifest,
-            passages: Arc::new(passages),
+            passages,
             vectors,
             lexical,
             vector,
@@ -156,13 +159,8 @@ impl Index {
         &self.generation
     }
 
-    pub fn passages(&self) -> &[Passage] {
+    pub fn passages(&self) -> &Passages {
         &self.passages
-    }
-
-    /// The passages, shared (a derived generation's base, without a copy).
-    pub fn shared_passages(&self) -> Arc<Vec<Passage>> {
-        self.passages.clone()
     }
 
     /// The approximate index as the store gave it, where the manifest names one.
@@ -237,33 +235,18 @@ impl Index {
 /// A generation read as a delta on a full one ([`crate::store::delta`]).
 pub struct Derived {
     /// The full generation's passages (its graph's, where it has one), in its order.
-    pub base_passages: Arc<Vec<Passage>>,
+    pub base_passages: Passages,
     /// For each passage of the generation, its identical row of the base; `None` for a
     /// passage the delta added.
     pub of_base: Vec<Option<crate::corpus::PassageIdx>>,
 }
 
-/// SHA-256 over id, title and text of every passage, in order, and its document and
-/// metadata where it has them (so that an index of passages without either keeps the
-/// checksum it had before they existed).
-pub fn checksum(passages: &[Passage]) -> String {
+/// SHA-256 over every passage's [`passage_digest`], in order: the corpus checksum a
+/// manifest records ([`Passages::checksum`] computes the same from digests it keeps).
+pub fn checksum<'a>(passages: impl IntoIterator<Item = &'a Passage>) -> String {
     let mut h = Sha256::new();
     for p in passages {
-        for field in [&p.id, &p.title, &p.text] {
-            h.update((field.len() as u64).to_le_bytes());
-            h.update(field.as_bytes());
-        }
-        if let Some(doc) = &p.doc {
-            h.update(b"doc");
-            h.update((doc.len() as u64).to_le_bytes());
-            h.update(doc.as_bytes());
-        }
-        if let Some(meta) = &p.meta {
-            let bytes = serde_json::to_vec(meta).unwrap_or_default();
-            h.update(b"meta");
-            h.update((bytes.len() as u64).to_le_bytes());
-            h.update(&bytes);
-        }
+        h.update(passage_digest(p));
     }
     hex::encode(h.finalize())
 }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
 use crate::graph::EntityGraph;
 use crate::index::{
-    checksum, Counts, EmbedderInfo, GraphInfo, HnswParams, Manifest, Matrix, VectorIndexKind, FORMAT_VERSION,
+    Counts, EmbedderInfo, GraphInfo, HnswParams, Manifest, Matrix, Passages, VectorIndexKind, FORMAT_VERSION,
 };
 use crate::progress::Progress;
 
@@ -83,12 +83,13 @@ pub fn build_index(
         embed_passages(embedder, &texts, options.embed_batch, "embedding passages", progress)
     })?;
     let vectors = Matrix::from_flat(embedder.dim(), vectors);
+    let passages = Passages::whole(passages);
     let now = unix_now();
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
         hoprag_version: env!("CARGO_PKG_VERSION").to_string(),
         embedder: EmbedderInfo { id: embedder.id().to_string(), dim: embedder.dim() },
-        corpus_checksum: checksum(&passages),
+        corpus_checksum: passages.checksum(),
         counts: Counts {
             passages: corpus.passages.len(),
             skipped: corpus.report.skipped.len(),

@@ -23,8 +23,8 @@ use crate::progress::Progress;
 /// records (the file's path, or `heuristic`).
 pub fn triples_without_llm(index: &Index, openie: Option<&Path>) -> Result<(Extraction, String)> {
     Ok(match openie {
-        Some(path) => (import_openie(path, index.passages())?, path.display().to_string()),
-        None => (extract_heuristic(index.passages()), "heuristic".to_string()),
+        Some(path) => (import_openie(path, index.passages().as_slice())?, path.display().to_string()),
+        None => (extract_heuristic(index.passages().as_slice()), "heuristic".to_string()),
     })
 }
 
@@ -96,7 +96,7 @@ pub fn build_graph(
     let same: Vec<Option<PassageIdx>> = (0..index.len() as PassageIdx).map(Some).collect();
     let previous = before.as_ref().map(|graph| Previous { graph, passages: &same });
     let (graph, times) =
-        EntityGraph::build_after_timed(index.passages(), extraction, embedder, options, previous, progress)?;
+        EntityGraph::build_after_timed(index.passages().as_slice(), extraction, embedder, options, previous, progress)?;
     drop(before);
     // The extractor's count, and the triples the build found no two entities for.
     report.degenerate_triples += graph.triple_entities.iter().filter(|ends| ends.is_none()).count();

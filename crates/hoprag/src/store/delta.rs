@@ -15,9 +15,12 @@
 //! base (the change of every edit since), so reading never replays a chain. Past
 //! [`DELTA_LIMIT`], an edit writes a full generation instead.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use crate::corpus::{Passage, PassageIdx};
 use crate::error::{Error, Result};
-use crate::index::Matrix;
+use crate::index::{Matrix, Passages};
 
 /// Passages a delta may hold (removed and added together) before an edit writes a full
 /// generation: 1 % of the base, and at least 1,000. Reading a delta generation inserts
@@ -70,14 +73,15 @@ impl Delta {
     }
 
     /// The generation: the base's rows not removed and the added passages, merged in
-    /// canonical order, with their vectors and each passage's base row (`None`: added).
+    /// canonical order, layered on the base ([`crate::index::layers`]: nothing of the
+    /// base is copied), with their vectors and each passage's base row (`None`: added).
     /// `location` names the generation in errors.
     pub fn apply(
         &self,
-        base: &[Passage],
-        base_vectors: &Matrix,
+        base: &Passages,
+        base_vectors: Arc<Matrix>,
         location: &str,
-    ) -> Result<(Vec<Passage>, Matrix, Vec<Option<PassageIdx>>)> {
+    ) -> Result<(Passages, Matrix, Vec<Option<PassageIdx>>)> {
         let err = |m: String| Error::index(std::path::Path::new(location), m);
         if self.removed.iter().any(|&r| r as usize >= base.len()) || !self.removed.windows(2).all(|w| w[0] < w[1]) {
             return Err(err(format!("the delta removes rows outside its base of {} passages", base.len())));
@@ -91,51 +95,25 @@ impl Delta {
                 base_vectors.dim()
             )));
         }
-        let total = base.len() - self.removed.len() + self.added.len();
-        let mut passages = Vec::with_capacity(total);
-        let mut of_base = Vec::with_capacity(total);
-        let mut vectors = Matrix::from_flat(base_vectors.dim(), Vec::with_capacity(total * base_vectors.dim()));
-        let mut removed = self.removed.iter().peekable();
-        let mut kept = (0..base.len() as PassageIdx).filter(|r| {
-            if removed.peek() == Some(&r) {
-                removed.next();
-                false
-            } else {
-                true
-            }
-        });
-        let mut next_kept = kept.next();
-        let mut added = self.added.iter().enumerate().peekable();
-        loop {
-            let take_base = match (next_kept, added.peek()) {
-                (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some(r), Some((_, a))) => match base[r as usize].id.cmp(&a.id) {
-                    std::cmp::Ordering::Less => true,
-                    std::cmp::Ordering::Greater => false,
-                    std::cmp::Ordering::Equal => {
-                        return Err(err(format!("the delta adds passage {:?}, which its base still holds", a.id)))
-                    }
-                },
-            };
-            if take_base {
-                let r = next_kept.expect("a base row");
-                passages.push(base[r as usize].clone());
-                vectors.push(base_vectors.row(r));
-                of_base.push(Some(r));
-                next_kept = kept.next();
-            } else {
-                let (i, a) = added.next().expect("an added passage");
-                if passages.last().is_some_and(|p: &Passage| p.id >= a.id) {
-                    return Err(err(format!("the delta's passages are not in canonical order at {:?}", a.id)));
-                }
-                passages.push(a.clone());
-                vectors.push(self.vectors.row(i as PassageIdx));
-                of_base.push(None);
+        if !base.is_canonical() || base_vectors.rows() != base.len() {
+            return Err(err("the delta's base is not a full generation in canonical order".into()));
+        }
+        if let Some(w) = self.added.windows(2).find(|w| w[0].id >= w[1].id) {
+            return Err(err(format!("the delta's passages are not in canonical order at {:?}", w[1].id)));
+        }
+        let removed: BTreeSet<usize> = self.removed.iter().map(|&r| r as usize).collect();
+        let passages = base.splice(&removed, self.added.clone());
+        for a in &self.added {
+            let at = passages.position(&a.id);
+            if passages.get(at + 1).is_some_and(|next| next.id == a.id) {
+                return Err(err(format!("the delta adds passage {:?}, which its base still holds", a.id)));
             }
         }
-        Ok((passages, vectors, of_base))
+        let Some(pieces) = passages.pieces() else {
+            return Ok((passages, (*base_vectors).clone(), (0..base.len() as PassageIdx).map(Some).collect()));
+        };
+        let vectors = Matrix::layered(base_vectors, pieces.clone(), self.vectors.clone());
+        Ok((passages.clone(), vectors, pieces.of_base()))
     }
 }
 
@@ -180,8 +158,8 @@ mod tests {
         let delta = Delta::between(base.len(), &of_base, &passages, &v);
         assert_eq!(delta.removed, [1, 2]);
         assert_eq!(delta.added.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["bb", "c", "e"]);
-        let (again, again_v, again_rows) = delta.apply(&base, &base_vectors, "test").unwrap();
-        assert_eq!(again, passages);
+        let (again, again_v, again_rows) = delta.apply(&base.clone().into(), Arc::new(base_vectors), "test").unwrap();
+        assert_eq!(again.to_vec(), passages);
         assert_eq!(again_v.as_flat(), v.as_flat());
         assert_eq!(again_rows, of_base);
     }
@@ -203,9 +181,9 @@ mod tests {
     fn a_damaged_delta_is_refused() {
         let base = vec![p("a", "1"), p("b", "2")];
         let delta = Delta { removed: vec![], added: vec![p("b", "x")], vectors: vectors(1, 0.0) };
-        let err = delta.apply(&base, &vectors(2, 0.0), "g9").unwrap_err().to_string();
+        let err = delta.apply(&base.clone().into(), Arc::new(vectors(2, 0.0)), "g9").unwrap_err().to_string();
         assert!(err.contains("\"b\"") && err.contains("g9"), "{err}");
         let delta = Delta { removed: vec![5], added: vec![], vectors: vectors(0, 0.0) };
-        assert!(delta.apply(&base, &vectors(2, 0.0), "g9").is_err());
+        assert!(delta.apply(&base.into(), Arc::new(vectors(2, 0.0)), "g9").is_err());
     }
 }

@@ -47,7 +47,7 @@ use crate::error::{Error, Result};
 use crate::files::{link_tree, write_file};
 use crate::graph::EntityGraph;
 use crate::index::{
-    Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, Slots, TantivyBm25, VectorIndex,
+    Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, Passages, Slots, TantivyBm25, VectorIndex,
     VectorIndexKind,
 };
 use crate::progress::{Progress, Silent};
@@ -130,15 +130,15 @@ impl FolderStore {
         &self,
         generation: &Path,
         manifest: &Manifest,
-    ) -> Result<(Vec<Passage>, Matrix, Option<Arc<dyn VectorIndex>>, Derived)> {
+    ) -> Result<(Passages, Matrix, Option<Arc<dyn VectorIndex>>, Derived)> {
         let base = generation.join(BASE);
         let base_manifest: Manifest = read_json(&base.join(MANIFEST))?;
         let dim = manifest.embedder.dim;
         if base_manifest.embedder != manifest.embedder || base_manifest.delta.is_some() {
             return Err(Error::index(&base, "the base of this delta generation is not a full generation of the index"));
         }
-        let base_passages = read_passages(&base.join(PASSAGES))?;
-        let base_vectors = self.read_vectors(&base.join(VECTORS), dim)?;
+        let base_passages = Passages::whole(read_passages(&base.join(PASSAGES))?);
+        let base_vectors = Arc::new(self.read_vectors(&base.join(VECTORS), dim)?);
         let dir = generation.join(DELTA);
         let delta = Delta {
             removed: read_rows(&dir.join(REMOVED))?,
@@ -146,13 +146,12 @@ impl FolderStore {
             vectors: self.read_vectors(&dir.join(VECTORS), dim)?,
         };
         let location = generation.display().to_string();
-        let (passages, vectors, of_base) = delta.apply(&base_passages, &base_vectors, &location)?;
-        drop(base_vectors);
+        let (passages, vectors, of_base) = delta.apply(&base_passages, base_vectors, &location)?;
         let ann: Option<Arc<dyn VectorIndex>> = match manifest.vector_index {
             VectorIndexKind::Hnsw => Some(Arc::new(hnsw_after(&base, &base_manifest, &vectors, Some(&of_base))?.0)),
             _ => None,
         };
-        Ok((passages, vectors, ann, Derived { base_passages: Arc::new(base_passages), of_base }))
+        Ok((passages, vectors, ann, Derived { base_passages, of_base }))
     }
 
     fn live(&self) -> Result<PathBuf> {
@@ -378,7 +377,7 @@ fn temporary(root: &Path) -> Result<tempfile::TempDir> {
 
 /// What a generation's passages' part is written from.
 struct Written<'a> {
-    passages: &'a [Passage],
+    passages: &'a Passages,
     vectors: &'a Matrix,
     /// For each passage, the base's passage of the same indexed text, where known (an edit).
     kept: Option<&'a [Option<crate::corpus::PassageIdx>]>,
@@ -402,16 +401,17 @@ fn write_passages_part(
     times: &mut WriteTimes,
 ) -> Result<()> {
     let Written { passages, vectors, kept, delta, hnsw_from } = *written;
-    let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
     timed(&mut times.lexical_secs, || {
         let base = base.map(|b| b.join(LEXICAL)).filter(|b| PartedBm25::is_in(b));
         let advance = |n: usize| progress.advance(n as u64);
         let r = match (base, kept) {
             (Some(base), Some(kept)) => {
                 progress.start("lexical index", 0);
-                PartedBm25::create_after(&dir.join(LEXICAL), &base, &texts, kept, &advance)
+                let text = |i: usize| std::borrow::Cow::Owned(passages[i].index_text());
+                PartedBm25::create_after(&dir.join(LEXICAL), &base, &text, kept, &advance)
             }
             _ => {
+                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
                 progress.start("lexical index", texts.len() as u64);
                 PartedBm25::create(&dir.join(LEXICAL), &texts, &advance)
             }
@@ -619,7 +619,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     serde_json::from_slice(&bytes).map_err(|e| Error::input(path, format!("invalid: {e}")))
 }
 
-fn write_passages(path: &Path, passages: &[Passage]) -> Result<()> {
+fn write_passages<'a>(path: &Path, passages: impl IntoIterator<Item = &'a Passage>) -> Result<()> {
     let file = fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut w = std::io::BufWriter::new(file);
     for p in passages {

@@ -30,11 +30,10 @@ pub use namespace::{not_found as namespace_not_found, Namespace, NAMESPACES_DIR}
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::corpus::Passage;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::graph::EntityGraph;
-use crate::index::{Index, Manifest, Matrix};
+use crate::index::{Index, Manifest, Matrix, Passages};
 use crate::progress::Progress;
 
 /// Whether `index` is the live generation of `store`, or one with the same manifest: a
@@ -210,7 +209,7 @@ pub struct WriteTimes {
 pub struct PassagesPart<'a> {
     /// The base's manifest: which vector index the generation keeps, and its settings.
     pub manifest: &'a Manifest,
-    pub passages: &'a [Passage],
+    pub passages: &'a Passages,
     pub vectors: &'a Matrix,
     pub kept: &'a [Option<crate::corpus::PassageIdx>],
     /// Where the generation is written as a delta on its base's full generation.
@@ -233,7 +232,7 @@ pub enum Change<'a> {
     /// the entity graph built over them, and its passage seeds' walk where one was solved.
     Replace {
         manifest: &'a Manifest,
-        passages: &'a [Passage],
+        passages: &'a Passages,
         vectors: &'a Matrix,
         graph: Option<&'a EntityGraph>,
         walk: Option<&'a crate::graph::split_ppr::Solved>,
@@ -257,7 +256,7 @@ pub enum Change<'a> {
 impl<'a> Change<'a> {
     /// A [`Change::Replace`] of passages and their vectors alone, with nothing carried
     /// from the base (a fresh build).
-    pub fn passages(manifest: &'a Manifest, passages: &'a [Passage], vectors: &'a Matrix) -> Self {
+    pub fn passages(manifest: &'a Manifest, passages: &'a Passages, vectors: &'a Matrix) -> Self {
         Change::Replace { manifest, passages, vectors, graph: None, walk: None, kept: None, staged: None, delta: None }
     }
 

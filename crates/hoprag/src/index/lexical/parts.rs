@@ -9,6 +9,7 @@ use tantivy::query::Bm25Weight;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocSet, Searcher, Term, TERMINATED};
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use super::{analyze, analyzer, build_in_dir, build_in_ram, register_tokenizer, LexicalIndex};
@@ -140,34 +141,35 @@ impl Part {
 impl PartedBm25 {
     /// The collection of `texts`, text `i` as document `i`, in one part.
     pub fn new(texts: &[String]) -> Result<Self> {
-        Self::new_in(texts, None)
+        Self::new_in(&texts.iter().map(String::as_str).collect::<Vec<_>>(), None)
     }
 
-    fn new_in(texts: &[String], place: Option<Place>) -> Result<Self> {
-        let all: Vec<&str> = texts.iter().map(String::as_str).collect();
-        Self::of_parts(vec![Part::build(&all, place)?], vec![(0..texts.len() as u32).collect()], texts.len())
+    fn new_in(texts: &[&str], place: Option<Place>) -> Result<Self> {
+        Self::of_parts(vec![Part::build(texts, place)?], vec![(0..texts.len() as u32).collect()], texts.len())
     }
 
     /// Writes the collection of `texts` to the new folder `dir`, in one part; `progress`
     /// is told of the texts as they are indexed.
     pub fn create(dir: &Path, texts: &[String], progress: &dyn Fn(usize)) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        Self::new_in(texts, Some(Place { dir, progress }))?.save_layout(dir)
+        let all: Vec<&str> = texts.iter().map(String::as_str).collect();
+        Self::new_in(&all, Some(Place { dir, progress }))?.save_layout(dir)
     }
 
     /// Writes to the new folder `dir` the collection of `texts` after an edit of the one
     /// in folder `base` ([`PartedBm25::after`]): the parts it keeps are linked from there
-    /// (they never change), and only the new texts are indexed.
-    pub fn create_after(
+    /// (they never change), and only the new texts are indexed. `text(i)` is document
+    /// `i`'s text, asked for only where it is indexed: an edit's few.
+    pub fn create_after<'t>(
         dir: &Path,
         base: &Path,
-        texts: &[String],
+        text: &dyn Fn(usize) -> Cow<'t, str>,
         from: &[Option<u32>],
         progress: &dyn Fn(usize),
     ) -> Result<()> {
         let previous = Self::open(base)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let next = Self::after_in(&previous, texts, from, Some(Place { dir, progress }))?;
+        let next = Self::after_in(&previous, text, from, Some(Place { dir, progress }))?;
         for part in &next.parts {
             let name = part.name.as_deref().expect("parts on disk are named");
             if !dir.join(name).exists() {
@@ -217,13 +219,20 @@ impl PartedBm25 {
     /// the parts too many, parts are built again from the texts (the scores are the same
     /// either way).
     pub fn after(previous: &PartedBm25, texts: &[String], from: &[Option<u32>]) -> Result<Self> {
-        Self::after_in(previous, texts, from, None)
-    }
-
-    fn after_in(previous: &PartedBm25, texts: &[String], from: &[Option<u32>], place: Option<Place>) -> Result<Self> {
         if from.len() != texts.len() {
             return Err(Error::Other(format!("{} origins for {} texts", from.len(), texts.len())));
         }
+        Self::after_in(previous, &|i| Cow::Borrowed(texts[i].as_str()), from, None)
+    }
+
+    /// [`PartedBm25::after`], with document `i`'s text `text(i)` (as many as `from`).
+    fn after_in<'t>(
+        previous: &PartedBm25,
+        text: &dyn Fn(usize) -> Cow<'t, str>,
+        from: &[Option<u32>],
+        place: Option<Place>,
+    ) -> Result<Self> {
+        let count = from.len();
         let mut at: Vec<(u32, u32)> = vec![(DEAD, DEAD); previous.len];
         for (p, ids) in previous.ids.iter().enumerate() {
             for (d, &id) in ids.iter().enumerate() {
@@ -242,8 +251,10 @@ impl PartedBm25 {
             }
         }
         let held: usize = previous.parts.iter().map(|p| p.docs()).sum::<usize>() + new.len();
-        if 4 * (held - texts.len()) > held {
-            return Self::new_in(texts, place);
+        if 4 * (held - count) > held {
+            let texts: Vec<Cow<str>> = (0..count).map(text).collect();
+            let all: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
+            return Self::new_in(&all, place);
         }
         let mut parts = previous.parts.clone();
         if parts.len() >= MAX_PARTS {
@@ -256,11 +267,12 @@ impl PartedBm25 {
             new.sort_unstable();
         }
         if !new.is_empty() {
-            let part_texts: Vec<&str> = new.iter().map(|&i| texts[i as usize].as_str()).collect();
+            let texts: Vec<Cow<str>> = new.iter().map(|&i| text(i as usize)).collect();
+            let part_texts: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
             parts.push(Part::build(&part_texts, place)?);
             ids.push(new);
         }
-        Self::of_parts(parts, ids, texts.len())
+        Self::of_parts(parts, ids, count)
     }
 
     fn of_parts(parts: Vec<Arc<Part>>, ids: Vec<Vec<u32>>, len: usize) -> Result<Self> {
@@ -498,7 +510,8 @@ mod tests {
         let mut edited: Vec<String> = texts[20..].to_vec();
         edited.push(text(777));
         let kept = from(&texts, &edited);
-        PartedBm25::create_after(&dir.path().join("b"), &dir.path().join("a"), &edited, &kept, &|_| {}).unwrap();
+        let text = |i: usize| Cow::Borrowed(edited[i].as_str());
+        PartedBm25::create_after(&dir.path().join("b"), &dir.path().join("a"), &text, &kept, &|_| {}).unwrap();
         let (a, b) =
             (PartedBm25::open(&dir.path().join("a")).unwrap(), PartedBm25::open(&dir.path().join("b")).unwrap());
         assert_eq!(b.held(), (201, 2));

@@ -13,6 +13,7 @@ pub use slots::Slots;
 
 use serde::{Deserialize, Serialize};
 
+use super::layers::{Pieces, Source};
 use crate::corpus::PassageIdx;
 use crate::error::Result;
 
@@ -277,6 +278,27 @@ enum Rows {
         map: std::sync::Arc<memmap2::Mmap>,
         floats: usize,
     },
+    /// A generation layered on a full one ([`crate::index::layers`]): the base's
+    /// matrix, shared with every generation on it, and the generation's own rows.
+    Layered(std::sync::Arc<LayeredRows>),
+}
+
+struct LayeredRows {
+    base: std::sync::Arc<Matrix>,
+    added: Matrix,
+    pieces: Pieces,
+    /// Every row in one block, made where a caller asks for one ([`Matrix::as_flat`]).
+    flat: crate::lazy::Lazy<Vec<f32>>,
+}
+
+impl std::fmt::Debug for LayeredRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayeredRows")
+            .field("base_rows", &self.base.rows())
+            .field("added_rows", &self.added.rows())
+            .field("runs", &self.pieces.run_count())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Rows {
@@ -352,18 +374,63 @@ impl Matrix {
         self.dim
     }
 
+    /// Rows `pieces` says, of `base` (a matrix held whole, shared) and `added`: a
+    /// generation's vectors layered on its full generation's, without a copy of them.
+    pub fn layered(base: std::sync::Arc<Matrix>, pieces: Pieces, added: Matrix) -> Matrix {
+        assert!(base.dim == added.dim && !matches!(base.data, Rows::Layered(_)), "a layered matrix on a whole one");
+        let dim = base.dim;
+        Matrix {
+            dim,
+            data: Rows::Layered(std::sync::Arc::new(LayeredRows { base, added, pieces, flat: Default::default() })),
+        }
+    }
+
+    /// The base, the added rows and where each row lives, where the matrix is layered.
+    pub fn layers(&self) -> Option<(&std::sync::Arc<Matrix>, &Matrix, &Pieces)> {
+        match &self.data {
+            Rows::Layered(l) => Some((&l.base, &l.added, &l.pieces)),
+            _ => None,
+        }
+    }
+
     pub fn rows(&self) -> usize {
-        self.as_flat().len().checked_div(self.dim).unwrap_or(0)
+        match &self.data {
+            Rows::Layered(l) => l.pieces.len(),
+            _ => self.as_flat().len().checked_div(self.dim).unwrap_or(0),
+        }
     }
 
     pub fn row(&self, i: PassageIdx) -> &[f32] {
+        if let Rows::Layered(l) = &self.data {
+            return match l.pieces.locate(i as usize) {
+                (Source::Base, r) => l.base.row(r as PassageIdx),
+                (Source::Added, r) => l.added.row(r as PassageIdx),
+            };
+        }
         let i = i as usize;
         &self.as_flat()[i * self.dim..(i + 1) * self.dim]
     }
 
+    /// The rows as blocks of consecutive rows held together, in order, each with its
+    /// first row: one block unless the matrix is layered.
+    pub fn blocks(&self) -> Vec<(usize, &[f32])> {
+        match &self.data {
+            Rows::Layered(l) => l
+                .pieces
+                .runs()
+                .map(|(rows, run)| {
+                    let layer = if run.source == Source::Base { l.base.as_flat() } else { l.added.as_flat() };
+                    let (start, end) = (run.start as usize * self.dim, (run.start + run.len) as usize * self.dim);
+                    (rows.start, &layer[start..end])
+                })
+                .collect(),
+            _ => vec![(0, self.as_flat())],
+        }
+    }
+
     pub fn push(&mut self, v: &[f32]) {
         assert_eq!(v.len(), self.dim, "vector dimension");
-        if let Rows::Mapped { .. } = self.data {
+        if let Rows::Mapped { .. } | Rows::Layered(_) = self.data {
             self.data = Rows::Owned(Buffer(self.as_flat().to_vec()));
         }
         let Rows::Owned(Buffer(data)) = &mut self.data else { unreachable!("made owned above") };
@@ -380,16 +447,29 @@ impl Matrix {
             return out;
         }
         let step = exact::ROWS_PER_TASK;
-        out.par_chunks_mut(step).zip(self.as_flat().par_chunks(step * self.dim)).for_each(|(scores, rows)| {
-            for (s, row) in scores.iter_mut().zip(rows.chunks_exact(self.dim)) {
-                *s = exact::dot(row, query);
-            }
-        });
+        for (first, block) in self.blocks() {
+            let scores = &mut out[first..first + block.len() / self.dim];
+            scores.par_chunks_mut(step).zip(block.par_chunks(step * self.dim)).for_each(|(scores, rows)| {
+                for (s, row) in scores.iter_mut().zip(rows.chunks_exact(self.dim)) {
+                    *s = exact::dot(row, query);
+                }
+            });
+        }
         out
     }
 
+    /// The rows as one block. A layered matrix copies its rows into one on the first
+    /// call and keeps it: for passes over every row that have no block-wise form.
     pub fn as_flat(&self) -> &[f32] {
         match &self.data {
+            Rows::Layered(l) => l.flat.get_or_compute(|| {
+                log::debug!("a layered matrix of {} rows copied into one block", l.pieces.len());
+                let mut flat = Vec::with_capacity(l.pieces.len() * self.dim);
+                for (_, block) in self.blocks() {
+                    flat.extend_from_slice(block);
+                }
+                flat
+            }),
             Rows::Owned(v) => &v.0,
             Rows::Mapped { map, floats } => {
                 // SAFETY: aligned (checked in `open_rows`), `floats` values long (the map's
@@ -403,6 +483,9 @@ impl Matrix {
     /// row (the values stay in the file and the page cache; later reads fault in what they
     /// touch); nothing for a matrix in memory.
     pub fn release_pages(&self) {
+        if let Rows::Layered(l) = &self.data {
+            l.base.release_pages();
+        }
         if let Rows::Mapped { map, .. } = &self.data {
             // SAFETY: a read-only file map: dropped pages read back the file's bytes.
             if let Err(e) = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) } {
@@ -420,15 +503,14 @@ impl Matrix {
     pub fn into_flat(self) -> Vec<f32> {
         match self.data {
             Rows::Owned(mut v) => std::mem::take(&mut v.0),
-            Rows::Mapped { .. } => self.as_flat().to_vec(),
+            Rows::Mapped { .. } | Rows::Layered(_) => self.blocks().into_iter().flat_map(|(_, b)| b).copied().collect(),
         }
     }
 
     /// Little-endian bytes, the on-disk format.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        let flat = self.as_flat();
-        let mut out = Vec::with_capacity(flat.len() * 4);
-        for x in flat {
+        let mut out = Vec::with_capacity(self.rows() * self.dim * 4);
+        for x in self.blocks().into_iter().flat_map(|(_, b)| b) {
             out.extend_from_slice(&x.to_le_bytes());
         }
         out
@@ -437,20 +519,24 @@ impl Matrix {
     /// Writes [`Matrix::to_le_bytes`] to `w` a block at a time, without a copy of the
     /// whole matrix (hundreds of MB for a graph's fact vectors).
     pub fn write_le(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
-        let flat = self.as_flat();
-        if cfg!(target_endian = "little") {
-            // SAFETY: f32 has no padding, every byte of the slice is initialised, and on a
-            // little-endian platform a value's bytes in memory are its little-endian bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(flat.as_ptr().cast::<u8>(), std::mem::size_of_val(flat)) };
-            return w.write_all(bytes);
-        }
-        let mut block = Vec::with_capacity(1 << 16);
-        for chunk in flat.chunks(1 << 14) {
-            block.clear();
-            for x in chunk {
-                block.extend_from_slice(&x.to_le_bytes());
+        for (_, flat) in self.blocks() {
+            if cfg!(target_endian = "little") {
+                // SAFETY: f32 has no padding, every byte of the slice is initialised, and
+                // on a little-endian platform a value's bytes in memory are its
+                // little-endian bytes.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(flat.as_ptr().cast::<u8>(), std::mem::size_of_val(flat)) };
+                w.write_all(bytes)?;
+                continue;
             }
-            w.write_all(&block)?;
+            let mut block = Vec::with_capacity(1 << 16);
+            for chunk in flat.chunks(1 << 14) {
+                block.clear();
+                for x in chunk {
+                    block.extend_from_slice(&x.to_le_bytes());
+                }
+                w.write_all(&block)?;
+            }
         }
         Ok(())
     }

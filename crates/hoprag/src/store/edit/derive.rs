@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::graph::ppr::{PprGraph, PprParams};
 use crate::graph::split_ppr::{Origins, RepairStats, Solved};
 use crate::graph::{extract_heuristic, EntityGraph, Extraction, Previous, Triple};
-use crate::index::{Index, Matrix};
+use crate::index::{Index, Matrix, Passages, Source};
 use crate::progress::Progress;
 
 /// Where an edit's time went and what it had to compute, for reports.
@@ -158,10 +158,10 @@ pub fn delta_graph(
     let source = index.manifest.graph.as_ref().map(|g| g.source.as_str());
     let mut work = EditWork::default();
     let (graph, _) = graph(
-        &derived.base_passages,
+        derived.base_passages.as_slice(),
         base_graph,
         source,
-        index.passages(),
+        index.passages().as_slice(),
         &kept,
         index.vectors(),
         embedder,
@@ -215,36 +215,88 @@ fn repaired(
 
 /// For each passage, a passage of `old` with the same title and text, each used once:
 /// the one with its id where that one kept its title and text, else one of the others
-/// the id match leaves over (a passage renamed, or its text moved). Both lists are in
-/// canonical order, so the id match is a merge, and only the edit's passages are hashed:
-/// a passage whose text equals another, unchanged one's is embedded again (the same
-/// vector: a vector is a function of its text).
-pub(super) fn kept_passages(old: &[Passage], passages: &[Passage]) -> Vec<Option<PassageIdx>> {
+/// the id match leaves over (a passage renamed, or its text moved). Where both lists are
+/// layered on one base, a row of the base is the same passage in both and only the
+/// added rows are looked up by id; otherwise both lists (in canonical order) are merged
+/// by id. Only the edit's passages are hashed: a passage whose text equals another,
+/// unchanged one's is embedded again (the same vector: a vector is a function of its
+/// text).
+pub(super) fn kept_passages(old: &Passages, passages: &Passages) -> Vec<Option<PassageIdx>> {
     let same = |a: &Passage, b: &Passage| a.title == b.title && a.text == b.text;
     let mut kept = vec![None; passages.len()];
     let mut used = vec![false; old.len()];
-    for (i, j) in crate::corpus::same_ids(old, passages) {
-        if same(&old[i], &passages[j]) {
-            kept[j] = Some(i as PassageIdx);
-            used[i] = true;
+    let mut keep = |j: usize, i: usize| {
+        kept[j] = Some(i as PassageIdx);
+        used[i] = true;
+    };
+    match passages.pieces().filter(|_| passages.same_base(old)) {
+        Some(pieces) => {
+            for (rows, run) in pieces.runs() {
+                for (k, j) in rows.enumerate() {
+                    let i = match run.source {
+                        Source::Base => old_row_of_base(old, run.start as usize + k),
+                        Source::Added => old.find(&passages[j].id).filter(|&i| same(&old[i], &passages[j])),
+                    };
+                    if let Some(i) = i {
+                        keep(j, i);
+                    }
+                }
+            }
+        }
+        None => {
+            for (i, j) in same_ids(old, passages) {
+                if same(&old[i], &passages[j]) {
+                    keep(j, i);
+                }
+            }
         }
     }
     let mut of_content: HashMap<(&str, &str), Vec<PassageIdx>> = HashMap::new();
-    for (i, p) in old.iter().enumerate().rev().filter(|(i, _)| !used[*i]) {
+    for i in (0..old.len()).rev().filter(|&i| !used[i]) {
+        let p = &old[i];
         of_content.entry((p.title.as_str(), p.text.as_str())).or_default().push(i as PassageIdx);
     }
-    for (k, p) in kept.iter_mut().zip(passages).filter(|(k, _)| k.is_none()) {
+    for (j, k) in kept.iter_mut().enumerate().filter(|(_, k)| k.is_none()) {
+        let p = &passages[j];
         *k = of_content.get_mut(&(p.title.as_str(), p.text.as_str())).and_then(Vec::pop);
     }
     kept
 }
 
+/// Row `base_row` of `list`'s base, as a row of `list` (which holds every row of its base
+/// that a list layered on it from `list` holds).
+fn old_row_of_base(list: &Passages, base_row: usize) -> Option<usize> {
+    match list.pieces() {
+        Some(pieces) => pieces.row_of_base(base_row),
+        None => Some(base_row),
+    }
+}
+
+/// The pairs of rows `(i, j)` where `a[i]` and `b[j]` have the same id, both lists in
+/// canonical order (a merge: no id is hashed).
+fn same_ids<'a>(a: &'a Passages, b: &'a Passages) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let (mut a, mut b) = (a.iter().enumerate().peekable(), b.iter().enumerate().peekable());
+    std::iter::from_fn(move || loop {
+        let (&(i, p), &(j, q)) = (a.peek()?, b.peek()?);
+        match p.id.cmp(&q.id) {
+            std::cmp::Ordering::Less => _ = a.next(),
+            std::cmp::Ordering::Greater => _ = b.next(),
+            std::cmp::Ordering::Equal => {
+                (a.next(), b.next());
+                return Some((i, j));
+            }
+        }
+    })
+}
+
 /// Each passage's vector: the stored one of its `kept` passage of the old generation
 /// (the same title and text, so the same indexed text), else embedded (a vector is a
-/// function of the indexed text alone).
+/// function of the indexed text alone). Where `passages` are layered on the base `old`
+/// is (or is layered on), so are the vectors: the base's shared, only the added rows'
+/// copied or embedded.
 pub(super) fn vectors(
     old: &Index,
-    passages: &[Passage],
+    passages: &Passages,
     kept: &[Option<PassageIdx>],
     embedder: &dyn Embedder,
     fresh: &Fresh,
@@ -253,11 +305,11 @@ pub(super) fn vectors(
 ) -> Result<Matrix> {
     let started = Instant::now();
     // Only the passages the old generation lacks have their text built: an edit's few.
-    let texts: Vec<Option<String>> =
-        passages.iter().zip(kept).map(|(p, k)| k.is_none().then(|| p.index_text())).collect();
+    let texts: HashMap<usize, String> =
+        kept.iter().enumerate().filter(|(_, k)| k.is_none()).map(|(j, _)| (j, passages[j].index_text())).collect();
     let missing: Vec<String> = {
         let known = fresh.passages.lock().expect("no panics under the lock");
-        let mut m: Vec<String> = texts.iter().flatten().filter(|t| !known.contains_key(*t)).cloned().collect();
+        let mut m: Vec<String> = texts.values().filter(|t| !known.contains_key(*t)).cloned().collect();
         m.sort_unstable();
         m.dedup();
         m
@@ -271,14 +323,32 @@ pub(super) fn vectors(
         }
     }
     let known = fresh.passages.lock().expect("no panics under the lock");
+    let vector = |j: usize| match kept[j] {
+        Some(row) => old.vectors().row(row),
+        None => &known[&texts[&j]],
+    };
     let dim = embedder.dim();
-    let mut m = Matrix::from_flat(dim, Vec::with_capacity(texts.len() * dim));
-    for (text, k) in texts.iter().zip(kept) {
-        match k {
-            Some(row) => m.push(old.vectors().row(*row)),
-            None => m.push(&known[text.as_deref().expect("built for every passage not kept")]),
+    let base = match old.vectors().layers() {
+        Some((base, _, _)) => Some(base.clone()),
+        None if old.passages().pieces().is_none() => Some(old.vectors().clone()),
+        None => None,
+    };
+    let m = match (passages.pieces(), base) {
+        (Some(pieces), Some(base)) if passages.same_base(old.passages()) => {
+            let mut added = Matrix::with_capacity(dim, passages.added().len());
+            for j in pieces.added_rows() {
+                added.push(vector(j));
+            }
+            Matrix::layered(base, pieces.clone(), added)
         }
-    }
+        _ => {
+            let mut m = Matrix::with_capacity(dim, passages.len());
+            for j in 0..passages.len() {
+                m.push(vector(j));
+            }
+            m
+        }
+    };
     work.embed_secs += started.elapsed().as_secs_f64();
     Ok(m)
 }

@@ -34,7 +34,7 @@ use crate::embed::{load_embedder, Embedder, EmbedderSettings, EmbedderSpec};
 use crate::error::{Error, Result};
 use crate::graph::split_ppr::Solved;
 use crate::graph::EntityGraph;
-use crate::index::{checksum, DeltaInfo, GraphInfo, Index, Manifest};
+use crate::index::{DeltaInfo, GraphInfo, Index, Manifest, Passages};
 use crate::progress::{Progress, Silent};
 
 /// How many times an edit is computed again when other writers keep publishing first.
@@ -211,10 +211,10 @@ pub fn edit_from(
                     .as_deref()
                     .map(|old_graph| {
                         derive::graph(
-                            old.passages(),
+                            old.passages().as_slice(),
                             old_graph,
                             old.manifest.graph.as_ref().map(|g| g.source.as_str()),
-                            &plan.passages,
+                            plan.passages.as_slice(),
                             &kept,
                             &vectors,
                             embedders.graph.as_ref(),
@@ -226,7 +226,7 @@ pub fn edit_from(
                     })
                     .transpose()
             },
-            || Ok::<_, Error>((store.stage(&old, part)?, checksum(&plan.passages))),
+            || Ok::<_, Error>((store.stage(&old, part)?, plan.passages.checksum())),
         );
         let ((staged, corpus_checksum), graph) = (staged?, graph?);
         drop(old_graph);
@@ -342,15 +342,30 @@ fn manifest_after(
 /// The change from `old` to `passages` as a delta on the full generation `old` is, or is
 /// a delta on, while it stays within [`delta_limit`], with each passage's row of that
 /// generation; `None` past it (the edit writes a full generation: the compaction).
+/// Passages layered on that generation in memory are the delta already.
 fn delta_of(
     old: &Index,
-    passages: &[crate::corpus::Passage],
+    passages: &Passages,
     vectors: &crate::index::Matrix,
 ) -> Option<(Delta, Vec<Option<crate::corpus::PassageIdx>>)> {
     let derived = old.derived();
-    let of_base = of_base_after(old.passages(), derived.map(|d| &d.of_base[..]), passages);
-    let base_len = derived.map_or(old.len(), |d| d.base_passages.len());
-    let delta = Delta::between(base_len, &of_base, passages, vectors);
+    let base = derived.map_or_else(|| old.passages().base(), |d| d.base_passages.clone());
+    let base_len = base.len();
+    let (delta, of_base) = match (passages.pieces(), vectors.layers()) {
+        (Some(pieces), Some((_, added, _))) if passages.same_base(&base) => {
+            if pieces.removed_count(base_len) + passages.added().len() > delta_limit(base_len) {
+                return None;
+            }
+            let delta =
+                Delta { removed: pieces.removed(base_len), added: passages.added().to_vec(), vectors: added.clone() };
+            (delta, pieces.of_base())
+        }
+        _ => {
+            let (old_passages, passages) = (old.passages().as_slice(), passages.as_slice());
+            let of_base = of_base_after(old_passages, derived.map(|d| &d.of_base[..]), passages);
+            (Delta::between(base_len, &of_base, passages, vectors), of_base)
+        }
+    };
     (delta.len() <= delta_limit(base_len)).then_some((delta, of_base))
 }
 
@@ -364,7 +379,7 @@ fn assembled(
     store: &dyn Store,
     old: &Index,
     generation: &str,
-    passages: Vec<crate::corpus::Passage>,
+    passages: Passages,
     vectors: crate::index::Matrix,
     kept: &[Option<crate::corpus::PassageIdx>],
     of_base: Vec<Option<crate::corpus::PassageIdx>>,
@@ -375,7 +390,7 @@ fn assembled(
         Some(None) => return Ok(None),
         None => None,
     };
-    let base_passages = old.derived().map_or_else(|| old.shared_passages(), |d| d.base_passages.clone());
+    let base_passages = old.derived().map_or_else(|| old.passages().base(), |d| d.base_passages.clone());
     let index = Index::from_parts(
         store.location(),
         generation.to_string(),

@@ -22,7 +22,7 @@ use super::hnsw::StoredHnsw;
 use super::{db_err, passages_table, Generation};
 use crate::corpus::{Meta, Passage, PassageIdx};
 use crate::error::{Error, Result};
-use crate::index::{analyze, analyzer, Matrix};
+use crate::index::{analyze, analyzer, Matrix, Passages};
 use crate::store::delta::Delta;
 
 /// A whole generation's rows: what a delta generation is a delta on.
@@ -101,7 +101,7 @@ pub(crate) fn write(
     client: &mut impl GenericClient,
     build: i64,
     base: &Base,
-    passages: &[Passage],
+    passages: &Passages,
     delta: &Delta,
     vector: &Type,
     location: &str,
@@ -132,16 +132,12 @@ pub(crate) fn write(
         )
         .map_err(&err)?
         .get(0);
-    // Each added passage's row in the generation: both lists are in canonical order.
+    // Each added passage's row in the generation (canonical order: a binary search).
     let mut rows = Vec::with_capacity(delta.added.len());
-    let mut at = 0usize;
     for p in &delta.added {
-        while at < passages.len() && passages[at].id < p.id {
-            at += 1;
-        }
-        if passages.get(at).map(|q| &q.id) != Some(&p.id) {
+        let Some(at) = passages.find(&p.id) else {
             return Err(Error::index(location, format!("the delta adds {:?}, which the generation lacks", p.id)));
-        }
+        };
         rows.push(at as i32);
     }
     let analyser = analyzer()?;
@@ -225,7 +221,7 @@ pub(crate) fn read(
     g: &Generation,
     d: &StoredDelta,
     location: &str,
-) -> Result<(Vec<Passage>, Matrix, Vec<Option<PassageIdx>>, Vec<Passage>)> {
+) -> Result<(Passages, Matrix, Vec<Option<PassageIdx>>, Passages)> {
     let dim = g.manifest.embedder.dim;
     let (base_passages, base_vectors) = super::read_rows(
         client,
@@ -237,8 +233,8 @@ pub(crate) fn read(
     )?;
     let (added, at, vectors) = read_added(client, g.build, dim, location)?;
     let delta = Delta { removed: d.removed.clone(), added, vectors };
-    let (passages, vectors, of_base) = delta.apply(&base_passages, &base_vectors, location)?;
-    drop(base_vectors);
+    let base_passages = Passages::whole(base_passages);
+    let (passages, vectors, of_base) = delta.apply(&base_passages, std::sync::Arc::new(base_vectors), location)?;
     let added_at: Vec<PassageIdx> =
         of_base.iter().enumerate().filter(|(_, r)| r.is_none()).map(|(i, _)| i as PassageIdx).collect();
     if passages.len() != g.passages || added_at != at {

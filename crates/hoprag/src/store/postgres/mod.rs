@@ -264,7 +264,7 @@ impl PgStore {
         };
         tx.commit().map_err(self.err("ending a read"))?;
         let index = Index::from_parts(location, g.id.to_string(), g.manifest, passages, vectors, lexical, ann)?;
-        Ok(index.derived_from(Derived { base_passages: Arc::new(base_passages), of_base }).holding(hold))
+        Ok(index.derived_from(Derived { base_passages, of_base }).holding(hold))
     }
 }
 

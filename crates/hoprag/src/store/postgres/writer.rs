@@ -141,7 +141,8 @@ impl StoreWriter for PgWriter<'_> {
                         .map_err(&err)?;
                     Ok::<_, Error>(build)
                 })?;
-                let tokens = copy_rows(client, build, passages, vectors, &vector, &mut times, progress, &location)?;
+                let tokens =
+                    copy_rows(client, build, passages.as_slice(), vectors, &vector, &mut times, progress, &location)?;
                 let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
                 let lexical =
                     timed(&mut times.lexical_secs, || lexical::write(client, build, &texts, progress, &location))?;

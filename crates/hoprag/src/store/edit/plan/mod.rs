@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{canonical_order, Passage};
 use crate::error::{Error, Result};
+use crate::index::Passages;
 
 mod sorted;
 
@@ -53,18 +54,20 @@ impl EditCounts {
 /// The passages after the edit, in canonical order, and the counts.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub passages: Vec<Passage>,
+    /// Layered on the old passages' base where the plan could ([`sorted`]): the
+    /// generation then shares every passage it did not change.
+    pub passages: Passages,
     pub counts: EditCounts,
 }
 
 /// Applies `request` to `old` (any order). An upsert or a delete of an index's passages
 /// (canonical order) takes time in proportion to the request, not to `old`, beyond
 /// copying it ([`sorted`]).
-pub fn plan(old: &[Passage], request: &Request) -> Result<Plan> {
+pub fn plan(old: &Passages, request: &Request) -> Result<Plan> {
     if let Some(plan) = sorted::plan(old, request) {
         return plan;
     }
-    general(old, request)
+    general(old.as_slice(), request)
 }
 
 /// [`plan`] by the rules as stated, for passages in any order.
@@ -91,7 +94,7 @@ fn general(old: &[Passage], request: &Request) -> Result<Plan> {
     check_ids(&passages)?;
     canonical_order(&mut passages);
     let counts = count(&docs, &passages);
-    Ok(Plan { passages, counts })
+    Ok(Plan { passages: passages.into(), counts })
 }
 
 fn upsert(old: &[Passage], docs: &BTreeMap<&str, Vec<&Passage>>, rows: &[Passage]) -> Result<Vec<Passage>> {
@@ -225,13 +228,14 @@ mod tests {
 
     #[test]
     fn a_document_is_replaced_whole_and_a_passage_in_place() {
-        let plan = plan(&old(), &Request::Upsert(vec![p("b.md#0", Some("b.md"), "B0")])).unwrap();
+        let plan = plan(&old().into(), &Request::Upsert(vec![p("b.md#0", Some("b.md"), "B0")])).unwrap();
         assert_eq!(ids(&plan), [("a", "a"), ("b.md#0", "B0"), ("x", "x")]);
         assert_eq!(
             (plan.counts.documents_replaced, plan.counts.passages_removed, plan.counts.passages_added),
             (1, 2, 1)
         );
-        let plan = super::plan(&old(), &Request::Upsert(vec![p("b.md#1", None, "B1"), p("x", None, "X")])).unwrap();
+        let plan =
+            super::plan(&old().into(), &Request::Upsert(vec![p("b.md#1", None, "B1"), p("x", None, "X")])).unwrap();
         assert_eq!(ids(&plan), [("a", "a"), ("b.md#0", "b0"), ("b.md#1", "B1"), ("x", "X")]);
         assert_eq!(plan.passages[2].doc.as_deref(), Some("b.md"), "in place keeps the document");
         assert_eq!(plan.counts.documents_replaced, 2);
@@ -240,7 +244,7 @@ mod tests {
     #[test]
     fn the_same_upsert_twice_changes_nothing() {
         let rows = vec![p("n", None, "new")];
-        let once = plan(&old(), &Request::Upsert(rows.clone())).unwrap();
+        let once = plan(&old().into(), &Request::Upsert(rows.clone())).unwrap();
         let twice = plan(&once.passages, &Request::Upsert(rows)).unwrap();
         assert_eq!(once.passages, twice.passages);
         assert!(twice.counts.is_noop());
@@ -249,30 +253,31 @@ mod tests {
 
     #[test]
     fn deletes_take_documents_or_passages_and_refuse_unknown_ids() {
-        let plan = plan(&old(), &Request::Delete(vec!["b.md".into(), "a".into()])).unwrap();
+        let plan = plan(&old().into(), &Request::Delete(vec!["b.md".into(), "a".into()])).unwrap();
         assert_eq!(ids(&plan), [("x", "x")]);
         assert_eq!(plan.counts.documents_deleted, 2);
-        let one = super::plan(&old(), &Request::Delete(vec!["b.md#1".into()])).unwrap();
+        let one = super::plan(&old().into(), &Request::Delete(vec!["b.md#1".into()])).unwrap();
         assert_eq!(one.passages.len(), 3);
-        let err = super::plan(&old(), &Request::Delete(vec!["a".into(), "nope".into()])).unwrap_err().to_string();
+        let err =
+            super::plan(&old().into(), &Request::Delete(vec!["a".into(), "nope".into()])).unwrap_err().to_string();
         assert!(err.contains("\"nope\"") && !err.contains("\"a\""), "{err}");
     }
 
     #[test]
     fn one_id_space() {
-        let err = plan(&old(), &Request::Upsert(vec![p("x", Some("c"), "c")])).unwrap_err().to_string();
+        let err = plan(&old().into(), &Request::Upsert(vec![p("x", Some("c"), "c")])).unwrap_err().to_string();
         assert!(err.contains("\"x\""), "{err}");
-        let err = plan(&old(), &Request::Upsert(vec![p("n", Some("b.md#0"), "c")])).unwrap_err();
+        let err = plan(&old().into(), &Request::Upsert(vec![p("n", Some("b.md#0"), "c")])).unwrap_err();
         assert!(err.to_string().contains("\"b.md#0\""), "{err}");
         // A document of one passage may become a document of other passages.
-        let plan = plan(&old(), &Request::Upsert(vec![p("c#0", Some("a"), "c")])).unwrap();
+        let plan = plan(&old().into(), &Request::Upsert(vec![p("c#0", Some("a"), "c")])).unwrap();
         assert!(plan.passages.iter().all(|p| p.id != "a"));
     }
 
     #[test]
     fn sync_refuses_to_empty_an_index_unless_asked() {
-        assert!(plan(&old(), &Request::Sync { passages: vec![], allow_empty: false }).is_err());
-        let all_gone = plan(&old(), &Request::Sync { passages: vec![], allow_empty: true }).unwrap();
+        assert!(plan(&old().into(), &Request::Sync { passages: vec![], allow_empty: false }).is_err());
+        let all_gone = plan(&old().into(), &Request::Sync { passages: vec![], allow_empty: true }).unwrap();
         assert_eq!(all_gone.counts.documents_deleted, 3);
     }
 
@@ -281,8 +286,8 @@ mod tests {
         let mut shuffled = old();
         shuffled.reverse();
         let rows = vec![p("m", None, "m")];
-        let a = plan(&old(), &Request::Upsert(rows.clone())).unwrap();
-        let b = plan(&shuffled, &Request::Upsert(rows)).unwrap();
+        let a = plan(&old().into(), &Request::Upsert(rows.clone())).unwrap();
+        let b = plan(&shuffled.into(), &Request::Upsert(rows)).unwrap();
         assert_eq!(a.passages, b.passages);
     }
 }
