@@ -608,32 +608,51 @@ fn the_lexical_index_lives_in_the_database() {
             .map(|r| (r.get(0), r.get(1)))
             .collect()
     };
-    let listed = |c: &mut postgres::Client| -> (i64, i64) {
+    // The live generation's build, the files it lists under that build (its parts' and
+    // its ids), and the builds its parts are stored by.
+    let listed = |c: &mut postgres::Client| -> (i64, i64, Vec<i64>) {
         let row = c
             .query_one(
-                "SELECT g.build, jsonb_array_length(g.lexical->'files')::bigint \
+                "SELECT g.build, 1 + (SELECT count(*) FROM jsonb_array_elements(g.lexical->'parted'->'parts') p, \
+                 jsonb_array_elements(p->'files') f WHERE (p->>'build')::bigint = g.build), \
+                 (SELECT array_agg((p->>'build')::bigint) FROM jsonb_array_elements(g.lexical->'parted'->'parts') p) \
                  FROM current c JOIN generations g ON g.id = c.generation",
                 &[],
             )
             .unwrap();
-        (row.get(0), row.get(1))
+        (row.get(0), row.get(1), row.get(2))
     };
     let first = files(&mut client);
     assert_eq!(first.len(), 1);
-    assert_eq!(listed(&mut client), first[0], "the generation lists its build's files");
+    let (build, count, parts) = listed(&mut client);
+    assert_eq!((build, count), first[0], "the generation lists its build's files");
+    assert_eq!(parts, [build], "one part, of its own build");
     upsert(store.as_ref(), synthetic("b", 0, 50), "b", &e);
     let second = files(&mut client);
     assert_eq!(second.len(), 2, "the edit's build and the previous one: {second:?}");
     assert_eq!(second[0], first[0]);
-    assert_eq!(listed(&mut client), second[1], "the new generation lists its own build's files");
+    let (build, count, parts) = listed(&mut client);
+    assert_eq!((build, count), second[1], "the new generation lists its own build's files");
+    assert_eq!(parts, [first[0].0, build], "the edit stored its new part only, and lists the first build's");
+    // Two edits more: each lists the parts before it, the second edit's part (stored by a
+    // build the store drops once its generation goes) copied under the build of the
+    // generation keeping it. Read back below by a handle that holds no part open.
+    upsert(store.as_ref(), synthetic("d", 0, 10), "d", &e);
+    upsert(store.as_ref(), synthetic("e", 0, 10), "e", &e);
+    let (build, _, parts) = listed(&mut client);
+    assert_eq!(parts.len(), 4);
+    assert_eq!((parts[0], parts[2], parts[3]), (first[0].0, build, build), "{parts:?}");
+    assert_eq!(files(&mut client).len(), 3, "the first build, and the last two edits': the others went");
 
     // The same ranking as a folder store of the same 250 passages.
     let dir = tempfile::tempdir().unwrap();
     let folder = hoprag::store::folder(dir.path());
     let mut all = synthetic("a", 0, 200);
-    all.extend(synthetic("b", 0, 50));
+    for tag in ["b", "d", "e"] {
+        all.extend(synthetic(tag, 0, if tag == "b" { 50 } else { 10 }));
+    }
     build_index(folder.as_ref(), &corpus(all.clone()), vec![], &e, &exact(), &Silent).unwrap();
-    let (f, p) = (folder.load().unwrap(), store.load().unwrap());
+    let (f, p) = (folder.load().unwrap(), pg(&url).load().unwrap());
     for q in ["castle b7", "b7", "river harbour a19", "king song"] {
         assert_same_ranking(q, &f.lexical().search(q, 10).unwrap(), &p.lexical().search(q, 10).unwrap());
     }
@@ -647,16 +666,19 @@ fn the_lexical_index_lives_in_the_database() {
     all.extend(synthetic("c", 0, 30));
     build_index(folder.as_ref(), &corpus(all.clone()), vec![], &e, &exact(), &Silent).unwrap();
     let (f, p) = (folder.load().unwrap(), store.load().unwrap());
-    assert_eq!(p.lexical().len(), 280);
+    assert_eq!(p.lexical().len(), 300);
     for q in ["castle c7", "b7", "a150 river", "c29"] {
         assert_same_ranking(q, &f.lexical().search(q, 10).unwrap(), &p.lexical().search(q, 10).unwrap());
     }
 
-    // A damaged file is named.
+    // A damaged file is named (once no index holds its part open: a process reads a
+    // part it holds once).
+    drop((f, p));
     let name: String = client
         .query_one(
-            "SELECT f->>'name' FROM current c JOIN generations g ON g.id = c.generation, \
-             jsonb_array_elements(g.lexical->'files') f ORDER BY (f->>'bytes')::bigint DESC LIMIT 1",
+            "SELECT (p->>'name') || '/' || (f->>'name') FROM current c JOIN generations g ON g.id = c.generation, \
+             jsonb_array_elements(g.lexical->'parted'->'parts') p, jsonb_array_elements(p->'files') f \
+             ORDER BY (f->>'bytes')::bigint DESC LIMIT 1",
             &[],
         )
         .unwrap()

@@ -4,6 +4,7 @@
 mod parts;
 
 pub use parts::PartedBm25;
+pub(crate) use parts::{Part as LexicalPart, IDS as PARTS_IDS};
 
 use std::path::Path;
 
@@ -28,6 +29,11 @@ pub trait LexicalIndex: Send + Sync {
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// The collection in parts, where the index is one: an edit then indexes only the
+    /// texts it brings ([`PartedBm25::after`]).
+    fn as_parted(&self) -> Option<&PartedBm25> {
+        None
     }
 }
 

@@ -24,7 +24,7 @@ const MAX_PARTS: usize = 8;
 /// In a collection's folder: its parts' names and sizes, in order.
 const LAYOUT: &str = "parts.json";
 /// In a collection's folder: for each part in order, the id of each of its documents.
-const IDS: &str = "ids.u32";
+pub(crate) const IDS: &str = "ids.u32";
 /// In a part's folder: the analysed length of each of its texts.
 const LENGTHS: &str = "lengths.u32";
 
@@ -35,10 +35,11 @@ struct Place<'a> {
     progress: &'a dyn Fn(usize),
 }
 
+/// A collection's parts, by name, and how many texts it holds.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Layout {
-    parts: Vec<String>,
-    texts: usize,
+pub(crate) struct Layout {
+    pub parts: Vec<String>,
+    pub texts: usize,
 }
 
 /// BM25 (tantivy's k1 = 1.2, b = 0.75 and analysis) over a collection of texts
@@ -64,7 +65,7 @@ pub struct PartedBm25 {
 }
 
 /// One immutable tantivy index and what scoring its documents needs.
-struct Part {
+pub(crate) struct Part {
     /// Its folder's name within the collection's folder, for a part on disk.
     name: Option<String>,
     searcher: Searcher,
@@ -91,6 +92,25 @@ impl Part {
         let index =
             tantivy::Index::open_in_dir(&path).map_err(|e| Error::index(&path, format!("lexical index: {e}")))?;
         Self::of_index(index, Some(name), lengths)
+    }
+
+    /// Part `name` from its folder's files (`name` within, bytes), as a store that keeps
+    /// them elsewhere reads them.
+    pub(crate) fn from_files(name: &str, files: Vec<(String, Vec<u8>)>) -> Result<Arc<Part>> {
+        let err = |m: String| Error::Other(format!("lexical part {name}: {m}"));
+        let dir = tantivy::directory::RamDirectory::create();
+        let mut lengths = None;
+        for (file, bytes) in files {
+            if file == LENGTHS {
+                lengths = Some(u32s(&bytes).ok_or_else(|| err(format!("{LENGTHS} is not 32-bit values")))?);
+                continue;
+            }
+            use tantivy::Directory as _;
+            dir.atomic_write(Path::new(&file), &bytes).map_err(|e| err(format!("{file}: {e}")))?;
+        }
+        let lengths = lengths.ok_or_else(|| err(format!("no {LENGTHS}")))?;
+        let index = tantivy::Index::open(dir).map_err(|e| err(e.to_string()))?;
+        Self::of_index(index, Some(name.to_string()), lengths)
     }
 
     /// The part `name` of the collection in folder `dir`.
@@ -179,6 +199,47 @@ impl PartedBm25 {
         next.save_layout(dir)
     }
 
+    /// Writes to the new folder `dir` the collection after an edit of `previous`
+    /// ([`PartedBm25::after`]) as [`create_after`](Self::create_after) does, but only its
+    /// layout, its ids and its new part: a store that keeps parts elsewhere keeps the
+    /// others where they are.
+    pub fn stage_after<'t>(
+        dir: &Path,
+        previous: &PartedBm25,
+        text: &dyn Fn(usize) -> Cow<'t, str>,
+        from: &[Option<u32>],
+        progress: &dyn Fn(usize),
+    ) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Self::after_in(previous, text, from, Some(Place { dir, progress }))?.save_layout(dir)
+    }
+
+    /// The layout of the collection in folder `dir`.
+    pub(crate) fn layout(dir: &Path) -> Result<Layout> {
+        let lpath = dir.join(LAYOUT);
+        let bytes = std::fs::read(&lpath).map_err(|e| Error::io(&lpath, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::index(&lpath, e.to_string()))
+    }
+
+    /// The collection of `parts` in order, `ids` each of their documents' id in turn (as
+    /// the folder's [`IDS`] holds them), over `texts` texts: as a store that keeps parts
+    /// apart reads it.
+    pub(crate) fn of_stored(parts: Vec<Arc<Part>>, ids: &[u8], texts: usize) -> Result<Self> {
+        let flat = u32s(ids).ok_or_else(|| Error::Other(format!("lexical index: {IDS} is not 32-bit values")))?;
+        let held: usize = parts.iter().map(|p| p.docs()).sum();
+        if flat.len() != held {
+            return Err(Error::Other(format!("lexical index: {} ids for {held} documents", flat.len())));
+        }
+        let mut rest = &flat[..];
+        let mut split = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let (these, more) = rest.split_at(part.docs());
+            split.push(these.to_vec());
+            rest = more;
+        }
+        Self::of_parts(parts, split, texts)
+    }
+
     /// Whether folder `dir` holds a collection in parts.
     pub fn is_in(dir: &Path) -> bool {
         dir.join(LAYOUT).is_file()
@@ -186,9 +247,7 @@ impl PartedBm25 {
 
     /// The collection in folder `dir`.
     pub fn open(dir: &Path) -> Result<Self> {
-        let lpath = dir.join(LAYOUT);
-        let bytes = std::fs::read(&lpath).map_err(|e| Error::io(&lpath, e))?;
-        let layout: Layout = serde_json::from_slice(&bytes).map_err(|e| Error::index(&lpath, e.to_string()))?;
+        let layout = Self::layout(dir)?;
         let parts = layout.parts.iter().map(|name| Part::open(dir, name)).collect::<Result<Vec<_>>>()?;
         let flat = read_u32s(&dir.join(IDS))?;
         let held: usize = parts.iter().map(|p| p.docs()).sum();
@@ -392,6 +451,10 @@ impl LexicalIndex for PartedBm25 {
     fn len(&self) -> usize {
         self.len
     }
+
+    fn as_parted(&self) -> Option<&PartedBm25> {
+        Some(self)
+    }
 }
 
 /// The analysed length of each text, as tantivy counts it for BM25.
@@ -425,10 +488,14 @@ fn write_u32s(path: &Path, values: &[u32]) -> Result<()> {
 
 fn read_u32s(path: &Path) -> Result<Vec<u32>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if bytes.len() % 4 != 0 {
-        return Err(Error::index(path, "not a whole number of 32-bit values"));
-    }
-    Ok(bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    u32s(&bytes).ok_or_else(|| Error::index(path, "not a whole number of 32-bit values"))
+}
+
+fn u32s(bytes: &[u8]) -> Option<Vec<u32>> {
+    bytes
+        .len()
+        .is_multiple_of(4)
+        .then(|| bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 #[cfg(test)]

@@ -2,25 +2,56 @@
 //! (`lexical_files`, schema version 3) and loaded into memory by every process that
 //! opens the generation, so both stores search the same index with the same engine.
 //!
+//! Generations written since are collections in parts ([`PartedBm25`]), as on the
+//! folder store: an edit stores only its new part and the collection's ids, and lists
+//! the parts it keeps where they are (a part stored by a build that may be dropped
+//! before the generation is copied under its own build, in the database). A process
+//! keeps the parts it opened, so reading an edited generation reads its new part only.
+//!
 //! Why not SQL: BM25 over a postings table aggregates every posting of every query
 //! term (627 ms a query at a million passages, docs/scale.md), where tantivy's
 //! block-max WAND skips most of them. What a server holds is the index's files, a
 //! small fraction of the passages' text and vectors it loads anyway.
 
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+
 use postgres::{Client, GenericClient};
 use serde::{Deserialize, Serialize};
 
-use super::parts;
+use super::{db_err, parts};
 use crate::error::{Error, Result};
-use crate::index::TantivyBm25;
+use crate::index::{LexicalIndex, LexicalPart, PartedBm25, TantivyBm25, PARTS_IDS};
 use crate::progress::Progress;
 
-/// What a generation row records of its tantivy index.
+/// What a generation row records of its tantivy index: one index (`meta` and `files`,
+/// generations written before parts), or a collection in parts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LexicalFiles {
     /// tantivy's `meta.json`: the generation's segments.
+    #[serde(default)]
     pub meta: String,
     /// The build's stored files the segments consist of.
+    #[serde(default)]
+    pub files: Vec<StoredFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parted: Option<StoredParts>,
+}
+
+/// A collection in parts: its parts in order, each with the build that stores its files
+/// (named `PART/FILE`), and its ids, stored by the generation's own build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredParts {
+    pub parts: Vec<StoredPart>,
+    pub ids: StoredFile,
+    pub texts: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredPart {
+    pub build: i64,
+    pub name: String,
     pub files: Vec<StoredFile>,
 }
 
@@ -30,8 +61,24 @@ pub(crate) struct StoredFile {
     pub bytes: u64,
 }
 
-/// Builds the tantivy index of build `build`'s passages (`texts`, their index texts in
-/// order), stores its files, and returns what the generation row records.
+impl LexicalFiles {
+    /// Bytes the generation's lexical index takes.
+    pub fn bytes(&self) -> u64 {
+        let parted = self
+            .parted
+            .as_ref()
+            .map_or(0, |p| p.ids.bytes + p.parts.iter().flat_map(|part| &part.files).map(|f| f.bytes).sum::<u64>());
+        self.meta.len() as u64 + self.files.iter().map(|f| f.bytes).sum::<u64>() + parted
+    }
+}
+
+/// Parts a process has opened, by build and name, while any index holds them: an
+/// edited generation shares all but its new part with the one before.
+#[derive(Default)]
+pub(crate) struct OpenParts(Mutex<HashMap<(i64, String), Weak<LexicalPart>>>);
+
+/// Builds the collection of build `build`'s passages (`texts`, their index texts in
+/// order) in one part, stores its files, and returns what the generation row records.
 pub(crate) fn write(
     client: &mut Client,
     build: i64,
@@ -39,41 +86,157 @@ pub(crate) fn write(
     progress: &dyn Progress,
     location: &str,
 ) -> Result<LexicalFiles> {
-    let tmp =
-        tempfile::tempdir().map_err(|e| Error::Other(format!("a temporary folder for the lexical index: {e}")))?;
-    let dir = tmp.path();
+    let tmp = temp_dir()?;
     progress.start("lexical index", texts.len() as u64);
-    TantivyBm25::create(dir, texts, &|n: usize| progress.advance(n as u64))?;
+    PartedBm25::create(tmp.path(), texts, &|n: usize| progress.advance(n as u64))?;
     progress.finish();
-    let listed = TantivyBm25::files(dir)?;
-    let (meta_name, _) = listed.first().expect("files() lists meta.json first");
-    let meta_path = dir.join(meta_name);
-    let meta = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-    let files: Vec<StoredFile> =
-        listed[1..].iter().map(|(name, bytes)| StoredFile { name: name.clone(), bytes: *bytes }).collect();
-    store(client, build, dir, &files, location)?;
-    Ok(LexicalFiles { meta, files })
+    store_collection(client, build, tmp.path(), None, location)
 }
 
-/// Copies the build's files, in parts, with binary COPY.
-fn store(client: &mut Client, build: i64, dir: &std::path::Path, files: &[StoredFile], location: &str) -> Result<()> {
+/// Stores the collection staged in `dir` after an edit of the generation whose lexical
+/// files are `before` (staged by [`PartedBm25::stage_after`]: its layout, ids and new
+/// part) as build `build`'s. The parts it keeps stay where they are when stored by
+/// `base_build` (which outlives the generation: its delta is on it); others are copied
+/// under `build`. `None` where `before` is not a collection in parts.
+pub(crate) fn write_after(
+    client: &mut Client,
+    build: i64,
+    dir: &Path,
+    before: &LexicalFiles,
+    base_build: i64,
+    location: &str,
+) -> Result<Option<LexicalFiles>> {
+    let Some(before) = &before.parted else { return Ok(None) };
+    Ok(Some(store_collection(client, build, dir, Some((&before.parts, base_build)), location)?))
+}
+
+fn temp_dir() -> Result<tempfile::TempDir> {
+    tempfile::tempdir().map_err(|e| Error::Other(format!("a temporary folder for the lexical index: {e}")))
+}
+
+/// Stores the collection in folder `dir`: the parts it holds there and its ids under
+/// `build`; the parts it names that are not there are `kept` ones, referenced where
+/// their build is the base, copied otherwise.
+fn store_collection(
+    client: &mut Client,
+    build: i64,
+    dir: &Path,
+    kept: Option<(&[StoredPart], i64)>,
+    location: &str,
+) -> Result<LexicalFiles> {
+    let layout = PartedBm25::layout(dir)?;
+    let mut parts = Vec::with_capacity(layout.parts.len());
+    let mut copied: Vec<(i64, String)> = Vec::new();
     let mut w = parts::LEXICAL.writer(client, location)?;
-    for f in files {
-        let path = dir.join(&f.name);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        w.put(&[&build, &f.name], &bytes)?;
+    for name in &layout.parts {
+        let folder = dir.join(name);
+        if folder.is_dir() {
+            let mut files = Vec::new();
+            for (file, bytes) in folder_files(&folder)? {
+                w.put(&[&build, &format!("{name}/{file}")], &bytes)?;
+                files.push(StoredFile { name: file, bytes: bytes.len() as u64 });
+            }
+            parts.push(StoredPart { build, name: name.clone(), files });
+            continue;
+        }
+        let Some((old, base_build)) = kept.and_then(|(k, b)| k.iter().find(|p| &p.name == name).map(|p| (p, b))) else {
+            return Err(Error::index(
+                location,
+                format!("the edited lexical index names a part {name} it does not hold"),
+            ));
+        };
+        if old.build == base_build {
+            parts.push(old.clone());
+        } else {
+            copied.push((old.build, name.clone()));
+            parts.push(StoredPart { build, ..old.clone() });
+        }
     }
-    w.finish()
+    let ids = std::fs::read(dir.join(PARTS_IDS)).map_err(|e| Error::io(dir.join(PARTS_IDS), e))?;
+    w.put(&[&build, &PARTS_IDS], &ids)?;
+    w.finish()?;
+    for (from, name) in copied {
+        client
+            .execute(
+                "INSERT INTO lexical_files (build, name, part, bytes)                  SELECT $1, name, part, bytes FROM lexical_files WHERE build = $2 AND starts_with(name, $3)",
+                &[&build, &from, &format!("{name}/")],
+            )
+            .map_err(db_err(location, "copying a lexical part"))?;
+    }
+    Ok(LexicalFiles {
+        meta: String::new(),
+        files: Vec::new(),
+        parted: Some(StoredParts {
+            parts,
+            ids: StoredFile { name: PARTS_IDS.into(), bytes: ids.len() as u64 },
+            texts: layout.texts,
+        }),
+    })
 }
 
-/// The generation's tantivy index, in memory.
+/// The files of a part's folder, by name (a part's folder holds files only), but
+/// tantivy's locks.
+fn folder_files(folder: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))? {
+        let path = entry.map_err(|e| Error::io(folder, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).map(str::to_string);
+        let Some(name) = name.filter(|_| path.is_file()) else {
+            return Err(Error::index(&path, "a lexical part holds only files"));
+        };
+        // tantivy's lock files: a reader of the stored part would find them held.
+        if name.starts_with(".tantivy-") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        out.push((name, bytes));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The generation's lexical index, in memory; parts `open` holds already are not read
+/// again.
 pub(crate) fn open(
     client: &mut impl GenericClient,
     build: i64,
     files: &LexicalFiles,
+    open: &OpenParts,
     location: &str,
-) -> Result<TantivyBm25> {
-    TantivyBm25::from_files(location, read(client, build, files, location)?)
+) -> Result<Arc<dyn LexicalIndex>> {
+    let Some(stored) = &files.parted else {
+        return Ok(Arc::new(TantivyBm25::from_files(location, read(client, build, files, location)?)?));
+    };
+    let mut parts = Vec::with_capacity(stored.parts.len());
+    for p in &stored.parts {
+        let key = (p.build, p.name.clone());
+        let held = open.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).and_then(Weak::upgrade);
+        let part = match held {
+            Some(part) => part,
+            None => {
+                let mut read = Vec::with_capacity(p.files.len());
+                for f in &p.files {
+                    let what = format!("lexical file {}/{} of build {}", p.name, f.name, p.build);
+                    let name = format!("{}/{}", p.name, f.name);
+                    let bytes =
+                        parts::LEXICAL.read_required(client, &[&p.build, &name], &what, Some(f.bytes), location)?;
+                    read.push((f.name.clone(), bytes));
+                }
+                let part = LexicalPart::from_files(&p.name, read).map_err(|e| Error::index(location, e.to_string()))?;
+                let mut held = open.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                held.retain(|_, weak| weak.strong_count() > 0);
+                held.insert(key, Arc::downgrade(&part));
+                part
+            }
+        };
+        parts.push(part);
+    }
+    let what = format!("lexical ids of build {build}");
+    let ids =
+        parts::LEXICAL.read_required(client, &[&build, &stored.ids.name], &what, Some(stored.ids.bytes), location)?;
+    let collection =
+        PartedBm25::of_stored(parts, &ids, stored.texts).map_err(|e| Error::index(location, e.to_string()))?;
+    Ok(Arc::new(collection))
 }
 
 /// `meta.json` and every file the generation lists, checked complete.

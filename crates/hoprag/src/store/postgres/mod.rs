@@ -73,10 +73,12 @@ use postgres::types::Type;
 use postgres::{GenericClient, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::{LiveParts, Namespace, Open, Store, StoreWriter, StoredGraph};
+use super::{LiveParts, Namespace, Open, PassagesPart, Staged, Store, StoreWriter, StoredGraph};
 use crate::corpus::{Meta, Passage};
 use crate::error::{Error, Result};
-use crate::index::{Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, VectorIndex, VectorIndexKind};
+use crate::index::{
+    Derived, HnswIndex, Index, LexicalIndex, Manifest, Matrix, PartedBm25, VectorIndex, VectorIndexKind,
+};
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
@@ -104,7 +106,13 @@ pub struct PgStore {
     schema: String,
     location: String,
     readers: Arc<readers::Readers>,
+    /// Lexical parts this process holds open (an edited generation shares all but one).
+    lexical_parts: lexical::OpenParts,
 }
+
+/// In a staged edit's folder ([`Store::stage`]): the lexical collection's layout, ids and
+/// new part.
+const STAGED_LEXICAL: &str = "lexical";
 
 /// What a generation row says.
 #[derive(Debug, Clone)]
@@ -177,7 +185,7 @@ impl PgStore {
             .test_on_check_out(true)
             .connection_timeout(CHECKOUT_TIMEOUT)
             .build_unchecked(manager);
-        Ok(PgStore { pool, schema, location, readers })
+        Ok(PgStore { pool, schema, location, readers, lexical_parts: Default::default() })
     }
 
     /// The namespaces of the store `url` names that hold an index, the default first
@@ -249,7 +257,7 @@ impl PgStore {
         }
         let (passages, vectors, of_base, base_passages) = delta::read(&mut tx, &g, d, location)?;
         let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
-            Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, location)?),
+            Some(files) => lexical::open(&mut tx, g.build, files, &self.lexical_parts, location)?,
             None => return Err(Error::index(location, format!("generation {}: a delta without lexical files", g.id))),
         };
         let ann: Option<Arc<dyn VectorIndex>> = match (g.manifest.vector_index, &d.base.hnsw) {
@@ -317,7 +325,7 @@ impl Store for PgStore {
         }
         let (passages, vectors) = read_passages(&mut tx, &g, &self.location)?;
         let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
-            Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
+            Some(files) => lexical::open(&mut tx, g.build, files, &self.lexical_parts, &self.location)?,
             None => Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?),
         };
         let ann: Option<Arc<dyn VectorIndex>> = match (g.manifest.vector_index, &g.hnsw) {
@@ -349,11 +357,25 @@ impl Store for PgStore {
             return Ok(None);
         }
         let lexical: Arc<dyn LexicalIndex> = match &g.lexical {
-            Some(files) => Arc::new(lexical::open(&mut tx, g.build, files, &self.location)?),
+            Some(files) => lexical::open(&mut tx, g.build, files, &self.lexical_parts, &self.location)?,
             None => Arc::new(SqlBm25::new(self.pool.clone(), &self.location, g.build, g.passages, g.tokens)?),
         };
         tx.commit().map_err(self.err("ending a read"))?;
         Ok(Some(LiveParts { manifest: g.manifest, lexical, hold: Box::new(hold) }))
+    }
+
+    /// An edit written as a delta, from a collection in parts: its new lexical part is
+    /// built here, ahead of the writer's lock, and stored at the commit with the
+    /// collection's ids; the parts it keeps stay in the database.
+    fn stage(&self, base: &Index, part: PassagesPart<'_>) -> Result<Option<Staged>> {
+        let Some(previous) = base.lexical().as_parted().filter(|_| part.delta.is_some()) else { return Ok(None) };
+        let started = std::time::Instant::now();
+        let dir =
+            tempfile::tempdir().map_err(|e| Error::Other(format!("a temporary folder for the lexical index: {e}")))?;
+        let text = |i: usize| std::borrow::Cow::Owned(part.passages[i].index_text());
+        PartedBm25::stage_after(&dir.path().join(STAGED_LEXICAL), previous, &text, part.kept, &|_| {})?;
+        let times = super::WriteTimes { lexical_secs: started.elapsed().as_secs_f64(), ..Default::default() };
+        Ok(Some(Staged { dir, lock: None, times }))
     }
 
     fn stored_graph(&self, index: &Index) -> Result<Option<StoredGraph>> {
@@ -424,7 +446,7 @@ impl Store for PgStore {
         };
         // The tantivy files the generation reads, or the postings of an older one.
         let lexical_bytes = match &g.lexical {
-            Some(l) => l.meta.len() as u64 + l.files.iter().map(|f| f.bytes).sum::<u64>(),
+            Some(l) => l.bytes(),
             None => {
                 tables.push(postings_table(g.build));
                 0

@@ -85,7 +85,7 @@ impl StoreWriter for PgWriter<'_> {
             // An edit within the delta limit: a build of its own holding its tantivy files
             // and the delta on the whole generation the base is (or is a delta on). No
             // graph or walk: its readers derive them from the base's.
-            Change::Replace { manifest, passages, vectors, delta: Some(delta), .. } => {
+            Change::Replace { manifest, passages, vectors, delta: Some(delta), staged, .. } => {
                 let base = base.as_ref().ok_or_else(no_index)?;
                 let full = super::delta::Base::of(base);
                 if let Some(info) = &manifest.delta {
@@ -116,9 +116,23 @@ impl StoreWriter for PgWriter<'_> {
                     let tokens = super::delta::write(client, build, &full, passages, delta, &vector, &location)?;
                     Ok::<_, Error>((build, tokens))
                 })?;
-                let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
-                let lexical =
-                    timed(&mut times.lexical_secs, || lexical::write(client, build, &texts, progress, &location))?;
+                // The new part staged ahead of the lock, beside the parts the base's
+                // collection keeps; the collection built again where there is none.
+                let staged = staged.as_ref().map(|s| s.dir.path().join(super::STAGED_LEXICAL));
+                let lexical = timed(&mut times.lexical_secs, || match (&staged, &base.lexical) {
+                    (Some(dir), Some(before)) => {
+                        lexical::write_after(client, build, dir, before, full.build, &location).transpose()
+                    }
+                    _ => None,
+                })
+                .transpose()?;
+                let lexical = match lexical {
+                    Some(lexical) => lexical,
+                    None => {
+                        let texts: Vec<String> = passages.iter().map(Passage::index_text).collect();
+                        timed(&mut times.lexical_secs, || lexical::write(client, build, &texts, progress, &location))?
+                    }
+                };
                 let next =
                     Next { build, passages: passages.len(), tokens, graph: None, lexical: Some(lexical), hnsw: None };
                 (manifest, next)
