@@ -638,7 +638,15 @@ fn postgres_edits_are_deltas_that_read_as_the_folder_reads_them() {
     let whole = "SELECT count(*) FROM pg_tables WHERE schemaname = 't_deltas' AND tablename LIKE 'passages_b%'";
     assert_eq!(count(&mut admin, whole), 1);
     assert_eq!(count(&mut admin, "SELECT count(*) FROM graphs"), 1);
-    assert_eq!(count(&mut admin, "SELECT count(*) FROM deltas"), 2);
+    // The deltas kept: the two generations', and those of the edits whose lexical parts
+    // the live generation still lists (their builds stay while it is kept).
+    let unheld =
+        "SELECT count(*) FROM deltas d WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = d.build) \
+                  AND NOT EXISTS (SELECT 1 FROM generations g, \
+                  jsonb_array_elements(coalesce(g.lexical->'parted'->'parts', '[]'::jsonb)) p \
+                  WHERE (p->>'build')::bigint = d.build)";
+    assert_eq!(count(&mut admin, unheld), 0);
+    assert!(count(&mut admin, "SELECT count(*) FROM deltas") >= 2);
 
     // A graph stored for a delta generation (`hoprag graph`, as a server stores a walk):
     // a generation of the same delta with a graph of its own, read without deriving.

@@ -4,9 +4,9 @@
 //!
 //! Generations written since are collections in parts ([`PartedBm25`]), as on the
 //! folder store: an edit stores only its new part and the collection's ids, and lists
-//! the parts it keeps where they are (a part stored by a build that may be dropped
-//! before the generation is copied under its own build, in the database). A process
-//! keeps the parts it opened, so reading an edited generation reads its new part only.
+//! the parts it keeps where they are, under the builds that stored them (a build stays
+//! while a kept generation lists one of its parts). A process keeps the parts it opened,
+//! so reading an edited generation reads its new part only.
 //!
 //! Why not SQL: BM25 over a postings table aggregates every posting of every query
 //! term (627 ms a query at a million passages, docs/scale.md), where tantivy's
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use postgres::{Client, GenericClient};
 use serde::{Deserialize, Serialize};
 
-use super::{db_err, parts};
+use super::parts;
 use crate::error::{Error, Result};
 use crate::index::{LexicalIndex, LexicalPart, PartedBm25, TantivyBm25, PARTS_IDS};
 use crate::progress::Progress;
@@ -90,24 +90,22 @@ pub(crate) fn write(
     progress.start("lexical index", texts.len() as u64);
     PartedBm25::create(tmp.path(), texts, &|n: usize| progress.advance(n as u64))?;
     progress.finish();
-    store_collection(client, build, tmp.path(), None, location)
+    store_collection(client, build, tmp.path(), &[], location)
 }
 
 /// Stores the collection staged in `dir` after an edit of the generation whose lexical
 /// files are `before` (staged by [`PartedBm25::stage_after`]: its layout, ids and new
-/// part) as build `build`'s. The parts it keeps stay where they are when stored by
-/// `base_build` (which outlives the generation: its delta is on it); others are copied
-/// under `build`. `None` where `before` is not a collection in parts.
+/// part) as build `build`'s; the parts it keeps are listed where they are. `None` where
+/// `before` is not a collection in parts.
 pub(crate) fn write_after(
     client: &mut Client,
     build: i64,
     dir: &Path,
     before: &LexicalFiles,
-    base_build: i64,
     location: &str,
 ) -> Result<Option<LexicalFiles>> {
     let Some(before) = &before.parted else { return Ok(None) };
-    Ok(Some(store_collection(client, build, dir, Some((&before.parts, base_build)), location)?))
+    Ok(Some(store_collection(client, build, dir, &before.parts, location)?))
 }
 
 fn temp_dir() -> Result<tempfile::TempDir> {
@@ -115,18 +113,16 @@ fn temp_dir() -> Result<tempfile::TempDir> {
 }
 
 /// Stores the collection in folder `dir`: the parts it holds there and its ids under
-/// `build`; the parts it names that are not there are `kept` ones, referenced where
-/// their build is the base, copied otherwise.
+/// `build`; the parts it names that are not there are among `kept`, listed as they are.
 fn store_collection(
     client: &mut Client,
     build: i64,
     dir: &Path,
-    kept: Option<(&[StoredPart], i64)>,
+    kept: &[StoredPart],
     location: &str,
 ) -> Result<LexicalFiles> {
     let layout = PartedBm25::layout(dir)?;
     let mut parts = Vec::with_capacity(layout.parts.len());
-    let mut copied: Vec<(i64, String)> = Vec::new();
     let mut w = parts::LEXICAL.writer(client, location)?;
     for name in &layout.parts {
         let folder = dir.join(name);
@@ -139,30 +135,17 @@ fn store_collection(
             parts.push(StoredPart { build, name: name.clone(), files });
             continue;
         }
-        let Some((old, base_build)) = kept.and_then(|(k, b)| k.iter().find(|p| &p.name == name).map(|p| (p, b))) else {
+        let Some(old) = kept.iter().find(|p| &p.name == name) else {
             return Err(Error::index(
                 location,
                 format!("the edited lexical index names a part {name} it does not hold"),
             ));
         };
-        if old.build == base_build {
-            parts.push(old.clone());
-        } else {
-            copied.push((old.build, name.clone()));
-            parts.push(StoredPart { build, ..old.clone() });
-        }
+        parts.push(old.clone());
     }
     let ids = std::fs::read(dir.join(PARTS_IDS)).map_err(|e| Error::io(dir.join(PARTS_IDS), e))?;
     w.put(&[&build, &PARTS_IDS], &ids)?;
     w.finish()?;
-    for (from, name) in copied {
-        client
-            .execute(
-                "INSERT INTO lexical_files (build, name, part, bytes)                  SELECT $1, name, part, bytes FROM lexical_files WHERE build = $2 AND starts_with(name, $3)",
-                &[&build, &from, &format!("{name}/")],
-            )
-            .map_err(db_err(location, "copying a lexical part"))?;
-    }
     Ok(LexicalFiles {
         meta: String::new(),
         files: Vec::new(),

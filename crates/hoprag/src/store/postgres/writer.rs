@@ -121,7 +121,7 @@ impl StoreWriter for PgWriter<'_> {
                 let staged = staged.as_ref().map(|s| s.dir.path().join(super::STAGED_LEXICAL));
                 let lexical = timed(&mut times.lexical_secs, || match (&staged, &base.lexical) {
                     (Some(dir), Some(before)) => {
-                        lexical::write_after(client, build, dir, before, full.build, &location).transpose()
+                        lexical::write_after(client, build, dir, before, &location).transpose()
                     }
                     _ => None,
                 })
@@ -336,17 +336,20 @@ fn publish(
         log::debug!("{location}: kept generations {held:?}: readers hold them");
     }
     client.execute("DELETE FROM generations WHERE id = ANY($1)", &[&unheld]).map_err(&err)?;
-    // A build stays while a generation is of it, or a kept build's delta is on it: the
-    // builds no generation is of and no delta is on go first (with their deltas, ON
-    // DELETE CASCADE), then the whole builds only those deltas were on. (In one
-    // statement, the check of a base's key could run before the cascade removes the
-    // delta that names it.)
+    // A build stays while a generation is of it, a kept build's delta is on it, or a
+    // generation lists one of its lexical parts: the builds none of these hold go first
+    // (with their deltas, ON DELETE CASCADE), then the whole builds only those deltas
+    // were on. (In one statement, the check of a base's key could run before the cascade
+    // removes the delta that names it.)
     let mut stale: Vec<i64> = Vec::new();
     loop {
         let dropped: Vec<i64> = client
             .query(
                 "DELETE FROM builds b WHERE NOT EXISTS (SELECT 1 FROM generations g WHERE g.build = b.id) \
-                 AND NOT EXISTS (SELECT 1 FROM deltas d WHERE d.base_build = b.id) RETURNING id",
+                 AND NOT EXISTS (SELECT 1 FROM deltas d WHERE d.base_build = b.id) \
+                 AND NOT EXISTS (SELECT 1 FROM generations g, \
+                     jsonb_array_elements(coalesce(g.lexical->'parted'->'parts', '[]'::jsonb)) p \
+                     WHERE (p->>'build')::bigint = b.id) RETURNING id",
                 &[],
             )
             .map_err(&err)?
