@@ -468,7 +468,7 @@ impl GraphContext {
     }
 
     fn response_key(passages: &crate::index::Matrix, damping: f64) -> PassageResponseKey {
-        (passages.as_flat().as_ptr() as usize, passages.rows(), damping.to_bits())
+        (passages.address(), passages.rows(), damping.to_bits())
     }
 
     pub fn graph(&self) -> &EntityGraph {

@@ -9,6 +9,7 @@ pub mod vector;
 
 pub use layers::{passage_digest, Passages, Pieces, Run, Source};
 pub use lexical::{analyze, analyzer, LexicalIndex, PartedBm25, TantivyBm25};
+#[cfg(feature = "postgres")]
 pub(crate) use lexical::{LexicalPart, PARTS_IDS};
 pub use manifest::{
     Counts, DeltaInfo, EmbedWork, EmbedderInfo, GraphBuildTimes, GraphInfo, GraphStats, Manifest, FORMAT_VERSION,

@@ -4,6 +4,7 @@
 mod parts;
 
 pub use parts::PartedBm25;
+#[cfg(feature = "postgres")]
 pub(crate) use parts::{Part as LexicalPart, IDS as PARTS_IDS};
 
 use std::path::Path;

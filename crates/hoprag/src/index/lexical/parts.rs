@@ -96,6 +96,7 @@ impl Part {
 
     /// Part `name` from its folder's files (`name` within, bytes), as a store that keeps
     /// them elsewhere reads them.
+    #[cfg(feature = "postgres")]
     pub(crate) fn from_files(name: &str, files: Vec<(String, Vec<u8>)>) -> Result<Arc<Part>> {
         let err = |m: String| Error::Other(format!("lexical part {name}: {m}"));
         let dir = tantivy::directory::RamDirectory::create();
@@ -224,6 +225,7 @@ impl PartedBm25 {
     /// The collection of `parts` in order, `ids` each of their documents' id in turn (as
     /// the folder's [`IDS`] holds them), over `texts` texts: as a store that keeps parts
     /// apart reads it.
+    #[cfg(feature = "postgres")]
     pub(crate) fn of_stored(parts: Vec<Arc<Part>>, ids: &[u8], texts: usize) -> Result<Self> {
         let flat = u32s(ids).ok_or_else(|| Error::Other(format!("lexical index: {IDS} is not 32-bit values")))?;
         let held: usize = parts.iter().map(|p| p.docs()).sum();

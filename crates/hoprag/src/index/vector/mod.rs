@@ -494,6 +494,17 @@ impl Matrix {
         }
     }
 
+    /// Where the values are held: equal for two matrices only while they hold the same
+    /// values (a clone of a mapped or layered matrix shares them), for keying what is
+    /// computed from them without copying a layered matrix into one block.
+    pub fn address(&self) -> usize {
+        match &self.data {
+            Rows::Layered(l) => std::sync::Arc::as_ptr(l) as usize,
+            Rows::Mapped { map, .. } => map.as_ptr() as usize,
+            Rows::Owned(v) => v.0.as_ptr() as usize,
+        }
+    }
+
     /// Whether the values are mapped from a file rather than held in memory.
     pub fn is_mapped(&self) -> bool {
         matches!(self.data, Rows::Mapped { .. })

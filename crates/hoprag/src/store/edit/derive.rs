@@ -282,7 +282,8 @@ fn same_ids<'a>(a: &'a Passages, b: &'a Passages) -> impl Iterator<Item = (usize
             std::cmp::Ordering::Less => _ = a.next(),
             std::cmp::Ordering::Greater => _ = b.next(),
             std::cmp::Ordering::Equal => {
-                (a.next(), b.next());
+                a.next();
+                b.next();
                 return Some((i, j));
             }
         }
