@@ -121,6 +121,17 @@ impl Passages {
         }
     }
 
+    /// The rows as one slice for the caller alone: borrowed where the list is whole, a
+    /// copy dropped with it where it is layered (for a pass that needs a slice once,
+    /// without keeping a copy for the generation's life as [`Passages::as_slice`] does).
+    pub fn contiguous(&self) -> std::borrow::Cow<'_, [Passage]> {
+        match (&self.overlay, self.overlay.as_ref().and_then(|o| o.flat.get())) {
+            (None, _) => std::borrow::Cow::Borrowed(&self.base.passages),
+            (Some(_), Some(flat)) => std::borrow::Cow::Borrowed(flat),
+            (Some(_), None) => std::borrow::Cow::Owned(self.to_vec()),
+        }
+    }
+
     pub fn to_vec(&self) -> Vec<Passage> {
         self.iter().cloned().collect()
     }

@@ -158,10 +158,10 @@ pub fn delta_graph(
     let source = index.manifest.graph.as_ref().map(|g| g.source.as_str());
     let mut work = EditWork::default();
     let (graph, _) = graph(
-        derived.base_passages.as_slice(),
+        &derived.base_passages.contiguous(),
         base_graph,
         source,
-        index.passages().as_slice(),
+        &index.passages().contiguous(),
         &kept,
         index.vectors(),
         embedder,

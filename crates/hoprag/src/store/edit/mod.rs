@@ -211,10 +211,10 @@ pub fn edit_from(
                     .as_deref()
                     .map(|old_graph| {
                         derive::graph(
-                            old.passages().as_slice(),
+                            &old.passages().contiguous(),
                             old_graph,
                             old.manifest.graph.as_ref().map(|g| g.source.as_str()),
-                            plan.passages.as_slice(),
+                            &plan.passages.contiguous(),
                             &kept,
                             &vectors,
                             embedders.graph.as_ref(),
