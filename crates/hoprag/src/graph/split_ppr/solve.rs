@@ -317,16 +317,19 @@ impl Solved {
             }
             let width = BLOCK.min(dim + 1 - first);
             let reset = |p: usize, out: &mut [f64]| reset_columns(vectors, first, p, out);
-            let mass: Vec<f64> = (0..width)
-                .map(|c| {
-                    let col = first + c;
-                    let sum = if col < dim {
-                        (0..passages).map(|p| (vectors.row(p as PassageIdx)[col] as f64).abs()).sum()
-                    } else {
-                        passages as f64
-                    };
-                    f64::max(sum, f64::MIN_POSITIVE)
-                })
+            // Each column's sum in passage order, one row read at a time (a layered
+            // matrix finds a row through its runs: once per passage, not per column).
+            let mut sums = vec![0f64; width];
+            for p in 0..passages {
+                let row = vectors.row(p as PassageIdx);
+                for (c, sum) in sums.iter_mut().enumerate().filter(|(c, _)| first + c < dim) {
+                    *sum += (row[first + c] as f64).abs();
+                }
+            }
+            let mass: Vec<f64> = sums
+                .into_iter()
+                .enumerate()
+                .map(|(c, sum)| f64::max(if first + c < dim { sum } else { passages as f64 }, f64::MIN_POSITIVE))
                 .collect();
             let (y, last, its) = walk.solve(width, &reset, &mass, stop, start_at.map(|f| f(first, width)))?;
             iterations = iterations.max(its);

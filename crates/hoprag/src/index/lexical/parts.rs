@@ -228,17 +228,7 @@ impl PartedBm25 {
     #[cfg(feature = "postgres")]
     pub(crate) fn of_stored(parts: Vec<Arc<Part>>, ids: &[u8], texts: usize) -> Result<Self> {
         let flat = u32s(ids).ok_or_else(|| Error::Other(format!("lexical index: {IDS} is not 32-bit values")))?;
-        let held: usize = parts.iter().map(|p| p.docs()).sum();
-        if flat.len() != held {
-            return Err(Error::Other(format!("lexical index: {} ids for {held} documents", flat.len())));
-        }
-        let mut rest = &flat[..];
-        let mut split = Vec::with_capacity(parts.len());
-        for part in &parts {
-            let (these, more) = rest.split_at(part.docs());
-            split.push(these.to_vec());
-            rest = more;
-        }
+        let split = split_ids(&parts, &flat).map_err(|m| Error::Other(format!("lexical index: {m}")))?;
         Self::of_parts(parts, split, texts)
     }
 
@@ -251,18 +241,7 @@ impl PartedBm25 {
     pub fn open(dir: &Path) -> Result<Self> {
         let layout = Self::layout(dir)?;
         let parts = layout.parts.iter().map(|name| Part::open(dir, name)).collect::<Result<Vec<_>>>()?;
-        let flat = read_u32s(&dir.join(IDS))?;
-        let held: usize = parts.iter().map(|p| p.docs()).sum();
-        if flat.len() != held {
-            return Err(Error::index(dir.join(IDS), format!("{} ids for {held} documents", flat.len())));
-        }
-        let mut rest = &flat[..];
-        let mut ids = Vec::with_capacity(parts.len());
-        for part in &parts {
-            let (these, more) = rest.split_at(part.docs());
-            ids.push(these.to_vec());
-            rest = more;
-        }
+        let ids = split_ids(&parts, &read_u32s(&dir.join(IDS))?).map_err(|m| Error::index(dir.join(IDS), m))?;
         Self::of_parts(parts, ids, layout.texts)
     }
 
@@ -486,6 +465,22 @@ fn unique() -> u64 {
 
 fn write_u32s(path: &Path, values: &[u32]) -> Result<()> {
     write_file(path, &values.iter().flat_map(|n| n.to_le_bytes()).collect::<Vec<u8>>(), false)
+}
+
+/// The collection's ids (each part's documents' in turn) split by part.
+fn split_ids(parts: &[Arc<Part>], flat: &[u32]) -> std::result::Result<Vec<Vec<u32>>, String> {
+    let held: usize = parts.iter().map(|p| p.docs()).sum();
+    if flat.len() != held {
+        return Err(format!("{} ids for {held} documents", flat.len()));
+    }
+    let mut rest = flat;
+    let mut ids = Vec::with_capacity(parts.len());
+    for part in parts {
+        let (these, more) = rest.split_at(part.docs());
+        ids.push(these.to_vec());
+        rest = more;
+    }
+    Ok(ids)
 }
 
 fn read_u32s(path: &Path) -> Result<Vec<u32>> {
