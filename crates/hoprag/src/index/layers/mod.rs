@@ -136,11 +136,6 @@ impl Pieces {
         out
     }
 
-    /// How many of the base's rows (of `base_len`) the generation does not hold.
-    pub fn removed_count(&self, base_len: usize) -> usize {
-        base_len - self.base_runs.iter().map(|&i| self.runs[i as usize].len as usize).sum::<usize>()
-    }
-
     /// The rows of the added layer, in order, with the generation's row of each.
     pub fn added_rows(&self) -> impl Iterator<Item = usize> + '_ {
         self.runs().filter(|(_, r)| r.source == Source::Added).flat_map(|(rows, _)| rows)

@@ -240,10 +240,9 @@ impl Passages {
         let mut removed = removed.iter().copied().peekable();
         let mut pieces = Pieces::default();
         let mut own: Vec<Passage> = Vec::with_capacity(self.added().len() + added.len());
-        let whole = [Run { source: Source::Base, start: 0, len: self.len() as u32 }];
         let runs: Vec<(std::ops::Range<usize>, Run)> = match &self.overlay {
             Some(o) => o.pieces.runs().collect(),
-            None => vec![(0..self.len(), whole[0])],
+            None => vec![(0..self.len(), Run { source: Source::Base, start: 0, len: self.len() as u32 })],
         };
         let mut take_own = |pieces: &mut Pieces, p: Passage| {
             own.push(p);

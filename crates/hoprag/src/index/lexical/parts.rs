@@ -188,16 +188,13 @@ impl PartedBm25 {
         from: &[Option<u32>],
         progress: &dyn Fn(usize),
     ) -> Result<()> {
-        let previous = Self::open(base)?;
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let next = Self::after_in(&previous, text, from, Some(Place { dir, progress }))?;
-        for part in &next.parts {
-            let name = part.name.as_deref().expect("parts on disk are named");
-            if !dir.join(name).exists() {
-                link_tree(&base.join(name), &dir.join(name))?;
+        Self::stage_after(dir, &Self::open(base)?, text, from, progress)?;
+        for name in Self::layout(dir)?.parts {
+            if !dir.join(&name).exists() {
+                link_tree(&base.join(&name), &dir.join(&name))?;
             }
         }
-        next.save_layout(dir)
+        Ok(())
     }
 
     /// Writes to the new folder `dir` the collection after an edit of `previous`

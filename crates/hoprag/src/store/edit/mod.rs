@@ -353,17 +353,14 @@ fn delta_of(
     let base_len = base.len();
     let (delta, of_base) = match (passages.pieces(), vectors.layers()) {
         (Some(pieces), Some((_, added, _))) if passages.same_base(&base) => {
-            if pieces.removed_count(base_len) + passages.added().len() > delta_limit(base_len) {
-                return None;
-            }
             let delta =
                 Delta { removed: pieces.removed(base_len), added: passages.added().to_vec(), vectors: added.clone() };
             (delta, pieces.of_base())
         }
         _ => {
-            let (old_passages, passages) = (old.passages().as_slice(), passages.as_slice());
-            let of_base = of_base_after(old_passages, derived.map(|d| &d.of_base[..]), passages);
-            (Delta::between(base_len, &of_base, passages, vectors), of_base)
+            let (old_passages, passages) = (old.passages().contiguous(), passages.contiguous());
+            let of_base = of_base_after(&old_passages, derived.map(|d| &d.of_base[..]), &passages);
+            (Delta::between(base_len, &of_base, &passages, vectors), of_base)
         }
     };
     (delta.len() <= delta_limit(base_len)).then_some((delta, of_base))

@@ -67,7 +67,7 @@ pub fn plan(old: &Passages, request: &Request) -> Result<Plan> {
     if let Some(plan) = sorted::plan(old, request) {
         return plan;
     }
-    general(old.as_slice(), request)
+    general(&old.contiguous(), request)
 }
 
 /// [`plan`] by the rules as stated, for passages in any order.
