@@ -38,8 +38,6 @@ pub struct Edited {
 impl Served {
     fn new(namespace: Namespace, engine: Engine) -> Result<Served> {
         preload_graph(&engine)?;
-        // The first edit's generation is alive while the second is made: two sets.
-        engine.ready_edit_buffers(2);
         Ok(Served {
             namespace,
             engine: ArcSwap::from_pointee(engine),
@@ -87,7 +85,6 @@ impl Served {
         let written = started.elapsed();
         if report.generation.is_some() {
             self.serve_edited(&report).map_err(|e| ApiError::internal(format!("serving the new generation: {e}")))?;
-            self.engine().ready_edit_buffers(1);
         }
         log::debug!(
             "edit of namespace {}: written in {:.1} ms, served after {:.1} ms; {:?}",

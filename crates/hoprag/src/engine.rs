@@ -7,7 +7,7 @@ use crate::embed::{load_embedder, Embedder, EmbedderSpec, TextKind};
 use crate::error::{Error, Result};
 use crate::graph::linking::NO_LLM_FOR_NER;
 use crate::graph::{EntityGraph, GraphContext};
-use crate::index::{Index, Matrix, VectorIndex};
+use crate::index::{Index, VectorIndex};
 use crate::lazy::Lazy;
 use crate::llm::{Llm, LlmSource};
 use crate::retrieve::registry::{self, MethodSections, Resources};
@@ -336,29 +336,6 @@ impl Engine {
             })?;
         }
         (spec.build)(&self.config.methods, self)
-    }
-
-    /// Faults in, on a low-priority thread, the memory the next `edits` edits fill with
-    /// the graph's vectors (hundreds of MB at a few thousand passages): a generation
-    /// loaded from the store maps its vectors, so until an edit's own generation is
-    /// dropped (at the second edit after it) nothing hands its buffers on, and the first
-    /// two edits of a server would fault in and zero every page on the request's time.
-    /// Bounded by the buffer pool's size (1 GiB for the process); nothing without a
-    /// loaded graph.
-    pub fn ready_edit_buffers(&self, edits: usize) {
-        let Some(context) = self.loaded_graph() else { return };
-        // Sizes only: holding the graph would keep its buffers from the pool.
-        let sizes: Vec<(usize, usize)> = {
-            let g = &context.linker.graph;
-            [&g.entity_vectors, &g.fact_vectors].iter().map(|m| (m.dim(), m.rows())).collect()
-        };
-        drop(context);
-        let ready = move || {
-            crate::threads::in_background(|| sizes.iter().for_each(|&(dim, rows)| Matrix::keep_ready(dim, rows, edits)))
-        };
-        if let Err(e) = std::thread::Builder::new().name("hoprag-edit-buffers".into()).spawn(ready) {
-            log::debug!("no thread to make the next edit's buffers ready: {e}");
-        }
     }
 
     /// Builds now what the graph methods otherwise build in their first query (the split

@@ -286,7 +286,6 @@ pub fn run(ctx: &Context, store: Arc<dyn Store>, inputs: &Inputs, args: &ScaleBe
         } else {
             engine.prepare_walk()?;
         }
-        engine.ready_edit_buffers(2);
     }
     ctx.note(format!("{} passages opened and prepared in {:.1}s", index.len(), t.elapsed().as_secs_f64()));
 
@@ -534,7 +533,6 @@ fn stream(
                 next.prepare_walk_in_background()?;
             }
             served.swap(next).supersede();
-            served.engine().ready_edit_buffers(1);
         }
         let serve_secs = t.elapsed().as_secs_f64();
         let serve_io = Io::now().since(io);

@@ -62,7 +62,7 @@ pub(super) fn vectors_of(
     triples: &[Triple],
     passages: &[Passage],
     known: &[Option<u32>],
-    from: Option<&Matrix>,
+    from: Option<&std::sync::Arc<Matrix>>,
     embedder: &dyn Embedder,
     progress: &dyn Progress,
 ) -> Result<(Matrix, EmbedWork)> {
@@ -116,14 +116,15 @@ pub(super) fn vectors_of(
     for (&f, v) in alone.iter().zip(embedded.chunks_exact(dim)) {
         vectors[f] = Some(v.to_vec());
     }
-    let mut m = Matrix::with_capacity(dim, known.len());
+    let mut fresh = Matrix::with_capacity(dim, vectors.iter().flatten().count());
     for (f, v) in vectors.iter().enumerate() {
         match (stored(f), v) {
-            (Some((from, row)), _) => m.push(from.row(row)),
-            (None, Some(v)) => m.push(v),
+            (Some(_), _) => {}
+            (None, Some(v)) => fresh.push(v),
             (None, None) => unreachable!("every fact not stored is pooled or embedded"),
         }
     }
+    let m = super::fact_vectors::assembled(known, from, fresh);
     let reused = (0..known.len()).filter(|&f| stored(f).is_some()).count();
     log::debug!(
         "contextual facts: {} read in {read} passages, {} embedded alone, {reused} reused",

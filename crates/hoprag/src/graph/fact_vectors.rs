@@ -10,6 +10,7 @@ use crate::embed::{embed_passages, Embedder};
 use crate::error::Result;
 use crate::index::{EmbedWork, Matrix};
 use crate::progress::Progress;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How a fact's vector ("subject predicate object") is made.
@@ -88,7 +89,7 @@ pub(super) fn known_facts(
 pub(super) fn vectors_of(
     text: &dyn Fn(usize) -> String,
     known: &[Option<u32>],
-    from: Option<&Matrix>,
+    from: Option<&Arc<Matrix>>,
     embedder: &dyn Embedder,
     step: &str,
     progress: &dyn Progress,
@@ -100,14 +101,7 @@ pub(super) fn vectors_of(
     let stored = |i: usize| from.zip(known[i]);
     let missing: Vec<String> = (0..known.len()).filter(|&i| stored(i).is_none()).map(text).collect();
     let embedded = embed_passages(embedder, &missing, 256, step, progress)?;
-    let mut embedded = embedded.chunks_exact(dim);
-    let mut m = Matrix::with_capacity(dim, known.len());
-    for i in 0..known.len() {
-        match stored(i) {
-            Some((from, row)) => m.push(from.row(row)),
-            None => m.push(embedded.next().expect("one vector per missing text")),
-        }
-    }
+    let m = assembled(known, from, Matrix::from_flat(dim, embedded));
     let work =
         EmbedWork { texts: missing.len(), reused: known.len() - missing.len(), secs: started.elapsed().as_secs_f64() };
     Ok((m, work))
@@ -122,7 +116,7 @@ pub(super) fn vectors_of(
 pub(super) fn composed_vectors_of(
     parts: &dyn Fn(usize) -> [Name; 3],
     known: &[Option<u32>],
-    from: Option<&Matrix>,
+    from: Option<&Arc<Matrix>>,
     (labels, label_vectors): (&[String], &Matrix),
     embedder: &dyn Embedder,
     progress: &dyn Progress,
@@ -170,7 +164,8 @@ pub(super) fn composed_vectors_of(
         }
     }
     let weights = part_weights(embedder, &texts);
-    let mut composed = parts_of.iter().map(|parts| {
+    let mut composed = Matrix::with_capacity(dim, parts_of.len());
+    for parts in &parts_of {
         let mut v = vec![0f32; dim];
         for &p in parts.iter() {
             let w = weights[p as usize];
@@ -179,21 +174,25 @@ pub(super) fn composed_vectors_of(
             }
         }
         crate::embed::l2_normalize(&mut v);
-        v
-    });
-    let mut m = Matrix::with_capacity(dim, known.len());
-    for i in 0..known.len() {
-        match stored(i) {
-            Some((from, row)) => m.push(from.row(row)),
-            None => m.push(&composed.next().expect("one vector per missing fact")),
-        }
+        composed.push(&v);
     }
+    let m = assembled(known, from, composed);
     let work = EmbedWork {
         texts: to_embed.len(),
         reused: known.len() - missing.len() + texts.len() - to_embed.len(),
         secs: started.elapsed().as_secs_f64(),
     };
     Ok((m, work))
+}
+
+/// Rows `0..known.len()`: row `known[i]` of `from` where given (`from` of this
+/// dimension), else the next row of `fresh`, which holds one per row not known, in order.
+/// Layered on `from` ([`Matrix::reusing`]): an edit's graph shares the vectors it kept.
+pub(super) fn assembled(known: &[Option<u32>], from: Option<&Arc<Matrix>>, fresh: Matrix) -> Matrix {
+    match from {
+        Some(from) if known.iter().any(Option::is_some) => Matrix::reusing(from, known, &fresh),
+        _ => fresh,
+    }
 }
 
 /// Each part text's weight in a composed fact: the tokens it adds to the fact text (its

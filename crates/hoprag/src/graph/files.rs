@@ -22,7 +22,7 @@ use super::split_ppr::Solved;
 use super::EntityGraph;
 use crate::error::{Error, Result};
 use crate::files::write_file;
-use crate::index::Matrix;
+use crate::index::{Matrix, Pieces, Source};
 
 const TABLE: &str = "graph.bin";
 /// The table as graphs written before the binary table had it.
@@ -169,6 +169,14 @@ fn read_vectors(dir: &Path, name: &str, dim: usize, rows: usize) -> Result<Matri
         .ok_or_else(|| Error::input(&p, format!("expected {mapped} vectors of dimension {dim}")))?;
     if at.is_in_order() {
         return Ok(file);
+    }
+    // The rows where they lie in the file, as runs of it, unless they are scattered.
+    let mut pieces = Pieces::default();
+    for &r in &at.at {
+        pieces.push(Source::Base, r, 1);
+    }
+    if pieces.run_count() <= rows / 64 + 64 {
+        return Ok(Matrix::layered(Arc::new(file), pieces, Matrix::new(dim)));
     }
     let mut m = Matrix::with_capacity(dim, rows);
     for &r in &at.at {

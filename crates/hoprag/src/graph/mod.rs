@@ -393,9 +393,17 @@ impl GraphContext {
         let this = self.clone();
         let build = move || {
             let old = previous.triples.get().map(|t| (&**t, previous.graph()));
+            let started = std::time::Instant::now();
             let built = this.triples.get_or_try_compute(|| {
                 TripleIndex::build_after(this.graph(), embedder.as_ref(), old).map(std::sync::Arc::new)
             });
+            if let Ok(index) = &built {
+                log::debug!(
+                    "GEAR's triple index of the edited graph: {:.0} ms ({:?})",
+                    started.elapsed().as_secs_f64() * 1e3,
+                    index.build
+                );
+            }
             if let Err(e) = built {
                 log::warn!("GEAR's triple index of the edited graph: {e}; built when first asked for");
             }

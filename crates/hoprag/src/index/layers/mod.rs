@@ -50,6 +50,11 @@ pub struct Pieces {
     /// The base runs' indices in `runs`: ascending in base row as in generation row
     /// (both orders are canonical), for finding a base row's row in the generation.
     base_runs: Vec<u32>,
+    /// Whether a base run starts before the end of one before it: rows whose order is
+    /// not their base's (a graph's entities and facts, numbered by first mention, move
+    /// when the passage that mentioned them first goes). Such pieces answer
+    /// [`Pieces::locate`] and [`Pieces::runs`]; the lookups from the base need the order.
+    unordered: bool,
 }
 
 impl Pieces {
@@ -82,6 +87,10 @@ impl Pieces {
             }
         }
         if source == Source::Base {
+            if let Some(&i) = self.base_runs.last() {
+                let before = self.runs[i as usize];
+                self.unordered |= start < before.start + before.len;
+            }
             self.base_runs.push(self.runs.len() as u32);
         }
         self.runs.push(Run { source, start, len });
@@ -104,6 +113,7 @@ impl Pieces {
     /// The generation's row of base row `base_row`; `None` where the generation does
     /// not hold it.
     pub fn row_of_base(&self, base_row: usize) -> Option<usize> {
+        assert!(!self.unordered, "a base row looked up in pieces out of the base's order");
         let b = base_row as u32;
         let at = self.base_runs.partition_point(|&i| self.runs[i as usize].start + self.runs[i as usize].len <= b);
         let i = *self.base_runs.get(at)? as usize;
@@ -125,6 +135,7 @@ impl Pieces {
 
     /// The base's rows (of `base_len`) the generation does not hold, ascending.
     pub fn removed(&self, base_len: usize) -> Vec<PassageIdx> {
+        assert!(!self.unordered, "removed rows asked of pieces out of the base's order");
         let mut out = Vec::new();
         let mut next = 0;
         for &i in &self.base_runs {

@@ -122,6 +122,19 @@ impl ExactIndex {
         all
     }
 
+    /// The rows in tasks of at most [`ROWS_PER_TASK`], each with its first row: a scan
+    /// reads a layered matrix (an edited graph's fact vectors) through its runs rather
+    /// than a copy of it.
+    fn tasks(&self) -> Vec<(usize, &[f32])> {
+        let dim = self.matrix.dim();
+        let mut tasks = Vec::new();
+        for (first, block) in self.matrix.blocks() {
+            let chunks = block.chunks(ROWS_PER_TASK * dim).enumerate();
+            tasks.extend(chunks.map(|(c, rows)| (first + c * ROWS_PER_TASK, rows)));
+        }
+        tasks
+    }
+
     /// Scores `queries` against every row, [`BLOCK`] queries per matrix product, and
     /// appends `each(query, scores)` for each query in order.
     fn products<'a, T: Send>(
@@ -240,12 +253,10 @@ impl VectorIndex for ExactIndex {
         if let Some(screen) = self.screen().filter(|_| query.iter().all(|x| x.is_finite())) {
             return Ok(screen.extremes(&self.matrix, query, k).top);
         }
-        let flat = self.matrix.as_flat();
-        let mut merged: Vec<Scored> = flat
-            .par_chunks(ROWS_PER_TASK * dim)
-            .enumerate()
-            .flat_map_iter(|(chunk, rows)| {
-                let base = chunk * ROWS_PER_TASK;
+        let mut merged: Vec<Scored> = self
+            .tasks()
+            .into_par_iter()
+            .flat_map_iter(|(base, rows)| {
                 top_k(rows.chunks_exact(dim).enumerate().map(|(r, v)| ((base + r) as PassageIdx, dot(v, query))), k)
             })
             .collect();
@@ -264,12 +275,10 @@ impl VectorIndex for ExactIndex {
         }
         // Each row is read once and scored against every query while it is in cache:
         // the scan is bound by memory, not by the multiply-adds.
-        let flat = self.matrix.as_flat();
-        let chunks: Vec<Vec<Vec<Scored>>> = flat
-            .par_chunks(ROWS_PER_TASK * dim)
-            .enumerate()
-            .map(|(chunk, rows)| {
-                let base = chunk * ROWS_PER_TASK;
+        let chunks: Vec<Vec<Vec<Scored>>> = self
+            .tasks()
+            .into_par_iter()
+            .map(|(base, rows)| {
                 let mut heaps: Vec<BinaryHeap<Scored>> =
                     queries.iter().map(|_| BinaryHeap::with_capacity(k + 1)).collect();
                 for (r, v) in rows.chunks_exact(dim).enumerate() {

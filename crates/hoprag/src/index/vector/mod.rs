@@ -221,32 +221,6 @@ impl Buffer {
     fn fits(v: &Vec<f32>, floats: usize) -> bool {
         v.capacity() >= floats && v.capacity() - floats <= v.capacity() / 4
     }
-
-    /// Puts in the pool buffers, their pages faulted in, until `count` of them wait there
-    /// that a matrix of `floats` values (or up to a sixteenth more) takes, or the pool has
-    /// no room: until a generation made in memory is dropped, the pool holds nothing for
-    /// the next edit, which would fault in hundreds of MB (the first edits of a server).
-    fn keep_ready(floats: usize, count: usize) {
-        let room = floats + floats / 16;
-        if room * 4 < Self::POOLED_FROM {
-            return;
-        }
-        loop {
-            {
-                let pool = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let held: usize = pool.iter().map(|v| v.capacity() * 4).sum();
-                let waiting = pool.iter().filter(|v| Self::fits(v, floats)).count();
-                if waiting >= count || held + room * 4 > Self::POOL_BYTES {
-                    return;
-                }
-            }
-            let mut v = Vec::with_capacity(room);
-            advise_huge_pages(&v);
-            v.resize(room, 0.0);
-            v.clear();
-            drop(Buffer(v));
-        }
-    }
 }
 
 impl Drop for Buffer {
@@ -312,14 +286,6 @@ impl Matrix {
         Matrix { dim, data: Rows::Owned(Buffer::default()) }
     }
 
-    /// Makes ready, where the pool of large buffers has room, `count` buffers that a
-    /// matrix of `rows` rows of `dim` (or a few more) will take, their pages faulted in
-    /// now: for the next edits' copies of a graph's vectors
-    /// ([`crate::engine::Engine::ready_edit_buffers`]).
-    pub fn keep_ready(dim: usize, rows: usize, count: usize) {
-        Buffer::keep_ready(dim * rows, count)
-    }
-
     /// An empty matrix with room for `rows` rows. A large one is backed by huge pages
     /// where the kernel has them on request (Linux's transparent huge pages in `madvise`
     /// mode): an edit fills hundreds of MB of graph vectors, and faulting them in 4 KiB
@@ -383,6 +349,57 @@ impl Matrix {
             dim,
             data: Rows::Layered(std::sync::Arc::new(LayeredRows { base, added, pieces, flat: Default::default() })),
         }
+    }
+
+    /// Rows `0..of.len()`: row `of[i]` of `from` where given, else the next row of
+    /// `fresh` (one per `None`, in order). Layered on `from`'s base where that shares
+    /// most of it: an edit's graph keeps nearly every entity and fact vector of the graph
+    /// before, and copying them made each edit's graph a new 1.5 GB of fact vectors at a
+    /// million passages. Rows of `from`'s own added layer are copied (they are few: what
+    /// the edits since its base brought).
+    pub fn reusing(from: &std::sync::Arc<Matrix>, of: &[Option<u32>], fresh: &Matrix) -> Matrix {
+        let dim = from.dim;
+        assert_eq!(dim, fresh.dim, "reused and fresh rows of one dimension");
+        let (base, from_added, from_pieces) = match from.layers() {
+            Some((base, added, pieces)) => (base.clone(), Some(added), Some(pieces)),
+            None => (from.clone(), None, None),
+        };
+        let mut pieces = Pieces::default();
+        let mut added = Matrix::with_capacity(dim, of.iter().filter(|o| o.is_none()).count());
+        let mut next_fresh = 0;
+        for &o in of {
+            let at = o.map(|r| from_pieces.map_or((Source::Base, r as usize), |p| p.locate(r as usize)));
+            match at {
+                Some((Source::Base, r)) => pieces.push(Source::Base, r as u32, 1),
+                Some((Source::Added, r)) => {
+                    pieces.push(Source::Added, added.rows() as u32, 1);
+                    added.push(from_added.expect("an added row of a layered matrix").row(r as PassageIdx));
+                }
+                None => {
+                    pieces.push(Source::Added, added.rows() as u32, 1);
+                    added.push(fresh.row(next_fresh));
+                    next_fresh += 1;
+                }
+            }
+        }
+        assert_eq!(next_fresh as usize, fresh.rows(), "one fresh row per row not reused");
+        // Scattered reuse (another order, mostly new rows) would read slower through its
+        // runs than one copy costs.
+        if pieces.run_count() > of.len() / 64 + 64 || added.rows() > of.len() / 4 {
+            let mut flat = Matrix::with_capacity(dim, of.len());
+            let mut next_fresh = 0;
+            for &o in of {
+                match o {
+                    Some(r) => flat.push(from.row(r)),
+                    None => {
+                        flat.push(fresh.row(next_fresh));
+                        next_fresh += 1;
+                    }
+                }
+            }
+            return flat;
+        }
+        Matrix::layered(base, pieces, added)
     }
 
     /// The base, the added rows and where each row lives, where the matrix is layered.
@@ -595,6 +612,62 @@ mod tests {
             last = v;
         }
         m
+    }
+
+    /// A chain of edits that keep most rows, move some and bring new ones: each matrix
+    /// reads as the one copied row by row, shares its first base, and an exact scan over
+    /// its runs ranks as over the copy.
+    #[test]
+    fn reused_rows_read_as_a_copy_and_share_the_first_base() {
+        let dim = 16;
+        let first = Arc::new(vectors(5000, dim));
+        let mut fresh_source = vectors(1000, dim).as_flat().to_vec().into_iter();
+        let mut fresh_rows = |n: usize| Matrix::from_flat(dim, fresh_source.by_ref().take(n * dim).collect());
+        let (mut current, mut copy) = (first.clone(), first.as_flat().to_vec());
+        for step in 0..6u32 {
+            let rows = current.rows() as u32;
+            // Drop every 997th row, move row 10 + step to the end, add 20 rows in two places.
+            let mut of: Vec<Option<u32>> = (0..rows).filter(|r| r % 997 != step && *r != 10 + step).map(Some).collect();
+            of.splice(100..100, std::iter::repeat_n(None, 12));
+            of.splice(3000..3000, std::iter::repeat_n(None, 8));
+            of.push(Some(10 + step));
+            let fresh = fresh_rows(20);
+            let next = Arc::new(Matrix::reusing(&current, &of, &fresh));
+            let (mut want, mut k) = (Vec::new(), 0);
+            for o in &of {
+                match o {
+                    Some(r) => want.extend_from_slice(&copy[*r as usize * dim..(*r as usize + 1) * dim]),
+                    None => {
+                        want.extend_from_slice(fresh.row(k));
+                        k += 1;
+                    }
+                }
+            }
+            let (base, added, pieces) = next.layers().expect("most rows reused: layered");
+            assert!(Arc::ptr_eq(base, &first), "step {step}: layered on the first base");
+            assert!(
+                added.rows() <= 20 * (step as usize + 1) + 1 + step as usize,
+                "step {step}: {} added",
+                added.rows()
+            );
+            assert!(pieces.run_count() < 200);
+            for r in 0..of.len() {
+                assert_eq!(next.row(r as u32), &want[r * dim..(r + 1) * dim], "step {step} row {r}");
+            }
+            let (exact, whole) =
+                (ExactIndex::new(next.clone()), ExactIndex::new(Arc::new(Matrix::from_flat(dim, want.clone()))));
+            let query = fresh.row(3).to_vec();
+            assert_eq!(exact.search(&query, 25).unwrap(), whole.search(&query, 25).unwrap());
+            assert_eq!(
+                exact.search_many(&[&query, next.row(7)], 9).unwrap(),
+                whole.search_many(&[&query, next.row(7)], 9).unwrap()
+            );
+            (current, copy) = (next, want);
+        }
+        // Mostly new rows: a copy, not layers.
+        let of: Vec<Option<u32>> = (0..1000).map(|r| (r % 2 == 0).then_some(r)).collect();
+        let fresh = fresh_rows(500);
+        assert!(Matrix::reusing(&current, &of, &fresh).layers().is_none());
     }
 
     #[test]
