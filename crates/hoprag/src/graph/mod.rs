@@ -186,6 +186,16 @@ impl EntityGraph {
         self.entity_index.get(normalised).copied()
     }
 
+    /// The entity name `name` normalises to, if any: the one the build found for it where
+    /// it saw the name (no normalising again), else by its normalised key.
+    pub fn entity_of_name(&self, name: Name) -> Option<u32> {
+        match self.name_entities.get(name.id() as usize).copied() {
+            Some(build::Names::NONE) => None,
+            Some(e) if e != build::Names::UNSEEN => Some(e),
+            _ => self.entity_id(&normalize_entity(&name)),
+        }
+    }
+
     /// The fact triple `t` states.
     pub fn fact_of(&self, t: u32) -> u32 {
         self.triple_facts[t as usize]
@@ -322,6 +332,10 @@ pub struct GraphContext {
     /// Set once [`GraphContext::index_triples_after`] builds the triple index behind the
     /// served context.
     triples_behind: std::sync::atomic::AtomicBool,
+    /// The newest triple index finished along the edits that led here, until this
+    /// context's own is: what the next edit's index is built from when this one's is not
+    /// ready (an index is built from any earlier one: facts match by their names).
+    triples_source: std::sync::Mutex<Option<std::sync::Arc<TripleIndex>>>,
     /// The walk of the passage seeds (split_ppr), computed when `ppr` first needs it.
     passage_response: LazyMap<PassageResponseKey, PassageResponseState>,
     /// Set while the passage seeds' walk is solved on a thread of its own (a server's
@@ -359,6 +373,7 @@ impl GraphContext {
             ppr,
             triples: Default::default(),
             triples_behind: Default::default(),
+            triples_source: Default::default(),
             passage_response: Default::default(),
             walk_in_background: Default::default(),
             superseded: Default::default(),
@@ -374,38 +389,49 @@ impl GraphContext {
     }
 
     /// Builds GEAR's triple index on a thread of its own if `previous` (the context this
-    /// one's graph was edited from) has built one, reusing its token counts: an edit is
-    /// served without waiting for it, and a query that needs it meanwhile waits for this
-    /// build rather than starting its own ([`crate::lazy`]). The index is the one
-    /// [`GraphContext::triple_index`] would build.
+    /// one's graph was edited from) has built one, or was building one from an earlier
+    /// index, reusing that index's token counts and BM25 parts: an edit is served without
+    /// waiting for it, and a query that needs it meanwhile waits for this build rather
+    /// than starting its own ([`crate::lazy`]). The index is the one
+    /// [`GraphContext::triple_index`] would build. Built from the newest index finished
+    /// (not waiting for the previous edit's, as a chain of builds would make the newest
+    /// generation's GEAR queries wait along it); none at all without one, when the first
+    /// GEAR query builds the index whole.
     pub fn index_triples_after(
         self: &std::sync::Arc<Self>,
         previous: std::sync::Arc<GraphContext>,
         embedder: std::sync::Arc<dyn crate::embed::Embedder>,
     ) {
-        // Only from a finished one: a build waiting for the one before it, edits coming
-        // faster than builds, made a chain that the newest generation's GEAR queries
-        // waited along; without one, the first GEAR query builds the index whole.
-        if previous.triples.get().is_none() {
+        let lock = |m: &std::sync::Mutex<Option<std::sync::Arc<TripleIndex>>>| {
+            m.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        };
+        let Some(source) = previous.triples.get().cloned().or_else(|| lock(&previous.triples_source)) else {
             return;
-        }
+        };
+        drop(previous);
+        *self.triples_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(source.clone());
         self.triples_behind.store(true, std::sync::atomic::Ordering::Release);
         let this = self.clone();
         let build = move || {
-            let old = previous.triples.get().map(|t| (&**t, previous.graph()));
+            // Superseded before it started: a newer generation builds from `source`.
+            if this.superseded.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
             let started = std::time::Instant::now();
             let built = this.triples.get_or_try_compute(|| {
-                TripleIndex::build_after(this.graph(), embedder.as_ref(), old).map(std::sync::Arc::new)
+                TripleIndex::build_after(this.graph(), embedder.as_ref(), Some(&source)).map(std::sync::Arc::new)
             });
-            if let Ok(index) = &built {
-                log::debug!(
-                    "GEAR's triple index of the edited graph: {:.0} ms ({:?})",
-                    started.elapsed().as_secs_f64() * 1e3,
-                    index.build
-                );
-            }
-            if let Err(e) = built {
-                log::warn!("GEAR's triple index of the edited graph: {e}; built when first asked for");
+            match &built {
+                Ok(index) => {
+                    log::debug!(
+                        "GEAR's triple index of the edited graph: {:.0} ms ({:?})",
+                        started.elapsed().as_secs_f64() * 1e3,
+                        index.build
+                    );
+                    // Its own is the source of the next edit's now.
+                    *this.triples_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                }
+                Err(e) => log::warn!("GEAR's triple index of the edited graph: {e}; built when first asked for"),
             }
         };
         if let Err(e) = std::thread::Builder::new().name("hoprag-triple-index".into()).spawn(build) {
@@ -489,8 +515,14 @@ impl GraphContext {
     }
 
     /// The triple index, built on first use (callers meanwhile wait for it rather than
-    /// build their own; see [`crate::lazy`]).
+    /// build their own; see [`crate::lazy`]), from the index of an earlier edit where
+    /// this context holds one.
     pub fn triple_index(&self, embedder: &dyn crate::embed::Embedder) -> crate::Result<std::sync::Arc<TripleIndex>> {
-        self.triples.get_or_try_compute(|| TripleIndex::build(self.graph(), embedder).map(std::sync::Arc::new)).cloned()
+        self.triples
+            .get_or_try_compute(|| {
+                let source = self.triples_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                TripleIndex::build_after(self.graph(), embedder, source.as_deref()).map(std::sync::Arc::new)
+            })
+            .cloned()
     }
 }

@@ -8,9 +8,11 @@
 //! to keep in step with the graph).
 
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 use std::time::Instant;
 
-use super::{normalize_entity, EntityGraph};
+use super::EntityGraph;
 use crate::corpus::PassageIdx;
 use crate::embed::{Embedder, TextKind};
 use crate::error::{Error, Result};
@@ -101,10 +103,10 @@ impl TripleGraph {
     /// each triple weighted by `token_counts` (the embedder's, where it can count) or
     /// else by its word count plus the two special tokens, WordPiece's usual floor.
     pub fn from_entity_graph(graph: &EntityGraph, token_counts: Option<Vec<usize>>) -> Result<TripleGraph> {
-        // Each name normalised once: names are interned, and repeat across triples.
-        let mut entity_of: std::collections::HashMap<u32, Option<u32>> = std::collections::HashMap::new();
-        let mut id =
-            |n: super::Name| *entity_of.entry(n.id()).or_insert_with(|| graph.entity_id(&normalize_entity(&n)));
+        // Each name looked up once (names are interned, and repeat across triples): where
+        // the graph was read back rather than built, by normalising it.
+        let mut entity_of: rustc_hash::FxHashMap<u32, Option<u32>> = Default::default();
+        let mut id = |n: super::Name| *entity_of.entry(n.id()).or_insert_with(|| graph.entity_of_name(n));
         let ends = graph.triples.iter().map(|t| [id(t.subject), id(t.object)]).collect();
         let weights = match token_counts {
             Some(c) if c.len() == graph.triples.len() => c.into_iter().map(|n| n.max(1) as f32).collect(),
@@ -198,20 +200,37 @@ fn rows(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<usize
     (offsets, items)
 }
 
-/// The embedder's token count of each text, those `previous` holds taken from it (its
-/// weights are those counts), the others counted now; `None` if the embedder cannot count.
+/// A triple's interned names: equal names spell an equal text.
+type FactKey = (u32, u32, u32);
+
+fn key_of(t: &super::Triple) -> FactKey {
+    (t.subject.id(), t.predicate.id(), t.object.id())
+}
+
+/// The fact of each triple text of `graph`, by its names.
+fn fact_keys(graph: &EntityGraph) -> FxHashMap<FactKey, u32> {
+    let mut keys = FxHashMap::with_capacity_and_hasher(graph.fact_count(), Default::default());
+    for f in 0..graph.fact_count() as u32 {
+        keys.insert(key_of(&graph.triples[graph.fact_triple(f) as usize]), f);
+    }
+    keys
+}
+
+/// The embedder's token count of each text, those `previous` (the index of any graph
+/// before: facts are matched by their names) holds taken from it (its weights are those
+/// counts), the others counted now; `None` if the embedder cannot count.
 fn token_counts_after(
     graph: &EntityGraph,
     texts: &[String],
     embedder: &dyn Embedder,
     previous: &TripleIndex,
-    previous_graph: &EntityGraph,
 ) -> Option<Vec<usize>> {
-    // Keyed by a triple's interned names: equal names spell an equal text.
-    let key = |t: &super::Triple| (t.subject.id(), t.predicate.id(), t.object.id());
-    let known: std::collections::HashMap<(u32, u32, u32), usize> =
-        previous_graph.triples.iter().map(key).zip(&previous.graph.weights).map(|(k, &w)| (k, w as usize)).collect();
-    let count: Vec<Option<usize>> = graph.triples.iter().map(|t| known.get(&key(t)).copied()).collect();
+    let known = |t: &super::Triple| {
+        let f = *previous.fact_keys.get(&key_of(t))? as usize;
+        let first = previous.fact_triples[previous.fact_offsets[f]];
+        Some(previous.graph.weights[first as usize] as usize)
+    };
+    let count: Vec<Option<usize>> = graph.triples.iter().map(known).collect();
     let missing: Vec<String> = texts.iter().zip(&count).filter(|(_, c)| c.is_none()).map(|(t, _)| t.clone()).collect();
     let mut counted = embedder.token_counts(&missing)?.into_iter();
     count.into_iter().map(|c| c.or_else(|| counted.next())).collect()
@@ -226,6 +245,9 @@ pub struct TripleIndex {
     dense: ExactIndex,
     fact_offsets: Vec<usize>,
     fact_triples: Vec<u32>,
+    /// The fact of each triple text, by its names: what the index of a later graph
+    /// takes from this one (token counts, BM25 documents) without this graph.
+    fact_keys: FxHashMap<FactKey, u32>,
     lexical: PartedBm25,
     /// Whether the weights are the embedder's token counts (not the word-count fallback).
     counted: bool,
@@ -258,14 +280,15 @@ impl TripleIndex {
     pub fn build_after(
         graph: &EntityGraph,
         embedder: &dyn Embedder,
-        previous: Option<(&TripleIndex, &EntityGraph)>,
+        previous: Option<&TripleIndex>,
     ) -> Result<TripleIndex> {
         let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
         let mut build = TripleIndexBuild::default();
         let texts: Vec<String> = graph.triples.iter().map(|t| t.text()).collect();
         let t = Instant::now();
-        let counts = match previous.filter(|(p, g)| p.counted && p.graph.len() == g.triples.len()) {
-            Some((p, g)) => token_counts_after(graph, &texts, embedder, p, g),
+        let fact_keys = fact_keys(graph);
+        let counts = match previous.filter(|p| p.counted) {
+            Some(p) => token_counts_after(graph, &texts, embedder, p),
             None => embedder.token_counts(&texts),
         };
         build.token_counts_ms = ms(t);
@@ -276,8 +299,8 @@ impl TripleIndex {
         let t = Instant::now();
         let (fact_offsets, fact_triples) =
             rows(graph.fact_count(), graph.triple_facts.iter().enumerate().map(|(t, &f)| (f, t as u32)));
-        let lexical = match previous.and_then(|(p, g)| graph.lineage_from(g).map(|l| (p, l))) {
-            Some((p, lineage)) => PartedBm25::after(&p.lexical, &texts, &documents_after(graph, p, lineage))?,
+        let lexical = match previous {
+            Some(p) => PartedBm25::after(&p.lexical, &texts, &documents_after(graph, p))?,
             None => PartedBm25::new(&texts)?,
         };
         build.bm25_ms = ms(t);
@@ -285,6 +308,7 @@ impl TripleIndex {
             dense: ExactIndex::new(graph.fact_vectors.clone()),
             fact_offsets,
             fact_triples,
+            fact_keys,
             graph: triples,
             texts,
             lexical,
@@ -351,14 +375,14 @@ impl TripleIndex {
 }
 
 /// For each triple of `graph`, a triple of the index `previous` with the same text, each
-/// used once: the triples of the fact it was built from ([`super::Lineage`]), in order.
-fn documents_after(graph: &EntityGraph, previous: &TripleIndex, lineage: &super::Lineage) -> Vec<Option<u32>> {
+/// used once: the triples of the fact of the same names there, in order.
+fn documents_after(graph: &EntityGraph, previous: &TripleIndex) -> Vec<Option<u32>> {
     let mut taken: Vec<u32> = vec![0; previous.fact_offsets.len().saturating_sub(1)];
     graph
-        .triple_facts
+        .triples
         .iter()
-        .map(|&f| {
-            let o = lineage.facts.get(f as usize).copied().flatten()? as usize;
+        .map(|t| {
+            let o = *previous.fact_keys.get(&key_of(t))? as usize;
             let (start, end) = (*previous.fact_offsets.get(o)?, *previous.fact_offsets.get(o + 1)?);
             let next = start + taken[o] as usize;
             (next < end).then(|| {
