@@ -353,6 +353,17 @@ type PassageResponseKey = (usize, usize, u64);
 /// `None`: the graph is not one the split covers.
 type PassageResponseState = Option<std::sync::Arc<split_ppr::PassageResponse>>;
 
+/// Graph contexts alive in the process: each holds a whole graph's structures, so a
+/// server should hold one or two (debug-logged as they come and go).
+static CONTEXTS_ALIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for GraphContext {
+    fn drop(&mut self) {
+        let alive = CONTEXTS_ALIVE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) - 1;
+        log::debug!("a graph context of {} entities dropped: {alive} alive", self.graph().entities.len());
+    }
+}
+
 impl GraphContext {
     pub fn new(graph: std::sync::Arc<EntityGraph>) -> Self {
         Self::with_linker(graph, None)
@@ -367,6 +378,8 @@ impl GraphContext {
             || linking::Linker::after(graph.clone(), previous),
             || ppr::PprGraph::from_entity_graph(&graph),
         );
+        let alive = CONTEXTS_ALIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        log::debug!("a graph context of {} entities made: {alive} alive", graph.entities.len());
         GraphContext {
             linker,
             embedder: None,
