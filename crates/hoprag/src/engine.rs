@@ -247,12 +247,19 @@ impl Engine {
         let (Some(graph), true) = (&published.graph, published.generation == next.index.generation()) else {
             return Ok(next);
         };
-        if let Some(context) = published.context.as_ref().filter(|c| Arc::ptr_eq(&c.linker.graph, graph)) {
-            return Ok(Engine { graph: Lazy::with_value(Ok(Some(context.clone()))), ..next });
-        }
         let previous = self.loaded_graph();
-        let context = edited_context(graph.clone(), previous.as_deref(), next.graph_embedder()?, next.llm.clone());
-        let context = served_after(Arc::new(context), previous, &next.embedder);
+        let context = match published.context.as_ref().filter(|c| Arc::ptr_eq(&c.linker.graph, graph)) {
+            Some(context) => context.clone(),
+            None => {
+                let context =
+                    edited_context(graph.clone(), previous.as_deref(), next.graph_embedder()?, next.llm.clone());
+                served_after(Arc::new(context), previous.clone(), &next.embedder)
+            }
+        };
+        // What the walk is deferred from while it is solved ([`Engine::prepare_walk_in_background`]).
+        if let Some(previous) = previous.filter(|p| !Arc::ptr_eq(p, &context)) {
+            context.edited_from(previous, self.index.clone());
+        }
         Ok(Engine { graph: Lazy::with_value(Ok(Some(context))), ..next })
     }
 
@@ -344,6 +351,9 @@ impl Engine {
     /// generation does not make that generation's first queries pay for it. Nothing
     /// without a graph.
     pub fn prepare(&self) -> Result<()> {
+        if let Some(context) = self.loaded_graph() {
+            context.forget_edited_from();
+        }
         let Some(graph) = self.prepare_walk()? else { return Ok(()) };
         graph.triple_index(graph.embedder.as_deref().unwrap_or(self.embedder.as_ref()))?;
         Ok(())
@@ -384,11 +394,28 @@ impl Engine {
         // passages). A graph whose walk is solved already is prepared as at opening.
         let ppr = &self.config.methods.ppr.ppr;
         if !ppr.split || graph.graph().walk.as_ref().is_some_and(|w| w.damping() == ppr.damping) {
+            graph.forget_edited_from();
             return self.prepare();
         }
         graph.walk_in_background.store(true, std::sync::atomic::Ordering::Release);
+        graph.deferring.store(true, std::sync::atomic::Ordering::Release);
         let (index, store, damping) = (self.index.clone(), self.store.clone(), ppr.damping);
         let solve = move || {
+            // First the walk deferred from the generation before (seconds at a million
+            // passages, at the queries' priority: they run the full walk until it is
+            // ready), then the solve, behind it.
+            let t = std::time::Instant::now();
+            match graph.defer_walk(&index, damping) {
+                Ok(stats) => log::debug!(
+                    "deferred walk served after {:.0} ms: {} of {} entities' residuals pending ({} changed)",
+                    t.elapsed().as_secs_f64() * 1e3,
+                    stats.changed,
+                    stats.entities,
+                    stats.touched
+                ),
+                Err(why) => log::debug!("no deferred walk ({why}): the full walk until the walk is solved"),
+            }
+            graph.deferring.store(false, std::sync::atomic::Ordering::Release);
             let solved = crate::threads::in_background(|| graph.solve_walk(index.vectors(), damping));
             let Some(solved) = solved else { return };
             // Stored only at the damping a fresh build solves it at: the generation is

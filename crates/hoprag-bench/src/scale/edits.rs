@@ -656,7 +656,7 @@ fn settle(ctx: &Context, engine: &Engine, limit: Duration) -> anyhow::Result<(Op
     let t = Instant::now();
     ctx.note("waiting for the last edit's walk, solved in the background");
     while t.elapsed() < limit {
-        if graph.passage_response_if_ready(engine.index.vectors(), damping).is_some() {
+        if graph.walk_solved(engine.index.vectors(), damping) {
             return Ok((Some(t.elapsed().as_secs_f64()), true));
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -345,6 +345,28 @@ pub struct GraphContext {
     /// Set once a newer generation is served instead: a walk solved in the background
     /// for this one is given up (nobody would store or read it).
     superseded: std::sync::atomic::AtomicBool,
+    /// The newest solution of the passage seeds' walk on this graph: stored with it,
+    /// solved behind it, or deferred from the generation before ([`Solved::defer`]),
+    /// which the next edit's deferred walk starts from.
+    solution: std::sync::Mutex<Option<std::sync::Arc<split_ppr::Solved>>>,
+    /// A deferred walk's response, served while the walk is solved behind it: proven
+    /// rankings at the cost of one column's push per query, where the full walk would
+    /// run instead.
+    deferred: std::sync::Mutex<Option<(PassageResponseKey, std::sync::Arc<split_ppr::PassageResponse>)>>,
+    /// The context this one's graph was edited from and that generation's passages,
+    /// until the deferred walk is made from them ([`GraphContext::defer_walk`]).
+    edited_from: std::sync::Mutex<Option<EditedFrom>>,
+    /// Set while this context's deferred walk is being made: the next edit's waits for
+    /// it rather than finding no walk to start from.
+    pub deferring: std::sync::atomic::AtomicBool,
+}
+
+/// What a deferred walk is made from: the previous generation's graph context (its walk
+/// graph and newest solution) and its passages (which of them the edit kept).
+type EditedFrom = (std::sync::Arc<GraphContext>, std::sync::Arc<crate::index::Index>);
+
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a passage response is for: the passage vectors (by address and size: one engine
@@ -390,6 +412,10 @@ impl GraphContext {
             passage_response: Default::default(),
             walk_in_background: Default::default(),
             superseded: Default::default(),
+            solution: Default::default(),
+            deferred: Default::default(),
+            edited_from: Default::default(),
+            deferring: Default::default(),
         }
     }
 
@@ -486,14 +512,115 @@ impl GraphContext {
         passages: &crate::index::Matrix,
         damping: f64,
     ) -> Option<std::sync::Arc<split_ppr::PassageResponse>> {
-        self.passage_response.get(&Self::response_key(passages, damping)).flatten()
+        let key = Self::response_key(passages, damping);
+        let solved = self.passage_response.get(&key).flatten();
+        solved.or_else(|| locked(&self.deferred).as_ref().filter(|(k, _)| *k == key).map(|(_, r)| r.clone()))
+    }
+
+    /// Whether the walk of `passages` is solved (not only deferred): stored, or solved
+    /// behind the served generation.
+    pub fn walk_solved(&self, passages: &crate::index::Matrix, damping: f64) -> bool {
+        self.passage_response.get(&Self::response_key(passages, damping)).flatten().is_some()
+    }
+
+    /// The newest solution of the passage seeds' walk on this graph, if any.
+    pub fn solution(&self) -> Option<std::sync::Arc<split_ppr::Solved>> {
+        locked(&self.solution).clone().or_else(|| self.graph().walk.clone())
+    }
+
+    /// Records that this context's graph is `previous`'s edited (`index`, its
+    /// generation's), for [`GraphContext::defer_walk`]. `previous` holds what it was
+    /// edited from only until its own deferred walk is made (or it is superseded before
+    /// making it, when this one's starts from that instead): a chain as long as the
+    /// edits that came faster than deferred walks, never longer.
+    pub fn edited_from(&self, previous: std::sync::Arc<GraphContext>, index: std::sync::Arc<crate::index::Index>) {
+        *locked(&self.edited_from) = Some((previous, index));
+    }
+
+    /// Whether this context knows the one its graph was edited from (until its deferred
+    /// walk is made).
+    pub fn is_edited(&self) -> bool {
+        locked(&self.edited_from).is_some()
+    }
+
+    /// Lets go of the context this one was edited from, if held.
+    pub fn forget_edited_from(&self) {
+        locked(&self.edited_from).take();
+    }
+
+    /// Serves this graph's walk deferred from the generation it was edited from
+    /// ([`GraphContext::edited_from`]; `index`, this generation's passages): the
+    /// previous solution's values moved here, the residuals of the rows the edit
+    /// changed pushed by each query ([`split_ppr::Solved::defer`]), until a solved walk
+    /// is ready. Lets go of the previous generation either way. `Err` says why not (the
+    /// queries then run the full walk).
+    pub fn defer_walk(&self, index: &crate::index::Index, damping: f64) -> Result<split_ppr::RepairStats, String> {
+        let waiting = std::time::Instant::now();
+        let (mut previous, mut previous_index) =
+            locked(&self.edited_from).clone().ok_or("not edited from a served graph")?;
+        // The generation before may be making its own deferred walk (edits faster than
+        // deferred walks): waited for. One superseded before it made one is skipped: its
+        // own origin is the start (origins are found between any two generations: entities
+        // by key, passages by content).
+        let old = loop {
+            if self.superseded.load(std::sync::atomic::Ordering::Acquire) {
+                // Left for the next generation's, which starts from this one's origin.
+                return Err("superseded before it was made".into());
+            }
+            if let Some(old) = previous.solution() {
+                break old;
+            }
+            if previous.deferring.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+            let before = locked(&previous.edited_from).clone().ok_or("the graph before has no walk")?;
+            (previous, previous_index) = before;
+        };
+        locked(&self.edited_from).take();
+        if waiting.elapsed().as_secs_f64() > 0.05 {
+            log::debug!("deferred walk: waited {:.0} ms for one before", waiting.elapsed().as_secs_f64() * 1e3);
+        }
+        if old.damping() != damping {
+            return Err(format!("the walk before is at damping {}, not {damping}", old.damping()));
+        }
+        let graph = self.graph();
+        let entities: Vec<Option<u32>> = graph.entities.iter().map(|k| previous.graph().entity_id(k)).collect();
+        let kept = crate::store::edit::kept_passages(previous_index.passages(), index.passages());
+        let origins = split_ppr::Origins { entities: &entities, passages: &kept };
+        let passages = index.vectors();
+        let (deferred, stats) = old.defer(&previous.ppr, &self.ppr, entities.len(), &origins, passages)?;
+        drop((previous, previous_index, old));
+        let t = std::time::Instant::now();
+        let e = graph.entities.len();
+        let form = split_ppr::Form::Auto;
+        let response = split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &deferred, form)
+            .ok_or("the deferred walk gives no response")?;
+        log::debug!(
+            "deferred walk: compared in {:.0} ms, residuals in {:.0} ms, response in {:.0} ms",
+            stats.compare_secs * 1e3,
+            (stats.secs - stats.compare_secs) * 1e3,
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        let key = Self::response_key(passages, damping);
+        // A solve that finished meanwhile is newer: kept.
+        let mut solution = locked(&self.solution);
+        if solution.is_none() {
+            *solution = Some(std::sync::Arc::new(deferred));
+            *locked(&self.deferred) = Some((key, std::sync::Arc::new(response)));
+        }
+        Ok(stats)
     }
 
     /// Solves the passage seeds' walk for `passages` (the graph holds no stored one) and
     /// keeps it, exactly as a query would assemble it from a stored solution; returns the
     /// solution, for the store. `None` if the graph already has one for this damping, or
     /// the split does not cover the graph.
-    pub fn solve_walk(&self, passages: &crate::index::Matrix, damping: f64) -> Option<split_ppr::Solved> {
+    pub fn solve_walk(
+        &self,
+        passages: &crate::index::Matrix,
+        damping: f64,
+    ) -> Option<std::sync::Arc<split_ppr::Solved>> {
         if self.graph().walk.as_ref().is_some_and(|w| w.damping() == damping) {
             return None;
         }
@@ -505,6 +632,9 @@ impl GraphContext {
             split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &solved, split_ppr::Form::Auto)
                 .map(std::sync::Arc::new)
         });
+        let solved = std::sync::Arc::new(solved);
+        *locked(&self.solution) = Some(solved.clone());
+        locked(&self.deferred).take();
         Some(solved)
     }
 

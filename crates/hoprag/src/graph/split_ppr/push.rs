@@ -78,9 +78,11 @@ impl Steps {
     }
 }
 
-/// How far below its score a node's estimate may be once the push has left every
-/// residual at most `eps · degree` with `residual` in all (undirected graph): the mass
-/// still to reach it.
+/// How far from its score a node's estimate may be once the push has left every
+/// residual at most `eps · degree` in magnitude with `residual` in all (absolute values;
+/// undirected graph): the mass still to reach it. Below it where every residual is
+/// positive (the seeds'); either side where some are negative (a deferred walk's
+/// residuals, [`super::repair`]).
 pub(super) fn push_bound(residual: f64, eps: f64, degree: f64) -> f64 {
     residual.min(eps * degree)
 }
@@ -137,10 +139,11 @@ impl<'a> Push<'a> {
         node
     }
 
-    /// Pushes until every residual is at most `eps · degree` (zero on dangling nodes), or
-    /// until `limit` steps in all have been taken: whether it got there.
+    /// Pushes until every residual is at most `eps · degree` in magnitude (zero on
+    /// dangling nodes), or until `limit` steps in all have been taken: whether it got
+    /// there.
     pub(super) fn run(&mut self, eps: f64, limit: usize) -> bool {
-        let above = |n: &Node| n.residual > 0.0 && n.residual > eps * n.degree;
+        let above = |n: &Node| n.residual != 0.0 && n.residual.abs() > eps * n.degree;
         for &u in &self.touched {
             let node = &mut self.nodes[u as usize];
             if !node.queued && above(node) {
@@ -192,7 +195,7 @@ impl<'a> Push<'a> {
         let ratio = |u: &u32| {
             let node = &self.nodes[*u as usize];
             if node.degree > 0.0 {
-                node.residual / node.degree
+                node.residual.abs() / node.degree
             } else {
                 f64::INFINITY
             }
@@ -215,7 +218,16 @@ impl<'a> Push<'a> {
         node.residual != 0.0 || node.estimate != 0.0 || node.queued
     }
 
+    /// The residual mass left, in absolute values.
     pub(super) fn residual(&self) -> f64 {
-        self.touched.iter().map(|&u| self.nodes[u as usize].residual).sum()
+        self.touched.iter().map(|&u| self.nodes[u as usize].residual.abs()).sum()
+    }
+
+    /// The lowest estimate of a passage node (at `first..`) the push reached, if below
+    /// 0: with negative residuals pushed, how far under 0 a reached passage's estimate
+    /// may be, which a bound that takes every estimate as 0 must allow for.
+    pub(super) fn lowest_passage_estimate(&self, first: usize) -> f64 {
+        let low = self.touched.iter().filter(|&&u| u as usize >= first).map(|&u| self.nodes[u as usize].estimate);
+        low.fold(0.0, f64::min)
     }
 }

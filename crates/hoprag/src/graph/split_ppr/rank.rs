@@ -88,7 +88,13 @@ pub fn ranked_passages(graph: &PprGraph, response: &PassageResponse, q: &SplitQu
     for &(s, weight) in q.entity_seeds {
         push.seed(s as usize, weight.max(0.0) / seeds.total);
     }
-    let seed_mass = seeds.entity / seeds.total;
+    // A deferred walk's residuals, this query's combination of their columns: what the
+    // stale values the passage half reads miss, pushed with the entity seeds.
+    let pending = pending_seeds(response, q, &seeds);
+    for &(e, mass) in &pending {
+        push.seed(e as usize, mass);
+    }
+    let seed_mass = seeds.entity / seeds.total + pending.iter().map(|s| s.1.abs()).sum::<f64>();
     let mut eps = PUSH_START * seed_mass.max(f64::MIN_POSITIVE);
     // The int8 pass over the passage screen, when the caller has not made it.
     let given = q.screened.filter(|s| !s.coarse());
@@ -201,6 +207,24 @@ impl SeedMass {
         let kappa = 1.0 / (1.0 - d * (dangling_entities + dangling_passages));
         Some(SeedMass { a, b, entity, total, kappa })
     }
+}
+
+/// The push's seeds from a deferred walk's residuals ([`super::repair`]): the full walk's
+/// residual of the stale values is the entity walk's `r = c + M y − y` on the entities
+/// (0 on the passages, whose values the passage half computes from the entities'), so
+/// its error is `S(r / (1 − d))`, for this query's columns `w · (a · r·q + b · r_1)`.
+fn pending_seeds(response: &PassageResponse, q: &SplitQuery, seeds: &SeedMass) -> Vec<(u32, f64)> {
+    let w = q.passage_weight / seeds.total;
+    if w == 0.0 {
+        return Vec::new();
+    }
+    let (dim, d) = (response.dim, q.damping);
+    response
+        .pending
+        .rows()
+        .map(|(e, r)| (e, w * (seeds.a * dot_f64(&r[..dim], q.query) + seeds.b * r[dim]) / (1.0 - d)))
+        .filter(|s| s.1 != 0.0)
+        .collect()
 }
 
 /// Every passage's `(S V)_p · q` within an interval: none without passage seeds, the
@@ -323,6 +347,9 @@ impl<'a> Split<'a> {
         }
         let (e, np, d, n) = (self.response.entities, self.response.passages, self.q.damping, self.n);
         let residual = push.residual();
+        // Every estimate is taken as 0 here: with negative residuals pushed (a deferred
+        // walk's), a reached passage's may be below it by as much as the lowest.
+        let below = -push.lowest_passage_estimate(e);
         let degrees = &self.response.steps.degrees;
         let admits = |p: usize| self.q.within.is_none_or(|s| s.contains(p));
         let reached: Vec<usize> = push
@@ -349,7 +376,7 @@ impl<'a> Split<'a> {
                     .zip(&degrees[e + first..]);
                 for ((lo, hi), ((&constant, &norm), &degree)) in lows.iter_mut().zip(highs.iter_mut()).zip(per_row) {
                     let (part, bound) = self.share.of(*lo, *hi, constant, norm, degree);
-                    let slack = push_bound(residual, eps, degree) + bound;
+                    let slack = push_bound(residual, eps, degree) + bound + below;
                     // Unreached: its estimate is 0, which also bounds a reached one's from
                     // below.
                     (*lo, *hi) = (part - slack, part + slack);

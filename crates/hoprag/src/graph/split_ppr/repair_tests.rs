@@ -496,3 +496,94 @@ fn the_split_walk_on_a_repaired_solution_ranks_as_the_full_walk() {
     eprintln!("{proven} of {asked} proven, {fresh_only} proven with a fresh solve only");
     assert!(proven * 10 >= asked * 9, "{proven} of {asked} proven");
 }
+
+/// A chain of deferred walks ([`Solved::defer`]): the values of the first solve moved
+/// along eight random edits and never pushed, each query pushing the residuals of every
+/// row an edit changed. Ranks as the full walk of the edited graph, within its bound,
+/// and proves about as many rankings as a fresh solve.
+#[test]
+fn the_split_walk_on_a_deferred_solution_ranks_as_the_full_walk() {
+    let mut rng = Rng(33);
+    let mut world = World::new(&mut rng, 1500, 1400, 16);
+    let mut built = world.build();
+    let mut solved = Solved::solve(&built.graph, built.keys.len(), &built.vectors, DAMPING).unwrap();
+    let (mut asked, mut proven, mut fresh_proven, mut most_pending, mut deferred_steps) = (0, 0, 0, 0, 0);
+    for step in 0..8 {
+        world.edit(&mut rng);
+        let next = world.build();
+        let (entities, passages) = origins(&built, &next);
+        let origins = Origins { entities: &entities, passages: &passages };
+        let e = next.keys.len();
+        // Past half the entities' equations the caller solves again (as a server does).
+        solved = match solved.defer(&built.graph, &next.graph, e, &origins, &next.vectors) {
+            Ok((deferred, stats)) => {
+                assert_eq!(stats.pushes, 0, "nothing pushed at the edit");
+                assert!(deferred.pending.entities.len() >= solved.pending.entities.len().min(1), "rows carried");
+                most_pending = most_pending.max(deferred.pending.entities.len());
+                deferred_steps += 1;
+                deferred
+            }
+            Err(why) => {
+                eprintln!("step {step}: {why}");
+                Solved::solve(&next.graph, e, &next.vectors, DAMPING).unwrap()
+            }
+        };
+        built = next;
+        let (g, v) = (&built.graph, &built.vectors);
+        let fresh = Solved::solve(g, e, v, DAMPING).unwrap();
+        for form in [Form::Rows, Form::Entities] {
+            let response = PassageResponse::from_solved(g, e, v, &solved, form).unwrap();
+            let baseline = PassageResponse::from_solved(g, e, v, &fresh, form).unwrap();
+            for trial in 0..6 {
+                let query: Vec<f32> = (0..v.dim()).map(|_| rng.unit()).collect();
+                let dense = v.dots(&query);
+                // Some queries link no entity: the pending residuals alone are pushed.
+                let seeds: Vec<(u32, f64)> = match trial % 3 {
+                    0 => Vec::new(),
+                    _ => vec![(rng.below(e) as u32, 1.0), (rng.below(e) as u32, 0.4)],
+                };
+                let q = SplitQuery {
+                    entity_seeds: &seeds,
+                    dense_range: range(&dense),
+                    query: &query,
+                    passage_weight: 0.05,
+                    damping: DAMPING,
+                    vectors: v,
+                    budget: 0,
+                    screened: None,
+                    entity_products: None,
+                    within: None,
+                };
+                let (lo, hi) = range(&dense);
+                let mut all: Vec<(u32, f64)> = seeds.to_vec();
+                all.extend(
+                    dense.iter().enumerate().map(|(i, &s)| ((e + i) as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)),
+                );
+                let full = g.personalized_pagerank(
+                    &all,
+                    &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
+                );
+                let mut want: Vec<(usize, f64)> = (0..v.rows()).map(|i| (i, full.scores[e + i])).collect();
+                want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+                let want: Vec<usize> = want[..10].iter().map(|x| x.0).collect();
+                asked += 1;
+                fresh_proven += ranked_passages(g, &baseline, &q, 10).is_some() as usize;
+                let what = format!("step {step} {form:?} trial {trial}");
+                let Some(got) = ranked_passages(g, &response, &q, 10) else { continue };
+                proven += 1;
+                assert!(got.proven, "{what}");
+                assert_eq!(got.top.iter().map(|x| x.0 as usize).collect::<Vec<_>>(), want, "{what}");
+                for (&(_, score), w) in got.top.iter().zip(&want) {
+                    let truth = full.scores[e + *w];
+                    assert!((score - truth).abs() <= got.bound + 1e-15, "{what}: {score} vs {truth}");
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{deferred_steps} deferred steps; {proven} of {asked} proven ({fresh_proven} with a fresh solve); at most \
+         {most_pending} rows pending"
+    );
+    assert!(deferred_steps >= 6 && most_pending > 0, "{deferred_steps} deferred steps, {most_pending} rows pending");
+    assert!(proven + asked / 20 >= fresh_proven, "{proven} of {asked} proven, {fresh_proven} with a fresh solve");
+}

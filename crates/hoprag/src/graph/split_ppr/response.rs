@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use super::dot_f64;
 use super::push::Steps;
-use super::solve::{reset_columns, Csr, EntityWalk, Solved, BLOCK};
+use super::solve::{reset_columns, Csr, EntityWalk, Pending, Solved, BLOCK};
 use crate::graph::ppr::PprGraph;
 use crate::index::{Matrix, Screen};
 
@@ -53,6 +53,8 @@ pub struct PassageResponse {
     /// seeds, the bound of every passage the push has not reached is its degree's.
     pub(super) by_degree: Vec<u32>,
     pub(super) stats: ResponseStats,
+    /// A deferred walk's residuals, which each query pushes ([`Solved::defer`]).
+    pub(super) pending: Pending,
 }
 
 /// How the passage rows of `S V` are kept.
@@ -356,6 +358,7 @@ impl PassageResponse {
             steps,
             by_degree,
             stats,
+            pending: solved.pending.clone(),
         })
     }
 

@@ -238,6 +238,32 @@ pub struct Solved {
     pub(super) node_error: Vec<f64>,
     /// Blocks of [`BLOCK`] columns (the last one shorter), each entity-major.
     pub(super) values: Vec<f64>,
+    /// A deferred walk's exact residuals ([`Solved::defer`]): empty after a solve or a
+    /// repair. A deferred walk is served, never stored.
+    pub(super) pending: Pending,
+}
+
+/// The residuals `r = c + M y − y` of a walk's values on the entities whose equation an
+/// edit changed, every column of each (entity-major): exact, not pushed, so that each
+/// query pushes its own combination of the columns (one column's work where a repair
+/// pushes them all).
+#[derive(Clone, Default, PartialEq)]
+pub(super) struct Pending {
+    pub(super) entities: Vec<u32>,
+    /// `dim + 1` values per entity.
+    pub(super) values: Vec<f64>,
+}
+
+impl Pending {
+    pub(super) fn is_empty(&self) -> bool {
+        self.entities.is_empty()
+    }
+
+    /// Each entity with its residual's columns.
+    pub(super) fn rows(&self) -> impl Iterator<Item = (u32, &[f64])> {
+        let width = self.values.len().checked_div(self.entities.len()).unwrap_or(0);
+        self.entities.iter().copied().zip(self.values.chunks_exact(width.max(1)))
+    }
 }
 
 /// The same solution, however long each took.
@@ -248,6 +274,7 @@ impl PartialEq for Solved {
             && self.change.iter().map(|x| x.to_bits()).eq(o.change.iter().map(|x| x.to_bits()))
             && self.node_error.iter().map(|x| x.to_bits()).eq(o.node_error.iter().map(|x| x.to_bits()))
             && self.values.iter().map(|x| x.to_bits()).eq(o.values.iter().map(|x| x.to_bits()))
+            && self.pending == o.pending
     }
 }
 
@@ -255,8 +282,14 @@ impl std::fmt::Debug for Solved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Solved {{ {} entities, {} passages, dim {}, damping {}, {} iterations, {:.3}s }}",
-            self.entities, self.passages, self.dim, self.damping, self.iterations, self.secs
+            "Solved {{ {} entities, {} passages, dim {}, damping {}, {} iterations, {:.3}s, {} pending }}",
+            self.entities,
+            self.passages,
+            self.dim,
+            self.damping,
+            self.iterations,
+            self.secs,
+            self.pending.entities.len()
         )
     }
 }
@@ -346,11 +379,18 @@ impl Solved {
             change,
             node_error: vec![0.0; dim + 1],
             values,
+            pending: Pending::default(),
         })
     }
 
     pub fn damping(&self) -> f64 {
         self.damping
+    }
+
+    /// Whether the walk is deferred ([`Solved::defer`]): served with residuals each query
+    /// pushes, never stored.
+    pub fn is_deferred(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// Iterations of the slowest block of columns.

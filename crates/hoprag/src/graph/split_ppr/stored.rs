@@ -15,6 +15,7 @@ impl Solved {
     /// the damping and the seconds (f64), then the changes, the per-node bounds where any
     /// is not 0 (the second magic), and the values (f64).
     pub fn to_bytes(&self) -> Vec<u8> {
+        assert!(self.pending.is_empty(), "a deferred walk is served, never stored");
         let local = self.node_error.iter().any(|&x| x != 0.0);
         let node: &[f64] = if local { &self.node_error } else { &[] };
         let mut out = Vec::with_capacity(8 * (9 + self.change.len() + node.len() + self.values.len()));
@@ -68,6 +69,7 @@ impl Solved {
             change,
             node_error,
             values: floats[2 + heads..].to_vec(),
+            pending: Default::default(),
         })
     }
 }

@@ -18,6 +18,7 @@
 mod derive;
 mod plan;
 
+pub(crate) use derive::kept_passages;
 pub(crate) use derive::{delta_graph, delta_walk};
 pub use derive::{EditWork, WalkUpdate};
 pub use plan::{plan, EditCounts, Plan, Request};
