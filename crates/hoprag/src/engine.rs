@@ -401,9 +401,8 @@ impl Engine {
         graph.deferring.store(true, std::sync::atomic::Ordering::Release);
         let (index, store, damping) = (self.index.clone(), self.store.clone(), ppr.damping);
         let solve = move || {
-            // First the walk deferred from the generation before (seconds at a million
-            // passages, at the queries' priority: they run the full walk until it is
-            // ready), then the solve, behind it.
+            // First the walk deferred from the generation before (at the queries' priority:
+            // they run the full walk until it is ready), then the solve, behind it.
             let t = std::time::Instant::now();
             match graph.defer_walk(&index, damping) {
                 Ok(stats) => log::debug!(

@@ -498,6 +498,11 @@ impl GraphContext {
             // The stored solution where it is this walk's (the index's own vectors: the
             // graph was attached to this index; the default damping), else solved now.
             let stored = self.graph().walk.as_ref().filter(|w| w.damping() == damping);
+            log::debug!(
+                "the passage seeds' walk {} on thread {:?}",
+                if stored.is_some() { "read" } else { "solved" },
+                std::thread::current().name()
+            );
             stored
                 .and_then(|w| PassageResponse::from_solved(&self.ppr, e, passages, w, Form::Auto))
                 .or_else(|| PassageResponse::compute(&self.ppr, e, passages, damping))
@@ -585,22 +590,28 @@ impl GraphContext {
             return Err(format!("the walk before is at damping {}, not {damping}", old.damping()));
         }
         let graph = self.graph();
-        let entities: Vec<Option<u32>> = graph.entities.iter().map(|k| previous.graph().entity_id(k)).collect();
-        let kept = crate::store::edit::kept_passages(previous_index.passages(), index.passages());
-        let origins = split_ppr::Origins { entities: &entities, passages: &kept };
         let passages = index.vectors();
-        let (deferred, stats) = old.defer(&previous.ppr, &self.ppr, entities.len(), &origins, passages)?;
+        // At the serving priority: on the low-priority threads the full walks it spares
+        // starved it (at 100,000 passages, 39–48 s instead of 5–6 s; docs/scale.md).
+        let make = || {
+            let entities: Vec<Option<u32>> = graph.entities.iter().map(|k| previous.graph().entity_id(k)).collect();
+            let kept = crate::store::edit::kept_passages(previous_index.passages(), index.passages());
+            let origins = split_ppr::Origins { entities: &entities, passages: &kept };
+            let (deferred, stats) = old.defer(&previous.ppr, &self.ppr, entities.len(), &origins, passages)?;
+            let t = std::time::Instant::now();
+            let e = graph.entities.len();
+            let form = split_ppr::Form::Auto;
+            let response = split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &deferred, form)
+                .ok_or("the deferred walk gives no response")?;
+            Ok::<_, String>((deferred, stats, response, t.elapsed().as_secs_f64()))
+        };
+        let (deferred, stats, response, response_secs) = make()?;
         drop((previous, previous_index, old));
-        let t = std::time::Instant::now();
-        let e = graph.entities.len();
-        let form = split_ppr::Form::Auto;
-        let response = split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &deferred, form)
-            .ok_or("the deferred walk gives no response")?;
         log::debug!(
             "deferred walk: compared in {:.0} ms, residuals in {:.0} ms, response in {:.0} ms",
             stats.compare_secs * 1e3,
             (stats.secs - stats.compare_secs) * 1e3,
-            t.elapsed().as_secs_f64() * 1e3
+            response_secs * 1e3
         );
         let key = Self::response_key(passages, damping);
         // A solve that finished meanwhile is newer: kept.
