@@ -404,7 +404,7 @@ impl Engine {
             // First the walk deferred from the generation before (at the queries' priority:
             // they run the full walk until it is ready), then the solve, behind it.
             let t = std::time::Instant::now();
-            match graph.defer_walk(&index, damping) {
+            match graph.defer_walk(&index, damping, &crate::store::edit::kept_passages) {
                 Ok(stats) => log::debug!(
                     "deferred walk served after {:.0} ms: {} of {} entities' residuals pending ({} changed)",
                     t.elapsed().as_secs_f64() * 1e3,

@@ -729,7 +729,9 @@ the generation served from memory is not the one stored",
         if step.via_engine && graph.is_edited() {
             graph.walk_in_background.store(true, std::sync::atomic::Ordering::Release);
             let damping = engine.config.methods.ppr.ppr.damping;
-            graph.defer_walk(&engine.index, damping).map_err(|e| format!("{}\nno deferred walk: {e}", context()))?;
+            graph
+                .defer_walk(&engine.index, damping, &store::edit::kept_passages)
+                .map_err(|e| format!("{}\nno deferred walk: {e}", context()))?;
             let walked: Vec<&'static str> =
                 ctx.methods.iter().copied().filter(|m| ["ppr", "auto", "phasegraph"].contains(m)).collect();
             // The ids in order, as a TREC run has them: the scores are the full walk's within

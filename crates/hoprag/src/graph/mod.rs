@@ -361,6 +361,10 @@ pub struct GraphContext {
     pub deferring: std::sync::atomic::AtomicBool,
 }
 
+/// For each passage of the second list, the passage of the first with the same title
+/// and text, if any (the edit layer's rule: `crate::store::edit::kept_passages`).
+pub type KeptPassages<'a> = &'a dyn Fn(&crate::index::Passages, &crate::index::Passages) -> Vec<Option<PassageIdx>>;
+
 /// What a deferred walk is made from: the previous generation's graph context (its walk
 /// graph and newest solution) and its passages (which of them the edit kept).
 type EditedFrom = (std::sync::Arc<GraphContext>, std::sync::Arc<crate::index::Index>);
@@ -559,7 +563,12 @@ impl GraphContext {
     /// changed pushed by each query ([`split_ppr::Solved::defer`]), until a solved walk
     /// is ready. Lets go of the previous generation either way. `Err` says why not (the
     /// queries then run the full walk).
-    pub fn defer_walk(&self, index: &crate::index::Index, damping: f64) -> Result<split_ppr::RepairStats, String> {
+    pub fn defer_walk(
+        &self,
+        index: &crate::index::Index,
+        damping: f64,
+        kept: KeptPassages<'_>,
+    ) -> Result<split_ppr::RepairStats, String> {
         let waiting = std::time::Instant::now();
         let (mut previous, mut previous_index) =
             locked(&self.edited_from).clone().ok_or("not edited from a served graph")?;
@@ -595,7 +604,7 @@ impl GraphContext {
         // starved it (at 100,000 passages, 39–48 s instead of 5–6 s; docs/scale.md).
         let make = || {
             let entities: Vec<Option<u32>> = graph.entities.iter().map(|k| previous.graph().entity_id(k)).collect();
-            let kept = crate::store::edit::kept_passages(previous_index.passages(), index.passages());
+            let kept = kept(previous_index.passages(), index.passages());
             let origins = split_ppr::Origins { entities: &entities, passages: &kept };
             let (deferred, stats) = old.defer(&previous.ppr, &self.ppr, entities.len(), &origins, passages)?;
             let t = std::time::Instant::now();

@@ -206,15 +206,9 @@ impl Solved {
             return Err("a deferred walk is solved again, not repaired".into());
         }
         let passages = self.fits(old, graph, entities, origins, vectors)?;
-        let steps = Steps::new(graph);
-        let walk = EntityWalk::new(graph, &steps, entities, d).ok_or("the new graph is not one the split covers")?;
-        let old_steps = Steps::new(old);
-        let old_walk =
-            EntityWalk::new(old, &old_steps, self.entities, d).ok_or("the old graph is not one the split covers")?;
+        let (steps, old_steps) = (Steps::new(graph), Steps::new(old));
+        let (walk, old_walk) = entity_walks((graph, &steps, entities), (old, &old_steps, self.entities), d)?;
         let rho = walk.contraction;
-        if rho <= 0.0 || rho.is_nan() {
-            return Err("the new walk has no steps between entities".into());
-        }
         let changed = changed_rows(old, graph, self.entities, entities, origins);
         let mass = column_mass(vectors, passages, dim);
         let compare_secs = start.elapsed().as_secs_f64();
@@ -332,15 +326,9 @@ impl Solved {
         let start = Instant::now();
         let (d, dim) = (self.damping, self.dim);
         let passages = self.fits(old, graph, entities, origins, vectors)?;
-        let steps = Steps::new(graph);
-        let walk = EntityWalk::new(graph, &steps, entities, d).ok_or("the new graph is not one the split covers")?;
-        let old_steps = Steps::new(old);
-        let old_walk =
-            EntityWalk::new(old, &old_steps, self.entities, d).ok_or("the old graph is not one the split covers")?;
+        let (steps, old_steps) = (Steps::new(graph), Steps::new(old));
+        let (walk, old_walk) = entity_walks((graph, &steps, entities), (old, &old_steps, self.entities), d)?;
         let rho = walk.contraction;
-        if rho <= 0.0 || rho.is_nan() {
-            return Err("the new walk has no steps between entities".into());
-        }
         let mut rows = changed_rows(old, graph, self.entities, entities, origins);
         // The rows this solution holds pending keep their residual (exact, not bounded
         // by the L1 part): computed again where they still are.
@@ -529,6 +517,22 @@ impl Solved {
             }
         }
     }
+}
+
+/// The entity walks of the new graph and the old one (each with its steps and entity
+/// count); `Err` where the split does not cover one, or the new one does not contract.
+fn entity_walks<'a>(
+    (graph, steps, entities): (&PprGraph, &'a Steps, usize),
+    (old, old_steps, old_entities): (&PprGraph, &'a Steps, usize),
+    d: f64,
+) -> Result<(EntityWalk<'a>, EntityWalk<'a>), String> {
+    let walk = EntityWalk::new(graph, steps, entities, d).ok_or("the new graph is not one the split covers")?;
+    let old_walk =
+        EntityWalk::new(old, old_steps, old_entities, d).ok_or("the old graph is not one the split covers")?;
+    if walk.contraction <= 0.0 || walk.contraction.is_nan() {
+        return Err("the new walk has no steps between entities".into());
+    }
+    Ok((walk, old_walk))
 }
 
 /// Whether no two entries name the same node of `0..count`.

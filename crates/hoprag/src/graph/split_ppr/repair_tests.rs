@@ -157,6 +157,36 @@ fn repair_to(old_solved: &Solved, old: &Built, new: &Built, tolerance: f64) -> R
     old_solved.repair_within(&old.graph, &new.graph, e, &origins, &new.vectors, f64::INFINITY, tolerance)
 }
 
+/// The split query of `seeds` and `query` (its dense scores `dense`), with the passage
+/// weight and damping of these tests.
+fn query_of<'a>(seeds: &'a [(u32, f64)], dense: &[f32], query: &'a [f32], v: &'a Matrix) -> SplitQuery<'a> {
+    SplitQuery {
+        entity_seeds: seeds,
+        dense_range: range(dense),
+        query,
+        passage_weight: 0.05,
+        damping: DAMPING,
+        vectors: v,
+        budget: 0,
+        screened: None,
+        entity_products: None,
+        within: None,
+    }
+}
+
+/// The full walk of graph `g` (`e` entities) from `seeds` and the passages' min-max
+/// scaled `dense` scores: its ten best passages (ties by index) and its scores.
+fn full_walk_top(g: &PprGraph, e: usize, seeds: &[(u32, f64)], dense: &[f32]) -> (Vec<usize>, Vec<f64>) {
+    let (lo, hi) = range(dense);
+    let mut all: Vec<(u32, f64)> = seeds.to_vec();
+    all.extend(dense.iter().enumerate().map(|(i, &s)| ((e + i) as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)));
+    let full =
+        g.personalized_pagerank(&all, &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() });
+    let mut want: Vec<(usize, f64)> = (0..dense.len()).map(|i| (i, full.scores[e + i])).collect();
+    want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
+    (want[..10].iter().map(|x| x.0).collect(), full.scores)
+}
+
 /// The entities' values iterated until they no longer change (contraction at most 1/2:
 /// 200 iterations leave only rounding), in [`Solved`]'s layout.
 fn fixed_point(b: &Built) -> Vec<f64> {
@@ -444,30 +474,8 @@ fn the_split_walk_on_a_repaired_solution_ranks_as_the_full_walk() {
                 let query: Vec<f32> = (0..v.dim()).map(|_| rng.unit()).collect();
                 let dense = v.dots(&query);
                 let seeds = [(rng.below(e) as u32, 1.0), (rng.below(e) as u32, 0.4)];
-                let q = SplitQuery {
-                    entity_seeds: &seeds,
-                    dense_range: range(&dense),
-                    query: &query,
-                    passage_weight: 0.05,
-                    damping: DAMPING,
-                    vectors: v,
-                    budget: 0,
-                    screened: None,
-                    entity_products: None,
-                    within: None,
-                };
-                let (lo, hi) = range(&dense);
-                let mut all: Vec<(u32, f64)> = seeds.to_vec();
-                all.extend(
-                    dense.iter().enumerate().map(|(i, &s)| ((e + i) as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)),
-                );
-                let full = g.personalized_pagerank(
-                    &all,
-                    &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
-                );
-                let mut want: Vec<(usize, f64)> = (0..v.rows()).map(|i| (i, full.scores[e + i])).collect();
-                want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
-                let want: Vec<usize> = want[..10].iter().map(|x| x.0).collect();
+                let q = query_of(&seeds, &dense, &query, v);
+                let (want, full) = full_walk_top(g, e, &seeds, &dense);
                 asked += 1;
                 let what = format!("step {step} {form:?} trial {trial}");
                 let fresh_top = ranked_passages(g, &baseline, &q, 10).map(|r| r.top);
@@ -481,7 +489,7 @@ fn the_split_walk_on_a_repaired_solution_ranks_as_the_full_walk() {
                 assert!(got.proven);
                 assert_eq!(got.top.iter().map(|x| x.0 as usize).collect::<Vec<_>>(), want, "{what}");
                 for (&(p, score), w) in got.top.iter().zip(&want) {
-                    let truth = full.scores[e + *w];
+                    let truth = full[e + *w];
                     assert_eq!(p as usize, *w);
                     assert!((score - truth).abs() <= got.bound + 1e-15, "{what}: {score} vs {truth}");
                 }
@@ -542,30 +550,8 @@ fn the_split_walk_on_a_deferred_solution_ranks_as_the_full_walk() {
                     0 => Vec::new(),
                     _ => vec![(rng.below(e) as u32, 1.0), (rng.below(e) as u32, 0.4)],
                 };
-                let q = SplitQuery {
-                    entity_seeds: &seeds,
-                    dense_range: range(&dense),
-                    query: &query,
-                    passage_weight: 0.05,
-                    damping: DAMPING,
-                    vectors: v,
-                    budget: 0,
-                    screened: None,
-                    entity_products: None,
-                    within: None,
-                };
-                let (lo, hi) = range(&dense);
-                let mut all: Vec<(u32, f64)> = seeds.to_vec();
-                all.extend(
-                    dense.iter().enumerate().map(|(i, &s)| ((e + i) as u32, 0.05 * ((s - lo) / (hi - lo)) as f64)),
-                );
-                let full = g.personalized_pagerank(
-                    &all,
-                    &PprParams { tolerance: 1e-15, max_iterations: 200, ..Default::default() },
-                );
-                let mut want: Vec<(usize, f64)> = (0..v.rows()).map(|i| (i, full.scores[e + i])).collect();
-                want.sort_by(|x, y| crate::rank::desc(x.1, y.1).then(x.0.cmp(&y.0)));
-                let want: Vec<usize> = want[..10].iter().map(|x| x.0).collect();
+                let q = query_of(&seeds, &dense, &query, v);
+                let (want, full) = full_walk_top(g, e, &seeds, &dense);
                 asked += 1;
                 fresh_proven += ranked_passages(g, &baseline, &q, 10).is_some() as usize;
                 let what = format!("step {step} {form:?} trial {trial}");
@@ -574,7 +560,7 @@ fn the_split_walk_on_a_deferred_solution_ranks_as_the_full_walk() {
                 assert!(got.proven, "{what}");
                 assert_eq!(got.top.iter().map(|x| x.0 as usize).collect::<Vec<_>>(), want, "{what}");
                 for (&(_, score), w) in got.top.iter().zip(&want) {
-                    let truth = full.scores[e + *w];
+                    let truth = full[e + *w];
                     assert!((score - truth).abs() <= got.bound + 1e-15, "{what}: {score} vs {truth}");
                 }
             }

@@ -221,7 +221,7 @@ fn repaired(
 /// by id. Only the edit's passages are hashed: a passage whose text equals another,
 /// unchanged one's is embedded again (the same vector: a vector is a function of its
 /// text).
-pub(crate) fn kept_passages(old: &Passages, passages: &Passages) -> Vec<Option<PassageIdx>> {
+pub fn kept_passages(old: &Passages, passages: &Passages) -> Vec<Option<PassageIdx>> {
     let same = |a: &Passage, b: &Passage| a.title == b.title && a.text == b.text;
     let mut kept = vec![None; passages.len()];
     let mut used = vec![false; old.len()];

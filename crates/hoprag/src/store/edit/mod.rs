@@ -18,9 +18,8 @@
 mod derive;
 mod plan;
 
-pub(crate) use derive::kept_passages;
 pub(crate) use derive::{delta_graph, delta_walk};
-pub use derive::{EditWork, WalkUpdate};
+pub use derive::{kept_passages, EditWork, WalkUpdate};
 pub use plan::{plan, EditCounts, Plan, Request};
 
 use std::sync::Arc;
