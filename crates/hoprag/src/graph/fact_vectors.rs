@@ -56,13 +56,7 @@ pub(super) fn known_facts(
     match previous {
         Some(p) if p.options.fact_vectors == options.fact_vectors => {
             let key = |t: &Triple| (t.subject.id(), t.predicate.id(), t.object.id());
-            let built: FxHashMap<(u32, u32, u32), u32>;
-            let stated = if p.facts_by_names.is_empty() {
-                built = p.triples.iter().zip(&p.triple_facts).map(|(t, &f)| (key(t), f)).collect();
-                &built
-            } else {
-                &p.facts_by_names
-            };
+            let stated = p.facts_by_names();
             let contextual = options.fact_vectors == FactVectors::Contextual;
             first
                 .iter()

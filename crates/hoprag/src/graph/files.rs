@@ -175,7 +175,7 @@ fn read_vectors(dir: &Path, name: &str, dim: usize, rows: usize) -> Result<Matri
     for &r in &at.at {
         pieces.push(Source::Base, r, 1);
     }
-    if pieces.run_count() <= rows / 64 + 64 {
+    if !pieces.scattered() {
         return Ok(Matrix::layered(Arc::new(file), pieces, Matrix::new(dim)));
     }
     let mut m = Matrix::with_capacity(dim, rows);

@@ -196,6 +196,16 @@ impl EntityGraph {
         }
     }
 
+    /// The fact of each (subject, predicate, object) of names: the build's table, or one
+    /// made from the triples for a graph read back (which keeps none).
+    pub(crate) fn facts_by_names(&self) -> std::borrow::Cow<'_, rustc_hash::FxHashMap<(u32, u32, u32), u32>> {
+        if !self.facts_by_names.is_empty() || self.triples.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.facts_by_names);
+        }
+        let key = |t: &Triple| (t.subject.id(), t.predicate.id(), t.object.id());
+        std::borrow::Cow::Owned(self.triples.iter().zip(&self.triple_facts).map(|(t, &f)| (key(t), f)).collect())
+    }
+
     /// The fact triple `t` states.
     pub fn fact_of(&self, t: u32) -> u32 {
         self.triple_facts[t as usize]
@@ -602,19 +612,14 @@ impl GraphContext {
         let passages = index.vectors();
         // At the serving priority: on the low-priority threads the full walks it spares
         // starved it (at 100,000 passages, 39–48 s instead of 5–6 s; docs/scale.md).
-        let make = || {
-            let entities: Vec<Option<u32>> = graph.entities.iter().map(|k| previous.graph().entity_id(k)).collect();
-            let kept = kept(previous_index.passages(), index.passages());
-            let origins = split_ppr::Origins { entities: &entities, passages: &kept };
-            let (deferred, stats) = old.defer(&previous.ppr, &self.ppr, entities.len(), &origins, passages)?;
-            let t = std::time::Instant::now();
-            let e = graph.entities.len();
-            let form = split_ppr::Form::Auto;
-            let response = split_ppr::PassageResponse::from_solved(&self.ppr, e, passages, &deferred, form)
-                .ok_or("the deferred walk gives no response")?;
-            Ok::<_, String>((deferred, stats, response, t.elapsed().as_secs_f64()))
-        };
-        let (deferred, stats, response, response_secs) = make()?;
+        let t = std::time::Instant::now();
+        let entities: Vec<Option<u32>> = graph.entities.iter().map(|k| previous.graph().entity_id(k)).collect();
+        let kept = kept(previous_index.passages(), index.passages());
+        let origins = split_ppr::Origins { entities: &entities, passages: &kept };
+        let (e, form) = (entities.len(), split_ppr::Form::Auto);
+        let (response, deferred, stats) =
+            split_ppr::PassageResponse::deferred(&old, &previous.ppr, &self.ppr, e, &origins, passages, form)?;
+        let response_secs = t.elapsed().as_secs_f64() - stats.secs;
         drop((previous, previous_index, old));
         log::debug!(
             "deferred walk: compared in {:.0} ms, residuals in {:.0} ms, response in {:.0} ms",

@@ -207,15 +207,6 @@ fn key_of(t: &super::Triple) -> FactKey {
     (t.subject.id(), t.predicate.id(), t.object.id())
 }
 
-/// The fact of each triple text of `graph`, by its names.
-fn fact_keys(graph: &EntityGraph) -> FxHashMap<FactKey, u32> {
-    let mut keys = FxHashMap::with_capacity_and_hasher(graph.fact_count(), Default::default());
-    for f in 0..graph.fact_count() as u32 {
-        keys.insert(key_of(&graph.triples[graph.fact_triple(f) as usize]), f);
-    }
-    keys
-}
-
 /// The embedder's token count of each text, those `previous` (the index of any graph
 /// before: facts are matched by their names) holds taken from it (its weights are those
 /// counts), the others counted now; `None` if the embedder cannot count.
@@ -286,7 +277,7 @@ impl TripleIndex {
         let mut build = TripleIndexBuild::default();
         let texts: Vec<String> = graph.triples.iter().map(|t| t.text()).collect();
         let t = Instant::now();
-        let fact_keys = fact_keys(graph);
+        let fact_keys = graph.facts_by_names().into_owned();
         let counts = match previous.filter(|p| p.counted) {
             Some(p) => token_counts_after(graph, &texts, embedder, p),
             None => embedder.token_counts(&texts),

@@ -323,11 +323,24 @@ impl Solved {
         origins: &Origins,
         vectors: &Matrix,
     ) -> Result<(Solved, RepairStats), String> {
+        self.defer_on(old, graph, &Steps::new(graph), entities, origins, vectors)
+    }
+
+    /// [`Solved::defer`] with `graph`'s steps made already.
+    pub(super) fn defer_on(
+        &self,
+        old: &PprGraph,
+        graph: &PprGraph,
+        steps: &Steps,
+        entities: usize,
+        origins: &Origins,
+        vectors: &Matrix,
+    ) -> Result<(Solved, RepairStats), String> {
         let start = Instant::now();
         let (d, dim) = (self.damping, self.dim);
         let passages = self.fits(old, graph, entities, origins, vectors)?;
-        let (steps, old_steps) = (Steps::new(graph), Steps::new(old));
-        let (walk, old_walk) = entity_walks((graph, &steps, entities), (old, &old_steps, self.entities), d)?;
+        let old_steps = Steps::new(old);
+        let (walk, old_walk) = entity_walks((graph, steps, entities), (old, &old_steps, self.entities), d)?;
         let rho = walk.contraction;
         let mut rows = changed_rows(old, graph, self.entities, entities, origins);
         // The rows this solution holds pending keep their residual (exact, not bounded

@@ -210,6 +210,37 @@ impl PassageResponse {
         solved: &Solved,
         form: Form,
     ) -> Option<PassageResponse> {
+        Self::from_solved_on(graph, Steps::new(graph), entities, vectors, solved, form)
+    }
+
+    /// The walk of `graph` deferred from `old`'s solution on `old_graph`
+    /// ([`Solved::defer`]), and its response: the new graph's steps built once for both.
+    #[allow(clippy::too_many_arguments)]
+    pub fn deferred(
+        old: &Solved,
+        old_graph: &PprGraph,
+        graph: &PprGraph,
+        entities: usize,
+        origins: &super::Origins,
+        vectors: &Matrix,
+        form: Form,
+    ) -> Result<(PassageResponse, Solved, super::RepairStats), String> {
+        let steps = Steps::new(graph);
+        let (solved, stats) = old.defer_on(old_graph, graph, &steps, entities, origins, vectors)?;
+        let response = Self::from_solved_on(graph, steps, entities, vectors, &solved, form)
+            .ok_or("the deferred walk gives no response")?;
+        Ok((response, solved, stats))
+    }
+
+    /// [`PassageResponse::from_solved`] with `graph`'s steps made already.
+    fn from_solved_on(
+        graph: &PprGraph,
+        steps: Steps,
+        entities: usize,
+        vectors: &Matrix,
+        solved: &Solved,
+        form: Form,
+    ) -> Option<PassageResponse> {
         let start = std::time::Instant::now();
         let passages = graph.nodes().checked_sub(entities)?;
         let dim = vectors.dim();
@@ -225,7 +256,6 @@ impl PassageResponse {
             Form::Rows => true,
             Form::Entities => false,
         };
-        let steps = Steps::new(graph);
         let walk = EntityWalk::new(graph, &steps, entities, d)?;
         let mut entity_rows = vec![0f32; entities * dim];
         let mut passage_rows = if rows { vec![0f32; passages * dim] } else { Vec::new() };

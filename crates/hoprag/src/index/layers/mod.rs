@@ -72,6 +72,12 @@ impl Pieces {
         self.runs.len()
     }
 
+    /// Whether the rows are too scattered among runs to read through them (a shuffled or
+    /// mostly new order): one copy then reads faster.
+    pub fn scattered(&self) -> bool {
+        self.run_count() > self.len() / 64 + 64
+    }
+
     /// Appends `len` rows of `source` starting at its row `start`, joining the last run
     /// where they continue it.
     pub fn push(&mut self, source: Source, start: u32, len: u32) {

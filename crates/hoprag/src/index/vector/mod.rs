@@ -385,21 +385,16 @@ impl Matrix {
         assert_eq!(next_fresh as usize, fresh.rows(), "one fresh row per row not reused");
         // Scattered reuse (another order, mostly new rows) would read slower through its
         // runs than one copy costs.
-        if pieces.run_count() > of.len() / 64 + 64 || added.rows() > of.len() / 4 {
-            let mut flat = Matrix::with_capacity(dim, of.len());
-            let mut next_fresh = 0;
-            for &o in of {
-                match o {
-                    Some(r) => flat.push(from.row(r)),
-                    None => {
-                        flat.push(fresh.row(next_fresh));
-                        next_fresh += 1;
-                    }
-                }
-            }
-            return flat;
+        let scattered = pieces.scattered() || added.rows() > of.len() / 4;
+        let layered = Matrix::layered(base, pieces, added);
+        if !scattered {
+            return layered;
         }
-        Matrix::layered(base, pieces, added)
+        let mut flat = Matrix::with_capacity(dim, of.len());
+        for (_, block) in layered.blocks() {
+            block.chunks_exact(dim).for_each(|row| flat.push(row));
+        }
+        flat
     }
 
     /// The base, the added rows and where each row lives, where the matrix is layered.
